@@ -1,0 +1,3 @@
+from ddp_doctor.cli import main
+
+main()

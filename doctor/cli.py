@@ -1,0 +1,163 @@
+"""The command line: run, diagnose, explain, rules (here), check and logs (in commands/).
+
+Nothing here imports torch: `--help`, `--version`, `explain`, `rules` and `check` stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__, exitcodes
+from .model import Report, Severity
+from .registry import Selector, UnknownSelector
+
+REPORT_FORMATS = ("table", "json", "markdown")
+EXIT_CODES_HELP = (
+    "Exit codes: 0 nothing at or above --fail-on; 1 findings at or above --fail-on; "
+    "2 usage error or the doctor could not run."
+)
+
+# Commands that live in their own modules, imported only when used.
+LAZY_COMMANDS = {
+    "check": ("ddp_doctor.commands.check", "check_command"),
+    "logs": ("ddp_doctor.commands.logs", "logs_command"),
+}
+
+
+class DoctorGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._available_lazy()))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and name in self._available_lazy():
+            module, attribute = LAZY_COMMANDS[name]
+            command = getattr(importlib.import_module(module), attribute)
+        return command
+
+    @staticmethod
+    def _available_lazy() -> list[str]:
+        return [name for name, (module, _) in LAZY_COMMANDS.items() if _module_exists(module)]
+
+
+def _module_exists(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP)
+@click.version_option(__version__, prog_name="ddp-doctor")
+def cli() -> None:
+    """Diagnose multi-GPU and multi-node PyTorch training that will not start, hangs, or runs
+    wrong. Every finding has a code, a severity and a fix."""
+
+
+# Options shared by the commands that print a report.
+def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callable], Callable]:
+    def decorate(command: Callable) -> Callable:
+        options = [
+            click.option(
+                "--format", "fmt", type=click.Choice(formats), default=formats[0],
+                show_default=True, help="Output format.",
+            ),
+            click.option(
+                "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the report to FILE instead of stdout.",
+            ),
+            click.option(
+                "--fail-on", type=click.Choice(["info", "warning", "error"]), default="error",
+                show_default=True, help="Exit 1 when a finding is at or above this severity.",
+            ),
+            click.option("--select", multiple=True, help="Only these codes, prefixes or names."),
+            click.option("--ignore", multiple=True, help="Drop these codes, prefixes or names."),
+            click.option("-v", "--verbose", is_flag=True, help="Show the facts behind findings."),
+            click.option(
+                "--redact-hosts", is_flag=True,
+                help="Also replace host names and IP addresses in json and markdown output.",
+            ),
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
+    try:
+        return Selector.parse(select, ignore)
+    except UnknownSelector as error:
+        raise click.BadParameter(str(error), param_hint="--select/--ignore") from None
+
+
+def check_output_writable(output: Path | None) -> None:
+    """Fails before any probing when the report could not be written anyway."""
+    if output is None:
+        return
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise click.BadParameter(f"folder {str(parent)!r} does not exist", param_hint="--output")
+    if output.is_dir() or (output.exists() and not _writable(output)) or not _writable(parent):
+        raise click.BadParameter(f"cannot write to {str(output)!r}", param_hint="--output")
+
+
+def _writable(path: Path) -> bool:
+    import os
+
+    return os.access(path, os.W_OK)
+
+
+def emit(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    try:
+        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as error:
+        raise DoctorError(f"cannot write {str(output)!r}: {error.strerror or error}") from None
+    click.echo(f"report written to {output}", err=True)
+
+
+def finish(report: Report, fmt: str, output: Path | None, fail_on: str, **render_options: Any) -> None:
+    from .render import render
+
+    emit(render(report, fmt, **render_options), output)
+    sys.exit(exitcodes.FINDINGS if report.fails_at(Severity.from_word(fail_on)) else exitcodes.OK)
+
+
+class DoctorError(click.ClickException):
+    """The doctor could not do its work: printed as one line, exit 2."""
+
+    exit_code = exitcodes.USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ddp-doctor: error: {self.message}", err=True)
+
+
+def _register_commands() -> None:
+    from .commands import diagnose, explain, run
+
+    cli.add_command(run.run_command)
+    cli.add_command(diagnose.diagnose_command)
+    cli.add_command(explain.explain_command)
+    cli.add_command(explain.rules_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    _register_commands()
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="ddp-doctor")
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("ddp-doctor: interrupted", err=True)
+        sys.exit(130)
+    except Exception as error:  # the last guard: one line, never a traceback
+        click.echo(f"ddp-doctor: internal error: {type(error).__name__}: {error}", err=True)
+        sys.exit(exitcodes.USAGE)

@@ -1,0 +1,111 @@
+"""Runs probes (guarded, timed, concurrently), then the rules, and builds the Report."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
+
+from . import __version__
+from .facts import FactSet
+from .model import Finding, ProbeResult, ProbeStatus, Report
+from .registry import Hit, Selector, rules_in_scope, spec_for
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    collect: Callable[[], Any]
+    timeout_s: float = 20.0
+
+
+def run_probes(probes: Sequence[Probe]) -> list[ProbeResult]:
+    """Runs every probe in its own thread; each is bounded by its own timeout."""
+    slots: list[ProbeResult | None] = [None] * len(probes)
+    threads = []
+    for index, probe in enumerate(probes):
+        thread = threading.Thread(
+            target=_run_into, args=(probe, slots, index), name=f"probe-{probe.name}", daemon=True
+        )
+        thread.start()
+        threads.append((time.monotonic(), thread))
+    for index, (started, thread) in enumerate(threads):
+        probe = probes[index]
+        thread.join(max(0.0, probe.timeout_s - (time.monotonic() - started)))
+        if slots[index] is None:  # still running: abandon the daemon thread, report the timeout
+            slots[index] = ProbeResult(
+                probe.name,
+                ProbeStatus.TIMED_OUT,
+                None,
+                round(time.monotonic() - started, 3),
+                f"no answer within {probe.timeout_s:g} s",
+            )
+    return [result for result in slots if result is not None]
+
+
+def run_probe(probe: Probe) -> ProbeResult:
+    return run_probes([probe])[0]
+
+
+def _run_into(probe: Probe, slots: list[ProbeResult | None], index: int) -> None:
+    slots[index] = _guarded(probe)
+
+
+def _guarded(probe: Probe) -> ProbeResult:
+    started = time.monotonic()
+
+    def result(status: ProbeStatus, facts: Any = None, error: str | None = None) -> ProbeResult:
+        return ProbeResult(probe.name, status, facts, round(time.monotonic() - started, 3), error)
+
+    try:
+        return result(ProbeStatus.OK, probe.collect())
+    except ProbeSkipped as skipped:
+        return result(ProbeStatus.SKIPPED, error=skipped.reason)
+    except ProbeFailed as failed:
+        return result(ProbeStatus.FAILED, failed.facts, failed.reason)
+    except Exception as error:
+        return result(ProbeStatus.CRASHED, error=_describe_crash(error))
+
+
+def _describe_crash(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def judge(results: Iterable[ProbeResult], selector: Selector = Selector()) -> list[Finding]:
+    """Runs every facts rule on the results; a rule that raises becomes a DDP903 finding."""
+    facts = FactSet.of(tuple(results))
+    findings: list[Finding] = []
+    for spec in rules_in_scope("facts"):
+        if not selector.allows(spec.code):
+            continue
+        try:
+            findings.extend(spec.run(facts))
+        except Exception as error:
+            crash = Hit(
+                f"rule {spec.code} ({spec.name}) crashed: {_describe_crash(error)}",
+                evidence={"rule": spec.code},
+            )
+            findings.append(spec_for("DDP903").finding(crash))
+    return selector.filter(sort_findings(findings))
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first, then by code; ties keep the order the rules gave (root cause first)."""
+    return sorted(findings, key=lambda f: (-f.severity, f.code))
+
+
+def make_report(results: Sequence[ProbeResult], findings: Sequence[Finding]) -> Report:
+    return Report(
+        tool_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        probes=tuple(results),
+        findings=tuple(findings),
+    )

@@ -1,0 +1,178 @@
+"""One frozen dataclass per probe's facts, and the bundle that rules read.
+
+Facts are what a probe measured, never a judgement. They round-trip through JSON
+(codec.py), so a saved report can be re-judged elsewhere (`ddp-doctor diagnose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import ProbeResult, ProbeStatus
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    system: str  # platform.system(): "Linux", "Windows", "Darwin"
+    release: str
+    python_version: str
+    hostname: str
+    hostname_address: str | None = None  # what the host name resolves to
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    memory_total_bytes: int | None = None
+    container: str | None = None  # "docker", "podman", "kubernetes", "container" or None
+    wsl: bool = False
+    shm_total_bytes: int | None = None  # statvfs("/dev/shm"); None where there is none
+    jupyter_kernel: bool = False
+
+
+@dataclass(frozen=True)
+class TorchDevice:
+    index: int
+    name: str
+    capability: tuple[int, int]
+    total_memory_bytes: int
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    importable: bool
+    import_error: str | None = None
+    version: str | None = None
+    cuda_version: str | None = None  # torch.version.cuda: the runtime the wheel was built for
+    hip_version: str | None = None
+    cudnn_version: int | None = None
+    arch_list: tuple[str, ...] = ()
+    cuda_available: bool = False
+    device_count: int = 0
+    devices: tuple[TorchDevice, ...] = ()
+    distributed_available: bool = False
+    nccl_available: bool = False
+    gloo_available: bool = False
+    nccl_version: str | None = None
+    cuda_error: str | None = None  # why CUDA could not be initialised, if it could not
+
+    @property
+    def major_minor(self) -> tuple[int, int] | None:
+        return parse_major_minor(self.version)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    name: str | None
+    used_memory_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_total_bytes: int
+    memory_used_bytes: int
+    compute_capability: tuple[int, int] | None = None
+    mig_mode: bool | None = None  # None: the GPU does not support MIG
+    mig_devices: tuple[str, ...] = ()  # MIG-... UUIDs of the slices
+    compute_mode: str = "default"  # default, exclusive-thread, prohibited, exclusive-process
+    ecc_uncorrectable_volatile: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    driver_version: str
+    cuda_driver_version: str | None  # the newest CUDA the driver supports, e.g. "12.4"
+    gpus: tuple[GpuFacts, ...] = ()
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """The variables that steer CUDA, NCCL, gloo and the launcher, as they were set."""
+
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> str | None:
+        return self.variables.get(name)
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the user asked `run` to do, so that a replayed report is judged the same way."""
+
+    nproc: int | None = None
+    backend: str | None = None
+    require_gpu: bool = False
+    min_busbw_gbps: float | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    jobs: bool = True
+
+
+def parse_major_minor(version: str | None) -> tuple[int, int] | None:
+    """'2.13.0+cpu' -> (2, 13); '12.4' -> (12, 4); None or junk -> None."""
+    if not version:
+        return None
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+FACT_TYPES: dict[str, type] = {
+    "host": HostFacts,
+    "torch": TorchFacts,
+    "nvml": NvmlFacts,
+    "env": EnvFacts,
+    "plan": PlanFacts,
+}
+
+
+def register_fact_type(probe: str, cls: type) -> None:
+    """Lets a later block (the job, the DataParallel probe) add its facts type."""
+    FACT_TYPES[probe] = cls
+
+
+@dataclass(frozen=True)
+class FactSet:
+    """All probe results of one run, as the rules see them."""
+
+    results: Mapping[str, ProbeResult]
+
+    @classmethod
+    def of(cls, results: list[ProbeResult] | tuple[ProbeResult, ...]) -> FactSet:
+        return cls({r.probe: r for r in results})
+
+    def facts(self, probe: str) -> Any:
+        """The probe's facts; a failed probe may still carry what it did measure."""
+        result = self.results.get(probe)
+        return result.facts if result is not None else None
+
+    def status(self, probe: str) -> ProbeStatus | None:
+        result = self.results.get(probe)
+        return result.status if result is not None else None
+
+    @property
+    def host(self) -> HostFacts | None:
+        return self.facts("host")
+
+    @property
+    def torch(self) -> TorchFacts | None:
+        return self.facts("torch")
+
+    @property
+    def nvml(self) -> NvmlFacts | None:
+        return self.facts("nvml")
+
+    @property
+    def env(self) -> EnvFacts:
+        return self.facts("env") or EnvFacts()
+
+    @property
+    def plan(self) -> PlanFacts:
+        return self.facts("plan") or PlanFacts()

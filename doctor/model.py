@@ -1,0 +1,127 @@
+"""The report's vocabulary: severities, probe results, findings and the report itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import Any
+
+
+class Severity(IntEnum):
+    INFO = 10
+    WARNING = 20
+    ERROR = 30
+
+    @property
+    def word(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def from_word(cls, word: str) -> Severity:
+        try:
+            return cls[word.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {word!r}") from None
+
+
+class ProbeStatus(str, Enum):
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CRASHED = "crashed"
+    TIMED_OUT = "timed-out"
+
+
+@dataclass(frozen=True)
+class Remediation:
+    text: str
+    commands: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "commands": list(self.commands)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Remediation:
+        return cls(str(data["text"]), tuple(str(c) for c in data.get("commands", ())))
+
+
+@dataclass(frozen=True)
+class Location:
+    path: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.path] + [str(n) for n in (self.line, self.column) if n is not None]
+        return ":".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Location:
+        return cls(str(data["path"]), data.get("line"), data.get("column"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    fix: Remediation | None = None
+    location: Location | None = None
+    evidence: Mapping[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.word,
+            "message": self.message,
+            "fix": self.fix.to_json() if self.fix else None,
+            "location": self.location.to_json() if self.location else None,
+            "evidence": dict(self.evidence),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(
+            code=str(data["code"]),
+            name=str(data["name"]),
+            severity=Severity.from_word(str(data["severity"])),
+            message=str(data["message"]),
+            fix=Remediation.from_json(data["fix"]) if data.get("fix") else None,
+            location=Location.from_json(data["location"]) if data.get("location") else None,
+            evidence=dict(data.get("evidence") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe measured. `facts` is a facts dataclass (see facts.py) or None."""
+
+    probe: str
+    status: ProbeStatus
+    facts: Any
+    duration_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ProbeStatus.OK
+
+
+@dataclass(frozen=True)
+class Report:
+    tool_version: str
+    created: str
+    probes: tuple[ProbeResult, ...]
+    findings: tuple[Finding, ...]
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def fails_at(self, threshold: Severity) -> bool:
+        return any(f.severity >= threshold for f in self.findings)
