@@ -63,22 +63,32 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
     def decorate(command: Callable) -> Callable:
         options = [
             click.option(
-                "--format", "fmt", type=click.Choice(formats), default=formats[0],
-                show_default=True, help="Output format.",
+                "--format",
+                "fmt",
+                type=click.Choice(formats),
+                default=formats[0],
+                show_default=True,
+                help="Output format.",
             ),
             click.option(
-                "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+                "--output",
+                "-o",
+                type=click.Path(dir_okay=False, path_type=Path),
                 help="Write the report to FILE instead of stdout.",
             ),
             click.option(
-                "--fail-on", type=click.Choice(["info", "warning", "error"]), default="error",
-                show_default=True, help="Exit 1 when a finding is at or above this severity.",
+                "--fail-on",
+                type=click.Choice(["info", "warning", "error"]),
+                default="error",
+                show_default=True,
+                help="Exit 1 when a finding is at or above this severity.",
             ),
             click.option("--select", multiple=True, help="Only these codes, prefixes or names."),
             click.option("--ignore", multiple=True, help="Drop these codes, prefixes or names."),
             click.option("-v", "--verbose", is_flag=True, help="Show the facts behind findings."),
             click.option(
-                "--redact-hosts", is_flag=True,
+                "--redact-hosts",
+                is_flag=True,
                 help="Also replace host names and IP addresses in json and markdown output.",
             ),
         ]
@@ -124,7 +134,9 @@ def emit(text: str, output: Path | None) -> None:
     click.echo(f"report written to {output}", err=True)
 
 
-def finish(report: Report, fmt: str, output: Path | None, fail_on: str, **render_options: Any) -> None:
+def finish(
+    report: Report, fmt: str, output: Path | None, fail_on: str, **render_options: Any
+) -> None:
     from .render import render
 
     emit(render(report, fmt, **render_options), output)

@@ -97,7 +97,9 @@ def _convert_tuple(args: tuple[Any, ...], data: Any, where: str) -> tuple[Any, .
 
 def _convert_scalar(tp: Any, data: Any, where: str) -> Any:
     if tp is float:
-        _expect(isinstance(data, (int, float)) and not isinstance(data, bool), data, "a number", where)
+        _expect(
+            isinstance(data, (int, float)) and not isinstance(data, bool), data, "a number", where
+        )
         return float(data)
     if tp is int:
         _expect(isinstance(data, int) and not isinstance(data, bool), data, "an integer", where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class ProbeSkipped(Exception):  # noqa: N818  (it is an outcome, not an error)
+class ProbeSkipped(Exception):
     """The probe does not apply here (no driver, no GPU); the reason goes into the report."""
 
     def __init__(self, reason: str) -> None:
@@ -13,7 +13,7 @@ class ProbeSkipped(Exception):  # noqa: N818  (it is an outcome, not an error)
         self.reason = reason
 
 
-class ProbeFailed(Exception):  # noqa: N818
+class ProbeFailed(Exception):
     """The probe ran but could not measure; `facts` keeps whatever it did measure."""
 
     def __init__(self, reason: str, facts: Any = None) -> None:

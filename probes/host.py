@@ -79,7 +79,9 @@ def detect_wsl(root: Path) -> bool:
     return "microsoft" in _read(root / "proc/version").lower()
 
 
-def shm_total_bytes(root: Path, statvfs: Callable[[str], os.statvfs_result] | None = None) -> int | None:
+def shm_total_bytes(
+    root: Path, statvfs: Callable[[str], os.statvfs_result] | None = None
+) -> int | None:
     shm = root / "dev/shm"
     if not shm.is_dir():
         return None

@@ -74,7 +74,9 @@ def _gpu(nvml: ModuleType, index: int) -> GpuFacts:
         compute_capability=tuple(capability) if capability else None,
         mig_mode=mig_mode,
         mig_devices=mig_devices,
-        compute_mode=COMPUTE_MODES.get(_optional(lambda: nvml.nvmlDeviceGetComputeMode(handle)), "default"),
+        compute_mode=COMPUTE_MODES.get(
+            _optional(lambda: nvml.nvmlDeviceGetComputeMode(handle)), "default"
+        ),
         ecc_uncorrectable_volatile=_optional(
             lambda: nvml.nvmlDeviceGetTotalEccErrors(
                 handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC

@@ -1,0 +1,105 @@
+"""Takes secrets (and on request host names, addresses, GPU UUIDs) out of shareable output.
+
+Works on the JSON form of a report, so json and markdown output are redacted the same way.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+REDACTED = "<redacted>"
+LOOPBACK = ("127.0.0.1", "0.0.0.0", "::1")
+IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
+IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{1,4}(?![\w:])")
+GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+@dataclass
+class Redactor:
+    home: str | None = None
+    user: str | None = None
+    hostnames: tuple[str, ...] = ()
+    redact_hosts: bool = False
+    _aliases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_this_machine(
+        cls, redact_hosts: bool = False, hostnames: tuple[str, ...] = ()
+    ) -> Redactor:
+        names = {socket.gethostname(), *hostnames} - {""}
+        return cls(_home(), _user(), tuple(sorted(names, key=len, reverse=True)), redact_hosts)
+
+    def document(self, value: Any, key: str = "") -> Any:
+        """A redacted copy of a JSON value; mapping keys that name a secret lose their value."""
+        if isinstance(value, dict):
+            return {k: self._entry(str(k), v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.document(v, key) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    def _entry(self, key: str, value: Any) -> Any:
+        if is_secret_name(key) and isinstance(value, (str, int, float)) and value != "":
+            return REDACTED
+        return self.document(value, key)
+
+    def text(self, text: str) -> str:
+        text = self._secret_assignments(text)
+        if self.home and len(self.home) > 1:
+            text = re.sub(rf"{re.escape(self.home)}(?![\w.-])", "~", text)
+        if self.user and self.user != "root":
+            text = re.sub(rf"(?<=[/\\]){re.escape(self.user)}(?=[/\\]|$)", "<user>", text)
+        if self.redact_hosts:
+            text = self._hosts(text)
+        return text
+
+    @staticmethod
+    def _secret_assignments(text: str) -> str:
+        """NAME=value inside free text (a log line, a command) where NAME looks secret."""
+        return re.sub(
+            r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)",
+            lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0),
+            text,
+        )
+
+    def _hosts(self, text: str) -> str:
+        for name in self.hostnames:
+            text = re.sub(rf"\b{re.escape(name)}\b", "<host>", text)
+        text = IPV4.sub(self._keep_loopback("<ip>"), text)
+        text = IPV6.sub(self._keep_loopback("<ip6>"), text)
+        return GPU_UUID.sub(lambda m: self._alias(m.group(0), m.group(1)), text)
+
+    @staticmethod
+    def _keep_loopback(replacement: str) -> Callable[[re.Match[str]], str]:
+        return lambda m: m.group(0) if m.group(0) in LOOPBACK else replacement
+
+    def _alias(self, uuid: str, kind: str) -> str:
+        """The same UUID gets the same stand-in, so a report still shows which is which."""
+        if uuid not in self._aliases:
+            self._aliases[uuid] = f"{kind}-<uuid{len(self._aliases) + 1}>"
+        return self._aliases[uuid]
+
+
+def _home() -> str | None:
+    home = os.path.expanduser("~")
+    return home if home and home != "~" else None
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (containers with odd uids)
+        return None

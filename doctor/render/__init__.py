@@ -1,0 +1,43 @@
+"""Renderers: table for terminals, json for machines, markdown for support issues.
+
+json and markdown are shareable, so they are always redacted (redact.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ddp_doctor.model import Report
+from ddp_doctor.redact import Redactor
+from ddp_doctor.report_io import report_to_json
+
+from .markdown import render_markdown
+from .table import render_table
+
+
+def render(report: Report, fmt: str, verbose: bool = False, redact_hosts: bool = False) -> str:
+    if fmt == "table":
+        return render_table(report, verbose=verbose)
+    document = shareable_document(report, redact_hosts)
+    if fmt == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False)
+    if fmt == "markdown":
+        return render_markdown(document)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def shareable_document(report: Report, redact_hosts: bool = False) -> dict[str, Any]:
+    """The report's JSON form with secrets (and on request hosts) replaced."""
+    redactor = Redactor.for_this_machine(redact_hosts, hostnames=_reported_hostnames(report))
+    return redactor.document(report_to_json(report))
+
+
+def _reported_hostnames(report: Report) -> tuple[str, ...]:
+    names = []
+    for result in report.probes:
+        hostname = getattr(result.facts, "hostname", None)
+        if isinstance(hostname, str) and hostname:
+            names.append(hostname)
+        names.extend(getattr(result.facts, "hostnames", ()) or ())
+    return tuple(names)

@@ -1,0 +1,85 @@
+"""The terminal report: probes with status and time, then findings by severity, fix below."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import click
+from ddp_doctor.codec import to_jsonable
+from ddp_doctor.model import Finding, ProbeResult, Report, Severity
+from tabulate import tabulate
+
+SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def render_table(report: Report, verbose: bool = False, colour: bool | None = None) -> str:
+    colour = _use_colour() if colour is None else colour
+    parts = [f"ddp-doctor {report.tool_version}  {report.created}"]
+    if report.probes:
+        parts.append(_probe_table(report.probes))
+    for severity in sorted(Severity, reverse=True):
+        findings = [f for f in report.findings if f.severity is severity]
+        if findings:
+            parts.append(_severity_block(severity, findings, colour))
+    if verbose:
+        parts.extend(_facts_block(result) for result in report.probes if result.facts is not None)
+    parts.append(summary_line(report.findings))
+    return "\n\n".join(parts) + "\n"
+
+
+def summary_line(findings: Iterable[Finding]) -> str:
+    counts = {severity: 0 for severity in Severity}
+    for finding in findings:
+        counts[finding.severity] += 1
+    if not any(counts.values()):
+        return "No problems found."
+    words = [
+        f"{counts[s]} {s.word}{'s' if counts[s] != 1 and s is not Severity.INFO else ''}"
+        for s in sorted(Severity, reverse=True)
+    ]
+    return "Found " + ", ".join(words) + "."
+
+
+def _probe_table(results: Iterable[ProbeResult]) -> str:
+    rows = [
+        (r.probe, r.status.value, f"{r.duration_s:.2f} s", _one_line(r.error or ""))
+        for r in results
+    ]
+    return tabulate(rows, headers=("probe", "status", "time", "note"), tablefmt="plain")
+
+
+def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -> str:
+    title = f"{severity.name} ({len(findings)})"
+    lines = [click.style(title, fg=SEVERITY_COLOURS[severity], bold=True) if colour else title]
+    for finding in findings:
+        where = f"{finding.location}: " if finding.location else ""
+        lines.append(f"  {finding.code} {finding.name}: {where}{finding.message}")
+        if finding.fix:
+            lines.append(f"    fix: {finding.fix.text}")
+            lines.extend(f"      $ {command}" for command in finding.fix.commands)
+    return "\n".join(lines)
+
+
+def _facts_block(result: ProbeResult) -> str:
+    facts = to_jsonable(result.facts)
+    lines = [f"{result.probe} facts:"]
+    lines.extend(f"  {key}: {_compact(value)}" for key, value in facts.items())
+    return "\n".join(lines)
+
+
+def _compact(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _one_line(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _use_colour() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ

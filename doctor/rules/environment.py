@@ -1,0 +1,58 @@
+"""DDP011: the launcher variables in the environment are not what torchrun would set."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddp_doctor.facts import FactSet
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+NUMERIC_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+@rule(
+    "DDP011",
+    "launch-env-invalid",
+    Severity.WARNING,
+    Remediation(
+        "Unset the stale variables (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and MASTER_* for "
+        "each rank itself), or give them consistent whole numbers.",
+        ("unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE",),
+    ),
+)
+def launch_env_invalid(facts: FactSet) -> Iterator[Hit]:
+    """RANK, WORLD_SIZE, LOCAL_RANK or MASTER_PORT in the environment are malformed.
+
+    What it finds: a value that is not a whole number (or is negative), a port outside
+    1-65535, RANK not below WORLD_SIZE, LOCAL_RANK not below LOCAL_WORLD_SIZE.
+    Why it matters: env:// initialisation reads them: "invalid literal for int()", or ranks
+    that wait forever for a peer that cannot exist. Often left over from a previous job.
+    Example: `WORLD_SIZE=abc`, `LOCAL_RANK=-1` exported in a shell profile.
+    Fix: unset them and let torchrun set them.
+    """
+    env = facts.env
+    numbers: dict[str, int] = {}
+    for name in NUMERIC_VARIABLES:
+        value = env.get(name)
+        if value is None:
+            continue
+        if not value.strip().isdigit():
+            yield Hit(
+                f"{name}={value!r} is not a non-negative whole number",
+                {"variable": name, "value": value},
+            )
+        else:
+            numbers[name] = int(value)
+    port = env.get("MASTER_PORT")
+    if port is not None and not (port.strip().isdigit() and 0 < int(port) < 65536):
+        yield Hit(
+            f"MASTER_PORT={port!r} is not a port number (1-65535)",
+            {"variable": "MASTER_PORT", "value": port},
+        )
+    for rank, size in (("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "LOCAL_WORLD_SIZE")):
+        if rank in numbers and size in numbers and numbers[rank] >= numbers[size]:
+            yield Hit(
+                f"{rank}={numbers[rank]} is not below {size}={numbers[size]}",
+                {"variable": rank, "value": numbers[rank], "limit": numbers[size]},
+            )
