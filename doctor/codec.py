@@ -92,7 +92,9 @@ def _convert_tuple(args: tuple[Any, ...], data: Any, where: str) -> tuple[Any, .
     if len(args) == 2 and args[1] is Ellipsis:
         return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
     _expect(len(data) == len(args), data, f"a list of {len(args)}", where)
-    return tuple(_convert(t, v, f"{where}[{i}]") for i, (t, v) in enumerate(zip(args, data)))
+    return tuple(
+        _convert(t, v, f"{where}[{i}]") for i, (t, v) in enumerate(zip(args, data, strict=True))
+    )
 
 
 def _convert_scalar(tp: Any, data: Any, where: str) -> Any:

@@ -79,8 +79,9 @@ def _describe_crash(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}{where}"
 
 
-def judge(results: Iterable[ProbeResult], selector: Selector = Selector()) -> list[Finding]:
+def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> list[Finding]:
     """Runs every facts rule on the results; a rule that raises becomes a DDP903 finding."""
+    selector = selector or Selector()
     facts = FactSet.of(tuple(results))
     findings: list[Finding] = []
     for spec in rules_in_scope("facts"):
