@@ -1,0 +1,50 @@
+"""Shared fixtures: recorded setups, a clean environment, and the CLI under CliRunner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
+
+ROOT = Path(__file__).resolve().parent.parent
+FACT_FIXTURES = ROOT / "fixtures" / "facts"
+
+# Variables that change what the probes report; tests start without them.
+AMBIENT_VARIABLES = ("JPY_PARENT_PID", "KUBERNETES_SERVICE_HOST", "NO_COLOR")
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """No CUDA_VISIBLE_DEVICES, NCCL_*, RANK ... from the machine running the tests."""
+    import os
+
+    for name in list(os.environ):
+        if name in EXACT_NAMES or name.startswith(PREFIXES) or name in AMBIENT_VARIABLES:
+            monkeypatch.delenv(name)
+    yield monkeypatch
+
+
+@pytest.fixture
+def invoke(clean_env: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """Runs `ddp-doctor ARGS` in-process; exceptions are kept on the result, never raised."""
+    from ddp_doctor.cli import _register_commands, cli
+
+    _register_commands()
+
+    def run(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> Result:
+        return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def fixture_document() -> Callable[[str], dict[str, Any]]:
+    def load(name: str) -> dict[str, Any]:
+        return json.loads((FACT_FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+    return load
