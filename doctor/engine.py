@@ -25,28 +25,41 @@ class Probe:
     timeout_s: float = 20.0
 
 
-def run_probes(probes: Sequence[Probe]) -> list[ProbeResult]:
-    """Runs every probe in its own thread; each is bounded by its own timeout."""
-    slots: list[ProbeResult | None] = [None] * len(probes)
-    threads = []
-    for index, probe in enumerate(probes):
-        thread = threading.Thread(
-            target=_run_into, args=(probe, slots, index), name=f"probe-{probe.name}", daemon=True
-        )
-        thread.start()
-        threads.append((time.monotonic(), thread))
-    for index, (started, thread) in enumerate(threads):
-        probe = probes[index]
-        thread.join(max(0.0, probe.timeout_s - (time.monotonic() - started)))
-        if slots[index] is None:  # still running: abandon the daemon thread, report the timeout
-            slots[index] = ProbeResult(
-                probe.name,
-                ProbeStatus.TIMED_OUT,
-                None,
-                round(time.monotonic() - started, 3),
-                f"no answer within {probe.timeout_s:g} s",
+class PendingProbes:
+    """Probes started in their own threads; `wait()` collects them, each bounded by its timeout."""
+
+    def __init__(self, probes: Sequence[Probe]) -> None:
+        self.probes = list(probes)
+        self.slots: list[ProbeResult | None] = [None] * len(self.probes)
+        self.threads = []
+        for index, probe in enumerate(self.probes):
+            thread = threading.Thread(
+                target=_run_into,
+                args=(probe, self.slots, index),
+                name=f"probe-{probe.name}",
+                daemon=True,
             )
-    return [result for result in slots if result is not None]
+            thread.start()
+            self.threads.append((time.monotonic(), thread))
+
+    def wait(self) -> list[ProbeResult]:
+        for index, (started, thread) in enumerate(self.threads):
+            probe = self.probes[index]
+            thread.join(max(0.0, probe.timeout_s - (time.monotonic() - started)))
+            if self.slots[index] is None:  # still running: abandon the daemon thread
+                self.slots[index] = ProbeResult(
+                    probe.name,
+                    ProbeStatus.TIMED_OUT,
+                    None,
+                    round(time.monotonic() - started, 3),
+                    f"no answer within {probe.timeout_s:g} s",
+                )
+        return [result for result in self.slots if result is not None]
+
+
+def run_probes(probes: Sequence[Probe]) -> list[ProbeResult]:
+    """Runs every probe concurrently; each is bounded by its own timeout."""
+    return PendingProbes(probes).wait()
 
 
 def run_probe(probe: Probe) -> ProbeResult:
@@ -85,7 +98,7 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
     facts = FactSet.of(tuple(results))
     findings: list[Finding] = []
     for spec in rules_in_scope("facts"):
-        if not selector.allows(spec.code):
+        if spec.check is None or not selector.allows(spec.code):
             continue
         try:
             findings.extend(spec.run(facts))
@@ -95,6 +108,9 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
                 evidence={"rule": spec.code},
             )
             findings.append(spec_for("DDP903").finding(crash))
+    from .rules.job_output import job_output_findings
+
+    findings.extend(job_output_findings(facts, findings))
     return selector.filter(sort_findings(findings))
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult, ProbeStatus
 
 
@@ -27,6 +28,7 @@ class HostFacts:
     wsl: bool = False
     shm_total_bytes: int | None = None  # statvfs("/dev/shm"); None where there is none
     jupyter_kernel: bool = False
+    interfaces: tuple[str, ...] = ()  # network interface names (socket.if_nameindex)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,9 @@ class PlanFacts:
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
     jobs: bool = True
+    sizes: str | None = None
+    iters: int | None = None
+    timeout_s: float | None = None
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -130,6 +135,8 @@ FACT_TYPES: dict[str, type] = {
     "nvml": NvmlFacts,
     "env": EnvFacts,
     "plan": PlanFacts,
+    "job": JobFacts,
+    "dataparallel": DataParallelFacts,
 }
 
 
@@ -172,6 +179,14 @@ class FactSet:
     @property
     def env(self) -> EnvFacts:
         return self.facts("env") or EnvFacts()
+
+    @property
+    def job(self) -> JobFacts | None:
+        return self.facts("job")
+
+    @property
+    def dataparallel(self) -> DataParallelFacts | None:
+        return self.facts("dataparallel")
 
     @property
     def plan(self) -> PlanFacts:

@@ -28,7 +28,15 @@ def collect_host(root: Path = Path("/")) -> HostFacts:
         wsl=detect_wsl(root),
         shm_total_bytes=shm_total_bytes(root),
         jupyter_kernel=in_jupyter_kernel(),
+        interfaces=interface_names(),
     )
+
+
+def interface_names() -> tuple[str, ...]:
+    try:
+        return tuple(sorted(name for _, name in socket.if_nameindex()))
+    except (OSError, AttributeError):  # not on every platform
+        return ()
 
 
 def _resolve(hostname: str) -> str | None:

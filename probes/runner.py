@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,37 @@ def run_command(
 
 
 def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILLs the process and everything in its process group."""
+    """SIGKILLs the process, its process group, and every descendant with its own group.
+
+    torchrun starts each rank in a new session, so killing torchrun's group alone would leave
+    the ranks running: the tree is listed first (before a parent's death reparents it).
+    """
     if not hasattr(os, "killpg"):  # Windows: no process groups of this kind
         process.kill()
         return
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
+    for pid in [process.pid, *descendants(process.pid)]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+
+
+def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """Every process below `pid`, from /proc (Linux); empty where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.glob("[0-9]*/stat"):
+        try:
+            stat = entry.read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after ")".
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found

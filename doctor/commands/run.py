@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 from ddp_doctor.cli import check_output_writable, finish, make_selector, report_options
-from ddp_doctor.engine import Probe, judge, make_report, run_probes
-from ddp_doctor.facts import PlanFacts
+from ddp_doctor.engine import PendingProbes, Probe, judge, make_report, run_probe
+from ddp_doctor.facts import PlanFacts, TorchFacts
+from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.progress import Progress
 
 DEFAULT_PROBE_TIMEOUT_S = 20.0
 TORCH_PROBE_TIMEOUT_S = 40.0
+JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
+PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
 
 
 @click.command("run")
@@ -87,6 +93,7 @@ def run_command(
     a diagnosis with a fix for every finding."""
     selector = make_selector(select, ignore)
     check_output_writable(output)
+    sizes = _checked_sizes(sizes)
     plan = PlanFacts(
         nproc=nproc,
         backend=backend,
@@ -95,24 +102,96 @@ def run_command(
         master_addr=master_addr,
         master_port=master_port,
         jobs=not no_jobs,
+        sizes=sizes,
+        iters=iters,
+        timeout_s=timeout,
     )
-    results = run_probes(in_process_probes(plan, timeout))
+    results = collect(plan, timeout, Progress.to_stderr())
     report = make_report(results, judge(results, selector))
     finish(report, fmt, output, fail_on, verbose=verbose, redact_hosts=redact_hosts)
 
 
-def in_process_probes(plan: PlanFacts, timeout: float) -> list[Probe]:
+def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
+    """The quick probes first (in threads), the job while they finish, torch last if needed."""
+    from ddp_doctor.jobplan import job_config, run_job_probe, visible_gpu_count
+    from ddp_doctor.probes.dataparallel import collect_dataparallel
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
     from ddp_doctor.probes.nvml import collect_nvml
+
+    started = time.monotonic()
+    quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
+    env_result = run_probe(Probe("env", collect_environment, quick))
+    torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be checked before launch
+    pending = PendingProbes(
+        [Probe("plan", lambda: plan, quick), Probe("host", collect_host, quick)]
+        + ([_torch_probe(timeout)] if torch_first else [])
+    )
+    progress.say("probing: NVML")
+    nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
+    gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
+    results = [env_result, nvml_result]
+    if plan.jobs:
+        if torch_first:
+            results += pending.wait()
+        torch_facts = _facts_of(results, "torch")
+        nccl_missing = (
+            plan.backend == "nccl" and bool(torch_facts) and not torch_facts.nccl_available
+        )
+        left = max(1.0, timeout - (time.monotonic() - started))
+        config = job_config(plan, gpus, left)
+        results.append(
+            run_probe(
+                Probe(
+                    "job",
+                    lambda: run_job_probe(config, nccl_missing, progress.say),
+                    left + JOB_GRACE_S,
+                )
+            )
+        )
+    results += [r for r in pending.wait() if r not in results]
+    if not any(r.probe == "torch" for r in results):
+        results.append(_torch_from_job(results) or run_probe(_torch_probe(timeout)))
+    if plan.jobs:
+        progress.say("probing: DataParallel")
+        results.append(run_probe(Probe("dataparallel", lambda: collect_dataparallel(gpus), 90.0)))
+    progress.done()
+    return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
+
+
+def _torch_probe(timeout: float) -> Probe:
     from ddp_doctor.probes.torch_info import collect_torch
 
-    quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
-    torch_limit = min(TORCH_PROBE_TIMEOUT_S, timeout)
-    return [
-        Probe("plan", lambda: plan, quick),
-        Probe("env", collect_environment, quick),
-        Probe("host", collect_host, quick),
-        Probe("nvml", collect_nvml, quick),
-        Probe("torch", lambda: collect_torch(timeout_s=torch_limit), torch_limit + 2),
-    ]
+    limit = min(TORCH_PROBE_TIMEOUT_S, timeout)
+    return Probe("torch", lambda: collect_torch(timeout_s=limit), limit + 2)
+
+
+def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
+    """Rank 0 of the job already described its torch: no second import of torch needed."""
+    from ddp_doctor.codec import CodecError, from_jsonable
+    from ddp_doctor.probes.job_results import torch_facts_from_job
+
+    job = _facts_of(results, "job")
+    described = torch_facts_from_job(job.ranks) if job else None
+    if not described:
+        return None
+    try:
+        facts = from_jsonable(TorchFacts, described)
+    except CodecError:
+        return None
+    return ProbeResult("torch", ProbeStatus.OK, facts, 0.0, None)
+
+
+def _facts_of(results: list[ProbeResult], probe: str) -> Any:
+    return next((r.facts for r in results if r.probe == probe), None)
+
+
+def _checked_sizes(sizes: str | None) -> str | None:
+    from ddp_doctor.probes.bandwidth import SizesError, parse_sizes
+
+    if sizes is not None:
+        try:
+            parse_sizes(sizes)
+        except SizesError as error:
+            raise click.BadParameter(str(error), param_hint="--sizes") from None
+    return sizes

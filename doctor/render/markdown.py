@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .job_tables import render_job_text
+
 
 def render_markdown(document: dict[str, Any]) -> str:
     findings = document["findings"]
@@ -23,6 +25,11 @@ def render_markdown(document: dict[str, Any]) -> str:
                 f"| {_cell(probe['error'] or '')} |"
             )
         lines.append("")
+        job = next(
+            (p["facts"] for p in document["probes"] if p["probe"] == "job" and p["facts"]), None
+        )
+        if job is not None:
+            lines += ["### Job", "", "```", render_job_text(job), "```", ""]
         for probe in document["probes"]:
             if probe["facts"] is not None:
                 lines += _details(f"{probe['probe']} facts", probe["facts"])

@@ -12,6 +12,8 @@ from ddp_doctor.codec import to_jsonable
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
 from tabulate import tabulate
 
+from .job_tables import render_job_text
+
 SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
@@ -20,12 +22,19 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     parts = [f"ddp-doctor {report.tool_version}  {report.created}"]
     if report.probes:
         parts.append(_probe_table(report.probes))
+    job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
+    if job is not None:
+        parts.append(render_job_text(to_jsonable(job.facts)))
     for severity in sorted(Severity, reverse=True):
         findings = [f for f in report.findings if f.severity is severity]
         if findings:
             parts.append(_severity_block(severity, findings, colour))
     if verbose:
-        parts.extend(_facts_block(result) for result in report.probes if result.facts is not None)
+        parts.extend(
+            _facts_block(r) for r in report.probes if r.facts is not None and r.probe != "job"
+        )
+        if job is not None and job.facts.output_tail:
+            parts.append("job output (end):\n" + _indent(job.facts.output_tail[-4000:]))
     parts.append(summary_line(report.findings))
     return "\n\n".join(parts) + "\n"
 
@@ -68,6 +77,10 @@ def _facts_block(result: ProbeResult) -> str:
     lines = [f"{result.probe} facts:"]
     lines.extend(f"  {key}: {_compact(value)}" for key, value in facts.items())
     return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.rstrip().splitlines())
 
 
 def _compact(value: Any) -> str:

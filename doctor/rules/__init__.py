@@ -1,3 +1,12 @@
 """Importing this package registers every rule, one module per block of codes."""
 
-from . import devices, doctor_self, environment, install  # noqa: F401
+from . import (  # noqa: F401
+    collectives,
+    devices,
+    doctor_self,
+    environment,
+    install,
+    job_output,
+    memory,
+    rendezvous,
+)

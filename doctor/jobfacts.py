@@ -1,0 +1,113 @@
+"""Facts from the launched torchrun job and the DataParallel probe."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+STAGES = ("init", "identity", "allreduce", "ddp", "bandwidth", "memory")
+COLLECTIVE_STAGES = ("identity", "allreduce", "bandwidth", "ddp")
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One stage on one rank: started, and (if it got there) ended with ok or an error."""
+
+    stage: str
+    started: bool = True
+    ended: bool = False
+    ok: bool = False
+    seconds: float | None = None
+    error: str | None = None
+    data: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Identity:
+    rank: int
+    world_size: int
+    local_rank: int
+    host: str
+    pid: int
+    device: str  # "cpu" or "cuda:N"
+    pci_bus_id: str | None = None
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    nccl_version: str | None = None
+    driver_version: str | None = None
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    rank: int
+    stages: tuple[StageRecord, ...] = ()
+    exit_code: int | None = None  # torchrun's view: -N for a signal; None if unknown
+
+    def stage(self, name: str) -> StageRecord | None:
+        return next((record for record in self.stages if record.stage == name), None)
+
+    def reached(self, name: str) -> bool:
+        record = self.stage(name)
+        return record is not None and record.ended and record.ok
+
+    @property
+    def last_started(self) -> StageRecord | None:
+        return self.stages[-1] if self.stages else None
+
+
+@dataclass(frozen=True)
+class BandwidthRow:
+    """One size of the all-reduce sweep, as nccl-tests prints it (GB = 1e9 bytes)."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """Checks made before anything is launched."""
+
+    master_addr: str
+    master_address: str | None = None  # what master_addr resolved to
+    resolve_error: str | None = None
+    master_port: int | None = None
+    port_error: str | None = None  # bind() on the port failed with this
+    nccl_missing: bool = False  # --backend nccl with a torch that has no NCCL
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    launched: bool
+    preflight: Preflight
+    backend: str | None = None  # what the ranks used ("auto" resolves inside the job)
+    nproc: int = 0
+    init_timeout_s: float = 0.0
+    timeout_s: float = 0.0
+    duration_s: float = 0.0
+    timed_out: bool = False
+    exit_code: int | None = None  # torchrun's own
+    ranks: tuple[RankFacts, ...] = ()
+    identities: tuple[Identity, ...] = ()
+    bandwidth: tuple[BandwidthRow, ...] = ()
+    output_tail: str = ""  # the end of torchrun's stdout and stderr, for the log patterns
+    not_launched_reason: str | None = None
+
+    def rank(self, number: int) -> RankFacts | None:
+        return next((r for r in self.ranks if r.rank == number), None)
+
+    def ranks_without(self, stage: str) -> list[int]:
+        return [r.rank for r in self.ranks if not r.reached(stage)]
+
+
+@dataclass(frozen=True)
+class DataParallelFacts:
+    device_ids: tuple[int, ...]
+    output_device: int
+    model_device: str
+    output_on: str
+    peak_allocated_bytes: tuple[int, ...]  # per device in device_ids, in that order
+    error: str | None = None

@@ -1,0 +1,43 @@
+"""How `run` sizes its job from what the quick probes found, and runs it as a probe."""
+
+from __future__ import annotations
+
+from ddp_doctor.facts import EnvFacts, NvmlFacts, PlanFacts
+from ddp_doctor.probes.base import ProbeSkipped
+from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
+from ddp_doctor.visible_devices import parse_visible_devices
+
+from .jobfacts import JobFacts
+
+CPU_SIZES, CPU_ITERS = "1K:4M:4", 5
+GPU_SIZES, GPU_ITERS = "1M:256M:4", 20
+CPU_RANKS = 2
+# Tests only: "RANK:STAGE:ACTION" makes that rank fail on purpose (probes/test_faults.py).
+# Deliberately no CLI option and no environment variable, so no user sets it by accident.
+JOB_TEST_FAULT: str | None = None
+
+
+def visible_gpu_count(nvml: NvmlFacts | None, env: EnvFacts) -> int:
+    if nvml is None:
+        return 0
+    return parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), nvml.gpus).count
+
+
+def job_config(plan: PlanFacts, gpus: int, timeout_s: float) -> JobConfig:
+    return JobConfig(
+        nproc=plan.nproc or gpus or CPU_RANKS,
+        backend=plan.backend or "auto",
+        master_addr=plan.master_addr,
+        master_port=plan.master_port,
+        sizes=plan.sizes or (GPU_SIZES if gpus else CPU_SIZES),
+        iters=plan.iters or (GPU_ITERS if gpus else CPU_ITERS),
+        timeout_s=timeout_s,
+        init_timeout_s=min(30.0, max(5.0, timeout_s / 4)),
+        test_fault=JOB_TEST_FAULT,
+    )
+
+
+def run_job_probe(config: JobConfig, nccl_missing: bool, progress: Progress | None) -> JobFacts:
+    if config.nproc < 1:
+        raise ProbeSkipped("no ranks to start")
+    return run_job(config, preflight(config, nccl_missing), progress)

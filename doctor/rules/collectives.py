@@ -1,0 +1,264 @@
+"""DDP301-DDP307: collectives that give wrong results, hang, crawl, or lose a rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddp_doctor.facts import FactSet
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .jobreading import (
+    collective_stage,
+    describe_exit,
+    died_by_itself,
+    rank_list,
+    stuck_ranks,
+    waited_ranks,
+)
+
+
+@rule(
+    "DDP301",
+    "allreduce-wrong-result",
+    Severity.ERROR,
+    Remediation(
+        "Suspect the hardware path: rerun with NCCL_P2P_DISABLE=1 (then NCCL_SHM_DISABLE=1, "
+        "NCCL_IB_DISABLE=1) to find the faulty transport; run nccl-tests with -c 1; drain the "
+        "node if it persists.",
+        ("NCCL_P2P_DISABLE=1 ddp-doctor run",),
+    ),
+)
+def allreduce_wrong_result(facts: FactSet) -> Iterator[Hit]:
+    """A collective returned wrong values: elements differ from the exact expected result.
+
+    What it finds: after all-reduce of rank-dependent integers (exact in float32 and
+    float16), broadcast and all_gather, elements that differ from the exact answer, counted
+    per rank and type.
+    Why it matters: training silently diverges or produces garbage; nothing crashes.
+    Example: a GPU pair with broken P2P over PCIe behind an ACS-enabled switch.
+    Fix: bisect transports with NCCL_*_DISABLE, then fix or drain the hardware.
+    """
+    job = facts.job
+    if not job:
+        return
+    wrong: dict[str, dict[int, int]] = {}
+    for rank in job.ranks:
+        record = rank.stage("allreduce")
+        if not record or not record.ok:
+            continue
+        data = record.data
+        for dtype, result in dict(data.get("allreduce") or {}).items():
+            if isinstance(result, dict) and result.get("wrong"):
+                wrong.setdefault(f"all_reduce {dtype}", {})[rank.rank] = int(result["wrong"])
+        for check in ("broadcast_wrong", "all_gather_wrong"):
+            if data.get(check):
+                wrong.setdefault(check.removesuffix("_wrong"), {})[rank.rank] = int(data[check])
+    for collective, per_rank in wrong.items():
+        counts = ", ".join(f"rank {r}: {n}" for r, n in sorted(per_rank.items()))
+        yield Hit(
+            f"{collective} gave wrong elements ({counts})",
+            {"collective": collective, "wrong_per_rank": {str(r): n for r, n in per_rank.items()}},
+        )
+
+
+@rule(
+    "DDP302",
+    "collective-hang",
+    Severity.ERROR,
+    Remediation(
+        "Retry with NCCL_P2P_DISABLE=1; if that helps, disable PCIe ACS or boot with "
+        "iommu=pt. Check that every rank runs the same collectives (DDP304) and that "
+        "NCCL_SOCKET_IFNAME names the right interface.",
+        ("NCCL_P2P_DISABLE=1 ddp-doctor run",),
+    ),
+)
+def collective_hang(facts: FactSet) -> Iterator[Hit]:
+    """A collective never completed: ranks waited in it until the timeout.
+
+    What it finds: ranks stuck inside a collective stage (all-reduce, broadcast, the DDP
+    step) until the job's bound, or failing it with a timeout while a peer never came.
+    Why it matters: real training hangs the same way, at the first all-reduce, with no
+    error until NCCL's watchdog fires (10-30 minutes).
+    Example: P2P over a PCIe switch with ACS on; a rank blocked in data loading.
+    Fix: P2P off to bisect, ACS/IOMMU settings, the right interface.
+    """
+    job = facts.job
+    if not job:
+        return
+    stuck = [s for s in stuck_ranks(job) if collective_stage(s.stage)]
+    for stage in dict.fromkeys(s.stage for s in stuck):
+        silent = [s.rank for s in stuck if s.stage == stage]
+        waited = [r.rank for r in waited_ranks(job, stage)]
+        waited_note = f"; ranks {rank_list(waited)} timed out waiting" if waited else ""
+        bound = "the job's time limit" if job.timed_out else "the group timeout"
+        yield Hit(
+            f"stage {stage!r} did not complete on rank(s) {rank_list(silent)} within {bound}"
+            f"{waited_note}",
+            {
+                "stage": stage,
+                "stuck_ranks": silent,
+                "waiting_ranks": waited,
+                "job_timed_out": job.timed_out,
+            },
+        )
+
+
+@rule(
+    "DDP303",
+    "low-bus-bandwidth",
+    Severity.WARNING,
+    Remediation(
+        "Check the topology (nvidia-smi topo -m), that P2P and NVLink are in use (NCCL_DEBUG=INFO "
+        "shows the transport), and that NCCL uses the fast interface (NCCL_SOCKET_IFNAME, "
+        "NCCL_IB_HCA).",
+        ("nvidia-smi topo -m",),
+    ),
+)
+def low_bus_bandwidth(facts: FactSet) -> Iterator[Hit]:
+    """All-reduce bus bandwidth at the largest size is under --min-busbw.
+
+    What it finds: busbw (nccl-tests' formula, algbw x 2(n-1)/n, GB = 1e9 bytes) of the
+    largest size in the sweep below the floor given with --min-busbw.
+    Why it matters: training runs, but gradient sync dominates the step time.
+    Example: 8 H100s reaching 20 GB/s because NCCL fell back to sockets.
+    Fix: topology, P2P/NVLink, the right NIC.
+    """
+    job, floor = facts.job, facts.plan.min_busbw_gbps
+    if not job or not job.bandwidth or floor is None:
+        return
+    largest = max(job.bandwidth, key=lambda row: row.size_bytes)
+    if largest.busbw_gbps < floor:
+        yield Hit(
+            f"busbw {largest.busbw_gbps:.2f} GB/s at {largest.size_bytes} B is below "
+            f"--min-busbw {floor:g} GB/s",
+            {
+                "busbw_gbps": largest.busbw_gbps,
+                "size_bytes": largest.size_bytes,
+                "min_busbw_gbps": floor,
+            },
+        )
+
+
+@rule(
+    "DDP304",
+    "mismatched-collectives",
+    Severity.ERROR,
+    Remediation(
+        "Make control flow rank-symmetric: every rank must call the same collectives in the "
+        "same order with the same shapes. TORCH_DISTRIBUTED_DEBUG=DETAIL names the mismatch."
+    ),
+)
+def mismatched_collectives(facts: FactSet) -> Iterator[Hit]:
+    """Ranks called different collectives (or shapes) at the same point.
+
+    What it finds: "Detected mismatch between collectives on ranks" (TORCH_DISTRIBUTED_DEBUG=
+    DETAIL) and gloo's "Received data size doesn't match expected size" in the job's output
+    (through the log patterns).
+    Why it matters: without DETAIL it is a hang until the group timeout, or a SIGABRT.
+    Example: `if rank == 0: dist.barrier()`; a batch-size-dependent all_gather.
+    Fix: rank-symmetric control flow.
+    """
+    return iter(())  # found in the job's output by the shared log patterns (logscan)
+
+
+@rule(
+    "DDP305",
+    "duplicate-gpu",
+    Severity.ERROR,
+    Remediation(
+        "Give each rank its own GPU: torch.cuda.set_device(local_rank) before "
+        "init_process_group, and --nproc-per-node no higher than the number of GPUs."
+    ),
+)
+def duplicate_gpu(facts: FactSet) -> Iterator[Hit]:
+    """Two or more ranks use the same GPU.
+
+    What it finds: ranks on one host reporting the same GPU (PCI bus id, else device).
+    Why it matters: NCCL refuses with "Duplicate GPU detected: rank 1 and rank 0 both on
+    CUDA device"; where it does not, memory and speed halve.
+    Example: torchrun --nproc-per-node 2 on a 1-GPU machine; a script that never calls
+    set_device.
+    Fix: set_device(local_rank); no more ranks than GPUs.
+    """
+    job = facts.job
+    if not job:
+        return
+    seen: dict[tuple[str, str], list[int]] = {}
+    for identity in job.identities:
+        if identity.device.startswith("cuda"):
+            key = (identity.host, identity.pci_bus_id or identity.device)
+            seen.setdefault(key, []).append(identity.rank)
+    for (host, gpu), ranks in seen.items():
+        if len(ranks) > 1:
+            yield Hit(
+                f"ranks {rank_list(ranks)} share GPU {gpu} on {host}",
+                {"ranks": ranks, "gpu": gpu, "host": host},
+            )
+
+
+@rule(
+    "DDP306",
+    "version-skew",
+    Severity.ERROR,
+    Remediation("Run every rank from one image or environment: same torch, CUDA, NCCL, driver."),
+)
+def version_skew(facts: FactSet) -> Iterator[Hit]:
+    """Ranks run different torch, CUDA, NCCL or driver versions.
+
+    What it finds: the versions each rank reported at the identity stage, compared.
+    Why it matters: NCCL versions must match across ranks; mixed torch versions disagree on
+    collective formats. Failures look random ("unhandled system error", hangs).
+    Example: one node updated to a new image, the others not.
+    Fix: one image everywhere.
+    """
+    job = facts.job
+    if not job:
+        return
+    for field in ("torch_version", "cuda_version", "nccl_version", "driver_version"):
+        values = {getattr(i, field) for i in job.identities if getattr(i, field)}
+        if len(values) > 1:
+            per_rank = {str(i.rank): getattr(i, field) for i in job.identities}
+            yield Hit(
+                f"ranks differ in {field.replace('_', ' ')}: {', '.join(sorted(values))}",
+                {"field": field, "per_rank": per_rank},
+            )
+
+
+@rule(
+    "DDP307",
+    "rank-crashed",
+    Severity.ERROR,
+    Remediation(
+        "Read the named rank's own error. Exit code -9 (SIGKILL) is usually the host's "
+        "out-of-memory killer (check `dmesg`): fewer DataLoader workers, smaller batches, more "
+        "RAM. Wrap the entry point in torch.distributed.elastic.multiprocessing.errors.record "
+        "to get each rank's traceback.",
+        ("dmesg | tail -n 50",),
+    ),
+)
+def rank_crashed(facts: FactSet) -> Iterator[Hit]:
+    """A rank died: an exception of its own, an exit code, or a signal.
+
+    What it finds: ranks that failed with their own error (not a timeout or a lost peer), or
+    ended mid-stage with a non-zero exit code or a signal other than torchrun's SIGTERM; the
+    stage and the exit code or signal are named.
+    Why it matters: the other ranks then fail with "Connection closed by peer" and torchrun
+    prints ChildFailedError for all of them; the first failure is the one to read.
+    Example: exitcode -9 on rank 3 during data loading: the host ran out of memory.
+    Fix: the rank's own error; for -9, memory.
+    """
+    job = facts.job
+    if not job:
+        return
+    for rank in job.ranks:
+        if not died_by_itself(rank):
+            continue
+        last = rank.last_started
+        stage = last.stage if last else "startup"
+        how = describe_exit(rank.exit_code) if rank.exit_code is not None else "failed"
+        error = last.error if last is not None and last.ended else None
+        yield Hit(
+            f"rank {rank.rank} {how} at stage {stage!r}" + (f": {error}" if error else ""),
+            {"rank": rank.rank, "stage": stage, "exit_code": rank.exit_code, "error": error},
+        )

@@ -1,0 +1,98 @@
+"""Readings of the job's facts that the DDP2xx-DDP4xx rules share: who got stuck where."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ddp_doctor.jobfacts import COLLECTIVE_STAGES, JobFacts, RankFacts, StageRecord
+
+# Texts of errors a rank gets because ANOTHER rank failed or went silent. A rank whose error
+# is one of these is a bystander; the root cause is elsewhere.
+CONSEQUENCE_TEXTS = (
+    "timed out",
+    "timeout",
+    "connection closed by peer",
+    "connection reset",
+    "broken pipe",
+    "remote worker crashing",
+    "communicator was aborted",
+    "clients joined",
+)
+TERMINATED_BY_TORCHRUN = -signal.SIGTERM  # torchrun stops the other ranks with SIGTERM
+
+
+def job_failed(job: JobFacts) -> bool:
+    return job.launched and (job.timed_out or (job.exit_code or 0) != 0)
+
+
+def is_consequence(error: str | None) -> bool:
+    text = (error or "").lower()
+    return any(marker in text for marker in CONSEQUENCE_TEXTS)
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A rank that started a stage and neither finished nor failed it on its own."""
+
+    rank: int
+    stage: str
+
+
+def stuck_ranks(job: JobFacts) -> list[Stuck]:
+    """Ranks whose last stage never ended, and that were not themselves killed mid-work."""
+    if not job_failed(job) or any(died_by_itself(rank) for rank in job.ranks):
+        return []  # a rank that died explains why its peers waited (DDP307)
+    found = []
+    for rank in job.ranks:
+        last = rank.last_started
+        if last is None:
+            found.append(Stuck(rank.rank, "init"))
+        elif not last.ended and not died_by_itself(rank):
+            found.append(Stuck(rank.rank, last.stage))
+    return found
+
+
+def waited_ranks(job: JobFacts, stage: str) -> list[RankFacts]:
+    """Ranks that failed `stage` with a timeout-like error: they waited for someone."""
+    return [r for r in job.ranks if _failed_at(r, stage) and is_consequence(_failed_at(r, stage))]
+
+
+def _failed_at(rank: RankFacts, stage: str) -> str | None:
+    record = rank.stage(stage)
+    if record is not None and record.ended and not record.ok:
+        return record.error or "failed"
+    return None
+
+
+def died_by_itself(rank: RankFacts) -> bool:
+    """Failed with an error of its own, or died mid-stage by an exit code or a signal that
+    was not torchrun's SIGTERM (which only stops the bystanders)."""
+    last = rank.last_started
+    if last is not None and last.ended and not last.ok:
+        return not is_consequence(last.error)
+    code = rank.exit_code
+    return code is not None and code not in (0, TERMINATED_BY_TORCHRUN)
+
+
+def crash_stage(rank: RankFacts) -> StageRecord | None:
+    return rank.last_started
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name} (exit code {code})"
+    return f"exit code {code}"
+
+
+def collective_stage(stage: str) -> bool:
+    return stage in COLLECTIVE_STAGES or stage == "memory"
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    return ", ".join(str(r) for r in sorted(ranks))

@@ -1,0 +1,265 @@
+"""DDP201-DDP208: getting the ranks to meet: master address and port, interfaces, joins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddp_doctor.facts import FactSet
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .jobreading import rank_list, stuck_ranks, waited_ranks
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+@rule(
+    "DDP201",
+    "master-port-in-use",
+    Severity.ERROR,
+    Remediation(
+        "Pick a free port (--master-port / MASTER_PORT), or stop what holds this one, often a "
+        "stale job: `ss -ltnp` shows the owner.",
+        ("ss -ltnp",),
+    ),
+)
+def master_port_in_use(facts: FactSet) -> Iterator[Hit]:
+    """The master port is already taken by another listener.
+
+    What it finds: bind() on the master address and port failing with EADDRINUSE before
+    launch.
+    Why it matters: rank 0 fails with "EADDRINUSE" / "Address already in use" within a
+    second, and the other ranks hang inside the TCPStore forever, ignoring their timeout.
+    Example: a crashed run's rank 0 still holding port 29500.
+    Fix: a free port, or stop the stale job.
+    """
+    job = facts.job
+    if job and job.preflight.port_error and "EADDRINUSE" in job.preflight.port_error:
+        yield Hit(
+            f"port {job.preflight.master_port} on {job.preflight.master_addr} is taken",
+            {"port": job.preflight.master_port, "address": job.preflight.master_addr},
+        )
+
+
+@rule(
+    "DDP202",
+    "rendezvous-timeout",
+    Severity.ERROR,
+    Remediation(
+        "Check that every rank is started (nnodes x nproc-per-node == WORLD_SIZE), can reach "
+        "MASTER_ADDR:MASTER_PORT, and is not stuck before init_process_group (data loading, "
+        "a debugger, an input() call)."
+    ),
+)
+def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
+    """A rank never joined the process group, so the others timed out waiting.
+
+    What it finds: ranks that never finished process-group init while the job failed or ran
+    past its time; the ranks that did arrive and waited are named too.
+    Why it matters: the ranks that came wait until their timeout ("Timed out after N seconds
+    waiting for clients. 1/2 clients joined", "client socket has timed out"), then the job
+    dies with no word about the missing rank.
+    Example: a node whose torchrun was never started; a rank blocked before init.
+    Fix: start every rank, make the master reachable, move slow work after init.
+    """
+    job = facts.job
+    if not job:
+        return
+    missing = [s.rank for s in stuck_ranks(job) if s.stage == "init"]
+    if not missing:
+        return
+    waited = [r.rank for r in waited_ranks(job, "init")]
+    arrived = f"; ranks {rank_list(waited)} waited and timed out" if waited else ""
+    yield Hit(
+        f"rank(s) {rank_list(missing)} of {job.nproc} never joined the process group{arrived}",
+        {
+            "missing_ranks": missing,
+            "waiting_ranks": waited,
+            "init_timeout_s": job.init_timeout_s,
+            "job_timed_out": job.timed_out,
+        },
+    )
+
+
+@rule(
+    "DDP203",
+    "master-addr-unresolvable",
+    Severity.ERROR,
+    Remediation("Use an IP address for MASTER_ADDR (--master-addr), or fix DNS / /etc/hosts."),
+)
+def master_addr_unresolvable(facts: FactSet) -> Iterator[Hit]:
+    """The master address does not resolve to an IP address.
+
+    What it finds: getaddrinfo failing for --master-addr (MASTER_ADDR) before launch.
+    Why it matters: init retries until its timeout, and torchrun's rendezvous for 600 s,
+    before failing with "host not found" / gaierror.
+    Example: MASTER_ADDR=node-01 on a cluster whose DNS does not know node-01.
+    Fix: an IP address, or a working name.
+    """
+    job = facts.job
+    if job and job.preflight.resolve_error:
+        yield Hit(
+            f"master address {job.preflight.master_addr!r} does not resolve: "
+            f"{job.preflight.resolve_error}",
+            {"address": job.preflight.master_addr, "error": job.preflight.resolve_error},
+        )
+
+
+@rule(
+    "DDP204",
+    "hostname-is-loopback",
+    Severity.WARNING,
+    Remediation(
+        "Give other nodes a routable address: MASTER_ADDR=<this node's IP>, and fix /etc/hosts "
+        "so the host name maps to that IP (or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME)."
+    ),
+)
+def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
+    """This host's name resolves to a loopback address, and the run is multi-node.
+
+    What it finds: gethostbyname(gethostname()) in 127.0.0.0/8 while the master address is
+    not a loopback one.
+    Why it matters: gloo and the store advertise 127.x to the other nodes, which then fail
+    with "Connection refused, remote=[127.0.0.1]:PORT" while this node hangs.
+    Example: a cloud image whose /etc/hosts maps the host name to 127.0.1.1.
+    Fix: a routable address for the host name, or the *_SOCKET_IFNAME variables.
+    """
+    host, job = facts.host, facts.job
+    master = job.preflight.master_address if job else facts.plan.master_addr
+    if not host or not host.hostname_address or not master:
+        return
+    if master in LOOPBACK_NAMES or master.startswith("127."):
+        return
+    if host.hostname_address.startswith("127."):
+        yield Hit(
+            f"host name {host.hostname!r} resolves to {host.hostname_address}, but the master "
+            f"is {master}",
+            {"hostname": host.hostname, "address": host.hostname_address, "master": master},
+        )
+
+
+@rule(
+    "DDP205",
+    "wrong-network-interface",
+    Severity.ERROR,
+    Remediation(
+        "Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries traffic "
+        "between nodes (`ip -br addr` lists them), or unset them.",
+        ("ip -br addr",),
+    ),
+)
+def wrong_network_interface(facts: FactSet) -> Iterator[Hit]:
+    """NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names no interface of this host.
+
+    What it finds: an interface list in either variable that matches none of this host's
+    interfaces (NCCL reads prefixes, `^` to exclude and `=` for exact names).
+    Why it matters: NCCL fails with "no socket interface found" or "unhandled system error";
+    gloo with "unable to find address for" the interface.
+    Example: NCCL_SOCKET_IFNAME=eth0 in an image moved to hosts whose NIC is ens5.
+    Fix: name the right interface, or unset the variable.
+    """
+    host = facts.host
+    if not host or not host.interfaces:
+        return
+    for variable in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        value = facts.env.get(variable)
+        if value and not _any_interface_matches(variable, value, host.interfaces):
+            yield Hit(
+                f"{variable}={value!r} matches none of this host's interfaces "
+                f"({', '.join(host.interfaces)})",
+                {"variable": variable, "value": value, "interfaces": list(host.interfaces)},
+            )
+
+
+def _any_interface_matches(variable: str, value: str, interfaces: tuple[str, ...]) -> bool:
+    if variable == "GLOO_SOCKET_IFNAME":
+        return all(name.strip() in interfaces for name in value.split(",") if name.strip())
+    if value.startswith("^"):  # an exclusion list: fails only if it excludes every interface
+        excluded = [p.lstrip("=") for p in value[1:].split(",") if p]
+        return any(not any(i.startswith(p) for p in excluded) for i in interfaces)
+    exact = value.startswith("=")
+    wanted = [p for p in value.lstrip("=").split(",") if p]
+    return any((i == p if exact else i.startswith(p)) for i in interfaces for p in wanted)
+
+
+@rule(
+    "DDP206",
+    "connection-refused",
+    Severity.ERROR,
+    Remediation(
+        "Open the master port and the ephemeral port range between the nodes (firewall, "
+        "security group), and check that rank 0 is running on MASTER_ADDR."
+    ),
+)
+def connection_refused(facts: FactSet) -> Iterator[Hit]:
+    """Ranks could not connect: "Connection refused" from the store or the backend.
+
+    What it finds: "Connection refused" in the job's output (through the log patterns).
+    Why it matters: nothing listens where the rank connects (rank 0 not started yet or dead,
+    a firewall rejecting, a wrong address); init fails or retries until its timeout.
+    Example: a firewall between nodes that allows 29500 but not gloo's data ports.
+    Fix: open the ports, start rank 0 first, check the address.
+    """
+    return iter(())  # found in the job's output by the shared log patterns (logscan)
+
+
+@rule(
+    "DDP207",
+    "world-size-mismatch",
+    Severity.ERROR,
+    Remediation(
+        "Make WORLD_SIZE equal nnodes x nproc-per-node on every node (torchrun sets it itself "
+        "when you do not export it)."
+    ),
+)
+def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
+    """The ranks disagree about the world size, or it is not nnodes x nproc-per-node.
+
+    What it finds: ranks of the job reporting different world sizes; WORLD_SIZE in the
+    environment that is not a multiple of LOCAL_WORLD_SIZE.
+    Why it matters: ranks wait for peers that will never come (a hang until the timeout), or
+    two jobs' ranks meet in one group.
+    Example: WORLD_SIZE=16 exported for two nodes, but --nproc-per-node 4 on each.
+    Fix: consistent sizes, or let torchrun set them.
+    """
+    job = facts.job
+    sizes = sorted({identity.world_size for identity in job.identities}) if job else []
+    if len(sizes) > 1:
+        yield Hit(f"ranks report world sizes {sizes}", {"world_sizes": sizes})
+    world, local = _int(facts.env.get("WORLD_SIZE")), _int(facts.env.get("LOCAL_WORLD_SIZE"))
+    if world and local and world % local:
+        yield Hit(
+            f"WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local}",
+            {"world_size": world, "local_world_size": local},
+        )
+
+
+@rule(
+    "DDP208",
+    "master-addr-not-local",
+    Severity.ERROR,
+    Remediation(
+        "Give --master-addr an address of this machine (127.0.0.1, or one `ip -br addr` "
+        "shows): the doctor's job runs its master here."
+    ),
+)
+def master_addr_not_local(facts: FactSet) -> Iterator[Hit]:
+    """The master address is not an address of this machine, so the job cannot listen on it.
+
+    What it finds: bind() on the master address failing with anything but EADDRINUSE
+    (EADDRNOTAVAIL: the address belongs to another host).
+    Why it matters: rank 0 hosts the store on MASTER_ADDR; on the wrong host it cannot.
+    Example: --master-addr 10.0.0.5 run on 10.0.0.6.
+    Fix: run the doctor on the master node, or give a local address.
+    """
+    job = facts.job
+    error = job.preflight.port_error if job else None
+    if job and error and "EADDRINUSE" not in error:
+        yield Hit(
+            f"cannot listen on {job.preflight.master_addr}: {error}",
+            {"address": job.preflight.master_addr, "error": error},
+        )
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.strip().isdigit() else None

@@ -1,0 +1,70 @@
+"""Who each rank is (host, pid, device, PCI bus id, versions), gathered to rank 0.
+
+The gather goes through the job's TCPStore, not a collective, so it still works when the
+backend's communicator is broken (two ranks on one GPU make NCCL fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import timedelta
+from typing import Any
+
+KEY = "ddp_doctor/identity/{}"
+
+
+def describe_rank(
+    torch: Any, rank: int, world_size: int, local_rank: int, device: Any
+) -> dict[str, Any]:
+    identity: dict[str, Any] = {
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "device": str(device),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+    }
+    if device.type == "cuda":
+        identity.update(_gpu_identity(torch, device))
+    return identity
+
+
+def _gpu_identity(torch: Any, device: Any) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(device)
+    facts: dict[str, Any] = {}
+    if hasattr(props, "pci_bus_id"):
+        facts["pci_bus_id"] = (
+            f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        )
+    try:
+        facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        facts["driver_version"] = version.decode() if isinstance(version, bytes) else version
+    except Exception:
+        pass
+    return facts
+
+
+def gather_identities(
+    torch: Any, me: dict[str, Any], rank: int, world_size: int, timeout_s: float
+) -> list[dict[str, Any]]:
+    """Every rank posts its identity; rank 0 returns all of them (the others an empty list)."""
+    from torch.distributed import distributed_c10d
+
+    store = distributed_c10d._get_default_store()
+    store.set(KEY.format(rank), json.dumps(me))
+    if rank != 0:
+        return []
+    keys = [KEY.format(r) for r in range(world_size)]
+    store.wait(keys, timedelta(seconds=timeout_s))
+    return [json.loads(store.get(key)) for key in keys]

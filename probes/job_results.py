@@ -1,0 +1,87 @@
+"""The ranks' journals and torchrun's failure block, read back into job facts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.codec import CodecError, from_jsonable
+from ddp_doctor.jobfacts import BandwidthRow, Identity, RankFacts, StageRecord
+
+from .journal import read_journal
+
+# torchrun's ChildFailedError block names each failed rank and its exit code:
+#   rank      : 1 (local_rank: 1)
+#   exitcode  : -9 (pid: 4242)
+RANK_EXIT = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def torch_exit_codes(output: str) -> dict[int, int]:
+    codes: dict[int, int] = {}
+    for rank, code in RANK_EXIT.findall(output):
+        codes.setdefault(int(rank), int(code))
+    return codes
+
+
+def collect_ranks(journals: Path, nproc: int, exit_codes: dict[int, int]) -> tuple[RankFacts, ...]:
+    return tuple(
+        RankFacts(rank, _stages(read_journal(journals / f"rank{rank}.jsonl")), exit_codes.get(rank))
+        for rank in range(nproc)
+    )
+
+
+def _stages(records: list[dict[str, Any]]) -> tuple[StageRecord, ...]:
+    stages: dict[str, StageRecord] = {}
+    for record in records:
+        name = str(record.get("stage"))
+        if record.get("event") == "start":
+            stages[name] = StageRecord(name)
+        elif record.get("event") == "end":
+            stages[name] = StageRecord(
+                name,
+                True,
+                True,
+                bool(record.get("ok")),
+                record.get("seconds"),
+                record.get("error"),
+                record.get("data") or {},
+            )
+    return tuple(stages.values())
+
+
+def identities_of(ranks: tuple[RankFacts, ...]) -> tuple[Identity, ...]:
+    """Rank 0's gathered list when it has one; else what each rank wrote itself."""
+    gathered = _stage_data(ranks, 0, "identity").get("identities") or []
+    own = [_stage_data(ranks, r.rank, "identity").get("identity") for r in ranks]
+    chosen = gathered if len(gathered) >= len([o for o in own if o]) else own
+    return tuple(identity for identity in (_identity(item) for item in chosen) if identity)
+
+
+def _identity(item: Any) -> Identity | None:
+    try:
+        return from_jsonable(Identity, item) if item else None
+    except CodecError:
+        return None
+
+
+def rows_of(ranks: tuple[RankFacts, ...]) -> tuple[BandwidthRow, ...]:
+    rows = _stage_data(ranks, 0, "bandwidth").get("rows") or []
+    try:
+        return tuple(from_jsonable(BandwidthRow, row) for row in rows)
+    except CodecError:
+        return ()
+
+
+def torch_facts_from_job(ranks: tuple[RankFacts, ...]) -> dict[str, Any] | None:
+    """Rank 0 describes its torch in the identity stage: no separate torch import needed."""
+    return _stage_data(ranks, 0, "identity").get("torch")
+
+
+def _stage_data(ranks: tuple[RankFacts, ...], rank: int, stage: str) -> dict[str, Any]:
+    for facts in ranks:
+        if facts.rank == rank:
+            record = facts.stage(stage)
+            if record is not None and record.data:
+                return dict(record.data)
+    return {}

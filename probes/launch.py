@@ -1,0 +1,235 @@
+"""Starts the one torchrun job, bounds it, and turns the ranks' journals into JobFacts.
+
+Bounds, from what torch does on failure (lab notes): a taken port or an unresolvable master
+makes ranks wait far past their timeout, so both are checked before launch; the whole job is
+killed (ranks included, they run in sessions of their own) when `timeout_s` passes.
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddp_doctor.jobfacts import JobFacts, Preflight
+
+from .job_results import collect_ranks, identities_of, rows_of, torch_exit_codes
+from .runner import kill_group
+
+OUTPUT_TAIL_BYTES = 64 * 1024
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    nproc: int
+    backend: str = "auto"  # auto lets each rank pick nccl (GPUs and NCCL) or gloo
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    sizes: str = "1K:16M:4"
+    iters: int = 10
+    timeout_s: float = 60.0
+    init_timeout_s: float = 10.0
+    test_fault: str | None = None  # tests only: "RANK:STAGE:ACTION" (test_faults.py)
+
+
+def preflight(config: JobConfig, nccl_missing: bool = False) -> Preflight:
+    address, resolve_error = resolve(config.master_addr)
+    port, port_error = None, None
+    if address is not None:
+        port, port_error = claim_port(address, config.master_port)
+    return Preflight(config.master_addr, address, resolve_error, port, port_error, nccl_missing)
+
+
+def resolve(host: str, timeout_s: float = 5.0) -> tuple[str | None, str | None]:
+    """getaddrinfo in a thread, so that a stuck resolver cannot hold the doctor."""
+    outcome: list[tuple[str | None, str | None]] = []
+
+    def lookup() -> None:
+        try:
+            outcome.append((socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0], None))
+        except (OSError, UnicodeError) as error:
+            outcome.append((None, f"{type(error).__name__}: {error}"))
+
+    thread = threading.Thread(target=lookup, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return outcome[0] if outcome else (None, f"no answer from the resolver in {timeout_s:g} s")
+
+
+def claim_port(address: str, port: int | None) -> tuple[int | None, str | None]:
+    """The asked port if bind() works on it now, else a free one; the error if it does not."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, port or 0))
+        except OSError as error:
+            name = errno.errorcode.get(error.errno or 0, "error")
+            return port, f"{name}: cannot listen on {address}:{port or 0}: {error.strerror}"
+        return probe.getsockname()[1], None
+
+
+def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = None) -> JobFacts:
+    base = dict(
+        preflight=checks,
+        backend=config.backend,
+        nproc=config.nproc,
+        init_timeout_s=config.init_timeout_s,
+        timeout_s=config.timeout_s,
+    )
+    reason = _reason_not_to_launch(checks)
+    if reason:
+        return JobFacts(launched=False, not_launched_reason=reason, **base)
+    workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
+    try:
+        return _launch_and_collect(config, checks, workdir, base, progress)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _reason_not_to_launch(checks: Preflight) -> str | None:
+    if checks.resolve_error:
+        return f"master address {checks.master_addr!r} does not resolve"
+    if checks.port_error:
+        return f"master port unusable ({checks.port_error})"
+    if checks.nccl_missing:
+        return "--backend nccl, but this torch has no NCCL"
+    return None
+
+
+def torchrun_argv(config: JobConfig, port: int, journal_dir: Path) -> list[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(config.nproc),
+        "--master-addr",
+        config.master_addr,
+        "--master-port",
+        str(port),
+        "--rdzv-conf",
+        f"timeout={int(config.init_timeout_s)}",
+        "--max-restarts",
+        "0",
+        "--monitor-interval",
+        "0.1",
+        "-m",
+        "ddp_doctor.probes.worker",
+        "--out",
+        str(journal_dir),
+        "--backend",
+        config.backend,
+        "--init-timeout",
+        f"{config.init_timeout_s:g}",
+        "--sizes",
+        config.sizes,
+        "--iters",
+        str(config.iters),
+    ]
+    if config.test_fault:
+        argv += ["--test-fault", config.test_fault]
+    return argv
+
+
+def job_environment() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)  # the user's NCCL_*, GLOO_* and CUDA_* settings are what we test
+    env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _launch_and_collect(
+    config: JobConfig, checks: Preflight, workdir: Path, base: dict, progress: Progress | None
+) -> JobFacts:
+    journals = workdir / "ranks"
+    journals.mkdir()
+    output_path = workdir / "torchrun.log"
+    started = time.monotonic()
+    with output_path.open("wb") as output:
+        process = subprocess.Popen(
+            torchrun_argv(config, checks.master_port or 0, journals),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=job_environment(),
+            cwd=workdir,
+            start_new_session=True,
+        )
+        timed_out = _wait(process, config, journals, started, progress)
+    output_tail = _tail(output_path)
+    ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail))
+    return JobFacts(
+        launched=True,
+        duration_s=round(time.monotonic() - started, 3),
+        timed_out=timed_out,
+        exit_code=None if timed_out else process.returncode,
+        ranks=ranks,
+        identities=identities_of(ranks),
+        bandwidth=rows_of(ranks),
+        output_tail=output_tail,
+        **{**base, "backend": _backend_used(ranks) or config.backend},
+    )
+
+
+def _wait(
+    process: subprocess.Popen,
+    config: JobConfig,
+    journals: Path,
+    started: float,
+    progress: Progress | None,
+) -> bool:
+    """Waits for torchrun; True when it had to be killed at the deadline."""
+    deadline = started + config.timeout_s
+    while process.poll() is None:
+        if time.monotonic() >= deadline:
+            kill_group(process)
+            process.wait()
+            return True
+        if progress:
+            progress(_progress_line(journals, config.nproc, time.monotonic() - started))
+        time.sleep(0.05)
+    kill_group(process)  # torchrun is gone; make sure no rank outlives it
+    return False
+
+
+def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:
+    from .journal import read_journal
+
+    stages = []
+    for rank in range(nproc):
+        records = read_journal(journals / f"rank{rank}.jsonl")
+        stages.append(records[-1]["stage"] if records else "starting")
+    summary = ", ".join(f"{stages.count(s)}x {s}" for s in dict.fromkeys(stages))
+    return f"job: {nproc} ranks: {summary} ({elapsed:.1f} s)"
+
+
+def _backend_used(ranks: tuple) -> str | None:
+    for rank in ranks:
+        record = rank.stage("init")
+        if record and record.ended and record.ok:
+            return str(record.data.get("backend"))
+    return None
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - OUTPUT_TAIL_BYTES))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,49 @@
+"""Faults the test suite injects into a rank, to prove each failure is named.
+
+Only `launch.JobConfig.test_fault` sets them (no CLI option, no environment variable), so a
+user cannot trigger one by accident. Spec: "RANK:STAGE:ACTION", ACTION one of crash (raise),
+exit (exit code 7), kill (SIGKILL itself), stall (sleep until killed), corrupt (add 1 to its
+all-reduce contribution; only at stage allreduce).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+ACTIONS = ("crash", "exit", "kill", "stall", "corrupt")
+
+
+@dataclass(frozen=True)
+class Fault:
+    rank: int
+    stage: str
+    action: str
+
+    def applies(self, rank: int, stage: str) -> bool:
+        return self.rank == rank and self.stage == stage and self.action != "corrupt"
+
+    def corrupts(self, rank: int, stage: str) -> bool:
+        return self.rank == rank and self.stage == stage and self.action == "corrupt"
+
+    def strike_before(self) -> None:
+        if self.action == "crash":
+            raise RuntimeError(f"ddp-doctor test fault: rank {self.rank} crashes at {self.stage}")
+        if self.action == "exit":
+            os._exit(7)
+        if self.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.action == "stall":
+            while True:
+                time.sleep(60)
+
+
+def parse_fault(spec: str | None) -> Fault | None:
+    if not spec:
+        return None
+    rank, stage, action = spec.split(":")
+    if action not in ACTIONS:
+        raise ValueError(f"unknown test fault action {action!r}")
+    return Fault(int(rank), stage, action)

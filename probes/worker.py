@@ -1,0 +1,189 @@
+"""The job's body, one process per rank: `torchrun ... -m ddp_doctor.probes.worker --out DIR`.
+
+Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory. Each writes
+its start and its result to the rank's own journal the moment it happens (journal.py), so a
+later hang or a dead rank loses nothing already measured. A failed stage ends the rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from .journal import Journal
+from .test_faults import Fault, parse_fault
+
+Stage = Callable[[], dict[str, Any]]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ddp_doctor.probes.worker")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    parser.add_argument("--init-timeout", type=float, default=10.0)
+    parser.add_argument("--sizes", default="1K:16M:4")
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--test-fault", default=None, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+class Worker:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.journal = Journal(args.out / f"rank{self.rank}.jsonl")
+        self.fault: Fault | None = parse_fault(args.test_fault)
+        self.torch: Any = None
+        self.device: Any = None
+        self.backend = args.backend
+
+    def run(self) -> int:
+        warm_ddp = threading.Thread(target=_warm_up_ddp_imports, daemon=True)
+        stages: list[tuple[str, Stage]] = [
+            ("init", self.init),
+            ("identity", self.identity),
+            ("allreduce", self.allreduce),
+            ("ddp", self.ddp),
+            ("bandwidth", self.bandwidth),
+            ("memory", self.memory),
+        ]
+        for name, stage in stages:
+            if not self._run_stage(name, stage):
+                return 1
+            if name == "init":
+                warm_ddp.start()
+        self.torch.distributed.destroy_process_group()
+        return 0
+
+    def _run_stage(self, name: str, stage: Stage) -> bool:
+        self.journal.start(name)
+        started = time.perf_counter()
+        try:
+            if self.fault and self.fault.applies(self.rank, name):
+                self.fault.strike_before()
+            data = stage()
+        except Exception as error:
+            self.journal.end(
+                name,
+                ok=False,
+                seconds=time.perf_counter() - started,
+                error=f"{type(error).__name__}: {error}",
+            )
+            return False
+        data.update(self._memory_now())
+        self.journal.end(name, ok=True, seconds=time.perf_counter() - started, data=data)
+        return True
+
+    # -- stages ----------------------------------------------------------------------------
+    def init(self) -> dict[str, Any]:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.backend = _choose_backend(torch, self.args.backend)
+        if self.backend == "nccl":
+            index = self.local_rank % max(1, torch.cuda.device_count())
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
+        else:
+            self.device = torch.device("cpu")
+        dist.init_process_group(self.backend, timeout=timedelta(seconds=self.args.init_timeout))
+        return {
+            "backend": self.backend,
+            "init_method": "env://",
+            "device": str(self.device),
+            "master": f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+        }
+
+    def identity(self) -> dict[str, Any]:
+        from .identity import describe_rank, gather_identities
+
+        me = describe_rank(self.torch, self.rank, self.world_size, self.local_rank, self.device)
+        data: dict[str, Any] = {"identity": me}
+        if self.rank == 0:
+            from .torch_info import describe_torch
+
+            data["torch"] = describe_torch()
+        data["identities"] = gather_identities(
+            self.torch, me, self.rank, self.world_size, self.args.init_timeout
+        )
+        return data
+
+    def allreduce(self) -> dict[str, Any]:
+        from .collectives import check_allreduce, check_broadcast_and_all_gather
+
+        corrupt = bool(self.fault and self.fault.corrupts(self.rank, "allreduce"))
+        data = check_allreduce(self.torch, self.rank, self.world_size, self.device, corrupt)
+        data.update(
+            check_broadcast_and_all_gather(self.torch, self.rank, self.world_size, self.device)
+        )
+        return data
+
+    def ddp(self) -> dict[str, Any]:
+        from .ddp_step import run_ddp_steps
+
+        return run_ddp_steps(self.torch, self.rank, self.world_size, self.device)
+
+    def bandwidth(self) -> dict[str, Any]:
+        from .bandwidth import parse_sizes, sweep
+
+        rows = sweep(
+            self.torch, self.device, parse_sizes(self.args.sizes), self.args.iters, self.world_size
+        )
+        return {"rows": rows} if self.rank == 0 else {"sizes": len(rows)}
+
+    def memory(self) -> dict[str, Any]:
+        if self.device.type != "cuda":
+            return {"skipped": "no GPU in this rank"}
+        from .gpu_memory import processes_per_gpu
+
+        self.torch.distributed.barrier()  # every rank still holds its memory while NVML looks
+        data = {"gpu_processes": processes_per_gpu()} if self.rank == 0 else {}
+        self.torch.distributed.barrier()
+        return data
+
+    def _memory_now(self) -> dict[str, Any]:
+        if self.device is None or self.device.type != "cuda":
+            return {}
+        cuda = self.torch.cuda
+        return {
+            "peak_allocated_bytes": cuda.max_memory_allocated(self.device),
+            "peak_reserved_bytes": cuda.max_memory_reserved(self.device),
+        }
+
+
+def _choose_backend(torch: Any, wanted: str) -> str:
+    if wanted != "auto":
+        return wanted
+    usable_gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    return "nccl" if usable_gpu and torch.distributed.is_nccl_available() else "gloo"
+
+
+def _warm_up_ddp_imports() -> None:
+    """The first DDP wrap imports ~800 modules (torch._dynamo, sympy): start that early, in the
+    background, while the rank mostly waits on the network."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception:
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return Worker(args).run()
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(None)
+    sys.exit(main())
