@@ -6,6 +6,7 @@ backend's communicator is broken (two ranks on one GPU make NCCL fail).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -40,10 +41,8 @@ def _gpu_identity(torch: Any, device: Any) -> dict[str, Any]:
         facts["pci_bus_id"] = (
             f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
         )
-    try:
+    with contextlib.suppress(Exception):
         facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-    except Exception:
-        pass
     try:
         import pynvml
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -67,10 +68,8 @@ def kill_group(process: subprocess.Popen) -> None:
         return
     for pid in [process.pid, *descendants(process.pid)]:
         for kill in (os.killpg, os.kill):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
 
 
 def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:

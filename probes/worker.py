@@ -8,6 +8,7 @@ later hang or a dead rank loses nothing already measured. A failed stage ends th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -172,10 +173,8 @@ def _choose_backend(torch: Any, wanted: str) -> str:
 def _warm_up_ddp_imports() -> None:
     """The first DDP wrap imports ~800 modules (torch._dynamo, sympy): start that early, in the
     background, while the rank mostly waits on the network."""
-    try:
+    with contextlib.suppress(Exception):
         import torch._dynamo  # noqa: F401
-    except Exception:
-        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
