@@ -1,0 +1,10 @@
+"""Log diagnosis: one table of known texts (patterns.py), streamed through in bounded memory.
+
+`ddp-doctor logs FILE` and the job probes both call scan_text / scan_lines / scan_file, which
+return findings root cause first. Importing this package registers the DDP5xx codes.
+"""
+
+from . import codes  # noqa: F401  (registers DDP501-DDP507)
+from .scanner import LogScanner, ScanStats, scan_file, scan_lines, scan_text
+
+__all__ = ["LogScanner", "ScanStats", "scan_file", "scan_lines", "scan_text"]

@@ -1,0 +1,115 @@
+"""Many matched lines, one finding per code: the first (or strongest) line plus a count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddp_doctor.model import Finding, Location, Remediation, Severity
+from ddp_doctor.registry import RuleSpec, spec_for
+
+from .pattern import Pattern, Role, render_message
+
+MAX_COLLECTED = 5  # distinct values kept for a collected key (e.g. NCCL WARN messages)
+MAX_RANKS = 1024
+
+
+@dataclass(frozen=True)
+class LogHit:
+    """One line (or one torchrun summary) that matched a pattern."""
+
+    pattern: Pattern
+    line: int
+    text: str
+    facts: dict[str, object]
+    role: Role
+    order_hint: str = ""  # breaks ties between equal priorities before the line number
+    fix: Remediation | None = None
+
+    @property
+    def strength(self) -> tuple[int, str, int]:
+        """Smaller is stronger: priority first, then the hint (a time), then earlier lines."""
+        return (-self.pattern.priority, self.order_hint, self.line)
+
+
+@dataclass
+class CodeTally:
+    """Everything the log said about one code."""
+
+    primary: LogHit
+    count: int = 0
+    first_line: int = 0
+    first_seen: dict[str, object] = field(default_factory=dict)  # each fact's first value
+    ranks: set[int] = field(default_factory=set)
+    collected: dict[str, list[object]] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, hit: LogHit) -> CodeTally:
+        tally = cls(primary=hit, first_line=hit.line)
+        tally.add(hit)
+        return tally
+
+    @property
+    def code(self) -> str:
+        return self.primary.pattern.code
+
+    @property
+    def role(self) -> Role:
+        return self.primary.role
+
+    @property
+    def rank(self) -> object:
+        return self.facts().get("rank")
+
+    def add(self, hit: LogHit) -> None:
+        self.count += 1
+        self.first_line = min(self.first_line, hit.line)
+        if hit.strength < self.primary.strength:
+            self.primary = hit
+        for key, value in hit.facts.items():
+            self.first_seen.setdefault(key, value)
+        rank = hit.facts.get("rank")
+        if isinstance(rank, int) and len(self.ranks) < MAX_RANKS:
+            self.ranks.add(rank)
+        for key in hit.pattern.collect:
+            values = self.collected.setdefault(key, [])
+            value = hit.facts.get(key)
+            if value is not None and value not in values and len(values) < MAX_COLLECTED:
+                values.append(value)
+
+    def facts(self) -> dict[str, object]:
+        """The primary hit's facts, completed by facts that other lines of this code gave."""
+        return {**self.first_seen, **self.primary.facts}
+
+    def finding(self, source: str | None) -> Finding:
+        pattern = self.primary.pattern
+        facts = self.facts()
+        evidence: dict[str, object] = {
+            "line": self.primary.line,
+            "text": self.primary.text,
+            "count": self.count,
+            **facts,
+        }
+        if self.first_line != self.primary.line:
+            evidence["first_line"] = self.first_line
+        if len(self.ranks) > 1:
+            evidence["ranks"] = sorted(self.ranks)
+        for key, values in self.collected.items():
+            evidence[key + "s"] = list(values)
+        spec = _registered(pattern.code)
+        return Finding(
+            code=pattern.code,
+            name=spec.name if spec else pattern.name,
+            severity=pattern.severity or (spec.severity if spec else Severity.ERROR),
+            message=render_message(pattern.message, facts),
+            fix=self.primary.fix or pattern.fix or (spec.fix if spec else None),
+            location=Location(source, self.primary.line) if source else None,
+            evidence=evidence,
+        )
+
+
+def _registered(code: str) -> RuleSpec | None:
+    """The code's registered spec; None while its block is not registered (never invent one)."""
+    try:
+        return spec_for(code)
+    except KeyError:
+        return None

@@ -1,0 +1,72 @@
+"""One raw log line made readable: decoded, colour codes out, and who printed it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+EVIDENCE_CHARS = 300  # the longest line text a finding keeps as evidence
+
+# ANSI escape sequences: colours (ESC [ ... m), cursor moves, and OSC titles (ESC ] ... BEL).
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+# Who printed a line, from the prefixes launchers put in front of it, outermost first:
+#   "3: "          srun --label: the SLURM task (a node's torchrun, or a rank when srun starts
+#                  the ranks itself; which one is not knowable from the line)
+#   "[default2]:"  torchrun --tee / --redirects (torch 1.9 - 2.1): the local rank
+#   "[rank5]:"     torch >= 2.2 prefixes every rank's output with its global rank
+_PREFIX = re.compile(
+    r"^\s*(?:(?P<task>\d{1,5}): )?"
+    r"(?:\[default(?P<local_rank>\d{1,5})\]:)?"
+    r"(?:\s*\[rank(?P<rank>\d{1,6})\]:)?"
+)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    number: int  # 1-based
+    text: str  # decoded, ANSI codes and line ending removed, launcher prefixes kept
+    body: str  # the text after the launcher prefixes
+    task: int | None = None
+    local_rank: int | None = None
+    rank: int | None = None
+
+    def speaker(self) -> dict[str, int]:
+        """The prefix facts as evidence: only those the line has."""
+        facts = {"task": self.task, "local_rank": self.local_rank, "rank": self.rank}
+        return {key: value for key, value in facts.items() if value is not None}
+
+
+def read_line(raw: bytes, number: int) -> LogLine:
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    prefix = _PREFIX.match(text)
+    assert prefix is not None  # every part of the prefix regex is optional
+    return LogLine(
+        number=number,
+        text=text,
+        body=text[prefix.end() :],
+        task=_int_or_none(prefix.group("task")),
+        local_rank=_int_or_none(prefix.group("local_rank")),
+        rank=_int_or_none(prefix.group("rank")),
+    )
+
+
+def evidence_text(text: str, anchor_at: int) -> str:
+    """The part of a line worth showing: the redrawn segment (after a progress bar's last
+    carriage return) that holds the match, cut to EVIDENCE_CHARS around it."""
+    start = text.rfind("\r", 0, anchor_at) + 1
+    end = text.find("\r", anchor_at)
+    segment = text[start : end if end >= 0 else len(text)].strip()
+    if len(segment) <= EVIDENCE_CHARS:
+        return segment
+    offset = max(0, min(anchor_at - start - EVIDENCE_CHARS // 3, len(segment) - EVIDENCE_CHARS))
+    cut = segment[offset : offset + EVIDENCE_CHARS]
+    return (
+        ("..." if offset else "") + cut + ("..." if offset + EVIDENCE_CHARS < len(segment) else "")
+    )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None else None
