@@ -1,0 +1,80 @@
+"""`ddp-doctor check PATH...`: the static check of training scripts. Parse, call, print, exit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from ddp_doctor import exitcodes
+from ddp_doctor.cli import DoctorError, check_output_writable, emit, make_selector, report_options
+from ddp_doctor.model import Report, Severity
+
+FORMATS = ("text", "table", "json", "sarif", "github")
+
+
+@click.command(
+    "check",
+    epilog="Exit codes: 0 nothing at or above --fail-on; 1 findings at or "
+    "above it; 2 usage error, or no file could be checked.",
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@report_options(FORMATS)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="PATTERN",
+    help="Skip paths matching this gitignore-style pattern (repeatable).",
+)
+def check_command(
+    paths: tuple[str, ...],
+    fmt: str,
+    output: Path | None,
+    fail_on: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    verbose: bool,
+    redact_hosts: bool,
+    exclude: tuple[str, ...],
+) -> None:
+    """Find DDP and DataParallel mistakes in training scripts without running them.
+
+    PATHS are files or folders (searched recursively): .py files are parsed; shell, YAML,
+    Makefile and Markdown files are scanned for the deprecated launcher. Suppress a finding
+    with `# ddp-doctor: ignore[CODE]` on its line; configure in [tool.ddp-doctor].
+    """
+    from ddp_doctor.engine import make_report
+    from ddp_doctor.script.config import ConfigError
+    from ddp_doctor.script.runner import CheckOptions, check_paths
+
+    make_selector(select, ignore)  # an unknown code, prefix or name is a usage error
+    check_output_writable(output)
+    try:
+        outcome = check_paths(list(paths), CheckOptions(select, ignore, exclude))
+    except ConfigError as error:
+        raise DoctorError(str(error)) from None
+    report = make_report((), outcome.findings)
+    emit(_render(report, fmt, outcome.checked, verbose, redact_hosts), output)
+    if outcome.checked == 0:
+        click.echo("ddp-doctor: error: no file could be checked", err=True)
+        sys.exit(exitcodes.USAGE)
+    failing = report.fails_at(Severity.from_word(fail_on))
+    sys.exit(exitcodes.FINDINGS if failing else exitcodes.OK)
+
+
+def _render(report: Report, fmt: str, checked: int, verbose: bool, redact_hosts: bool) -> str:
+    if fmt == "text":
+        from ddp_doctor.render.text import render_text
+
+        return render_text(report, checked_files=checked, verbose=verbose)
+    if fmt == "sarif":
+        from ddp_doctor.render.sarif import render_sarif
+
+        return render_sarif(report)
+    if fmt == "github":
+        from ddp_doctor.render.github import render_github
+
+        return render_github(report)
+    from ddp_doctor.render import render
+
+    return render(report, fmt, verbose=verbose, redact_hosts=redact_hosts)

@@ -1,0 +1,41 @@
+"""`check`'s default format: one line per finding, `path:line:col: CODE [name] message`, like ruff."""
+
+from __future__ import annotations
+
+from ddp_doctor.model import Finding, Report, Severity
+
+
+def render_text(report: Report, *, checked_files: int | None = None, verbose: bool = False) -> str:
+    lines = []
+    for finding in report.findings:
+        lines.append(finding_line(finding))
+        if verbose and finding.fix is not None:
+            lines.append(f"    fix: {finding.fix.text}")
+            lines.extend(f"    $ {command}" for command in finding.fix.commands)
+    lines.append(summary(report.findings, checked_files))
+    return "\n".join(lines) + "\n"
+
+
+def finding_line(finding: Finding) -> str:
+    where = finding.location
+    if where is None:
+        place = "-"
+    else:
+        place = ":".join([where.path, str(where.line or 1), str(where.column or 1)])
+    return f"{place}: {finding.code} [{finding.name}] {finding.message}"
+
+
+def summary(findings: tuple[Finding, ...] | list[Finding], checked_files: int | None) -> str:
+    files = "" if checked_files is None else f" in {checked_files} file{_s(checked_files)}"
+    if not findings:
+        return f"No findings{files}."
+    counts = [
+        f"{count} {severity.word}{_s(count)}"
+        for severity in sorted(Severity, reverse=True)
+        if (count := sum(1 for f in findings if f.severity is severity))
+    ]
+    return f"Found {len(findings)} finding{_s(len(findings))}{files}: " + ", ".join(counts) + "."
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

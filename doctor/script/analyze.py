@@ -1,0 +1,75 @@
+"""One file in, its findings out: parse once, walk once, run every selected script rule."""
+
+from __future__ import annotations
+
+import ast
+import traceback
+import warnings
+from collections.abc import Sequence
+
+from ddp_doctor.model import Finding, Location
+from ddp_doctor.registry import RULES, Hit, RuleSpec, rules_in_scope, spec_for
+
+from . import rules as _rules  # noqa: F401  (registers the script rules)
+from .facts import ScriptFacts
+from .files import PYTHON
+from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
+from .suppress import without_suppressed
+from .walker import build_facts
+
+
+def script_rules() -> list[RuleSpec]:
+    """Every rule that reads a script, in code order."""
+    return [spec for spec in rules_in_scope("script") if spec.check is not None]
+
+
+def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> list[Finding]:
+    """The findings for one file's text, suppression comments applied."""
+    if kind == PYTHON:
+        parsed = parse(path, source)
+        if isinstance(parsed, Finding):
+            return [parsed]
+        try:
+            facts = build_facts(path, source, parsed)
+        except RecursionError:
+            return [unreadable(path, "nested too deeply to analyse")]
+    else:
+        facts = ScriptFacts(path=path, source=source, tree=None)
+    findings: list[Finding] = []
+    for spec in rules:
+        findings.extend(_run_guarded(spec, facts))
+    return without_suppressed(findings, source)
+
+
+def parse(path: str, source: str) -> ast.Module | Finding:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences are the user's business
+            return ast.parse(source, filename=path)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        column = error.offset or 1
+        message = f"cannot parse: {error.msg} (line {line})"
+        return spec_for(SYNTAX_ERROR).finding(Hit(message, location=Location(path, line, column)))
+    except (ValueError, RecursionError, MemoryError) as error:
+        return spec_for(SYNTAX_ERROR).finding(
+            Hit(f"cannot parse: {type(error).__name__}: {error}", location=Location(path, 1, 1))
+        )
+
+
+def unreadable(path: str, reason: str) -> Finding:
+    return spec_for(FILE_UNREADABLE).finding(
+        Hit(f"not checked: {reason}", {"reason": reason}, location=Location(path))
+    )
+
+
+def _run_guarded(spec: RuleSpec, facts: ScriptFacts) -> list[Finding]:
+    try:
+        return spec.run(facts)
+    except Exception as error:  # one broken rule must not hide the others' findings
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
+        message = f"rule {spec.code} ({spec.name}) crashed on this file: {type(error).__name__}: {error}{where}"
+        crash = Hit(message, {"rule": spec.code}, location=Location(facts.path))
+        code = "DDP903" if "DDP903" in RULES else FILE_UNREADABLE
+        return [RULES[code].finding(crash)]

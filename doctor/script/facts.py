@@ -1,0 +1,213 @@
+"""What one pass over a script's AST records: calls, assignments, loops, functions, in context.
+
+The walker (walker.py) fills a `ScriptFacts`; rules only read it, so no rule walks the tree
+again. Every recorded node carries the `Context` it was met in: the enclosing function, the
+loops around it, the innermost rank guard (`if rank == 0:`), and a few flags.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .names import ImportTable, dotted
+
+# Polarity of a rank guard: the branch runs only on rank 0, or only on the other ranks.
+ZERO = "zero"
+NONZERO = "nonzero"
+
+
+@dataclass(frozen=True)
+class RankGuard:
+    polarity: str  # ZERO or NONZERO
+    node: ast.AST  # the `if` (or early return) that makes it
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    qualname: str  # "Trainer.train"
+    class_name: str | None
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    params: tuple[str, ...]
+    decorators: tuple[str, ...]  # last identifiers of the decorator expressions
+
+
+@dataclass(frozen=True)
+class Loop:
+    node: ast.For | ast.AsyncFor | ast.While
+    target: str | None  # `epoch` in `for epoch in ...`, dotted text or None
+    iterates: str | None  # dotted text of the iterable (`loader`, `self.train_data`), if plain
+
+
+@dataclass(frozen=True)
+class Context:
+    function: Function | None = None
+    class_name: str | None = None
+    loops: tuple[Loop, ...] = ()
+    guard: RankGuard | None = None
+    main_guard: bool = False  # under `if __name__ == "__main__":`
+    no_grad: bool = False  # under `with torch.no_grad()` / `inference_mode()`
+
+    @property
+    def module_level(self) -> bool:
+        return self.function is None and self.class_name is None
+
+
+MODULE = Context()
+
+
+@dataclass(frozen=True)
+class CallSite:
+    node: ast.Call
+    ctx: Context
+    key: str  # last name of what is called, after import aliases: "DistributedDataParallel"
+
+    @property
+    def receiver(self) -> ast.expr | None:
+        """`sampler` in `sampler.set_epoch(e)`."""
+        func = self.node.func
+        return func.value if isinstance(func, ast.Attribute) else None
+
+    def keyword(self, name: str) -> ast.expr | None:
+        for kw in self.node.keywords:
+            if kw.arg == name:
+                return kw.value
+        return None
+
+    def argument(self, position: int, name: str) -> ast.expr | None:
+        """A parameter passed by keyword or at `position`, as the callee declares it."""
+        found = self.keyword(name)
+        if found is not None:
+            return found
+        args = self.node.args
+        if position < len(args) and not any(
+            isinstance(a, ast.Starred) for a in args[: position + 1]
+        ):
+            return args[position]
+        return None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    target: str  # dotted text: "model", "self.model"
+    value: ast.expr
+    node: ast.stmt | ast.expr
+    ctx: Context
+
+
+@dataclass(frozen=True)
+class EnvAccess:
+    """`os.environ["NAME"]` read or written, `os.environ.get("NAME")`, `os.getenv("NAME")`."""
+
+    name: str
+    node: ast.AST
+    ctx: Context
+    writes: bool
+    value: ast.expr | None = None  # what a write stores
+
+
+@dataclass(frozen=True)
+class TorchImport:
+    node: ast.Import | ast.ImportFrom
+    ctx: Context
+
+
+@dataclass
+class ScriptFacts:
+    path: str
+    source: str
+    tree: ast.Module | None  # None for a text file (shell, yaml, markdown)
+    imports: ImportTable = field(default_factory=ImportTable)
+    calls: list[CallSite] = field(default_factory=list)
+    assignments: list[Assignment] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
+    functions: list[Function] = field(default_factory=list)
+    returns: dict[str, list[ast.expr]] = field(default_factory=lambda: defaultdict(list))
+    env: list[EnvAccess] = field(default_factory=list)
+    strings: list[ast.Constant] = field(default_factory=list)  # ones that look relevant
+    torch_imports: list[TorchImport] = field(default_factory=list)
+    print_overridden: bool = False  # `builtins.print = ...` (silences print off rank 0)
+
+    @property
+    def is_python(self) -> bool:
+        return self.tree is not None
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.source.splitlines()
+
+    @cached_property
+    def calls_by_key(self) -> dict[str, list[CallSite]]:
+        index: dict[str, list[CallSite]] = defaultdict(list)
+        for call in self.calls:
+            index[call.key].append(call)
+        return index
+
+    def calls_to(self, *qualnames: str) -> list[CallSite]:
+        """Calls whose callee resolves, through the imports, to one of `qualnames`."""
+        found: list[CallSite] = []
+        for key in {q.rsplit(".", 1)[-1] for q in qualnames}:
+            found.extend(c for c in self.calls_by_key.get(key, ()) if self.resolve(c) in qualnames)
+        return sorted(found, key=position)
+
+    def methods_called(self, name: str) -> list[CallSite]:
+        """`x.name(...)` calls on any receiver (methods we cannot resolve by type)."""
+        return [c for c in self.calls_by_key.get(name, ()) if c.receiver is not None]
+
+    def resolve(self, call: CallSite) -> str | None:
+        return self.imports.resolve(call.node.func)
+
+    def qualname(self, node: ast.AST) -> str | None:
+        return self.imports.resolve(node)
+
+    @cached_property
+    def assignments_by_target(self) -> dict[str, list[Assignment]]:
+        index: dict[str, list[Assignment]] = defaultdict(list)
+        for assignment in self.assignments:
+            index[assignment.target].append(assignment)
+        return index
+
+    @cached_property
+    def assignment_of_value(self) -> dict[int, Assignment]:
+        return {id(a.value): a for a in self.assignments}
+
+    def assigned_to(self, node: ast.AST) -> str | None:
+        """The target a value is assigned to: `sampler` for `sampler = DistributedSampler(ds)`."""
+        found = self.assignment_of_value.get(id(node))
+        return found.target if found else None
+
+    @cached_property
+    def functions_by_name(self) -> dict[str, list[Function]]:
+        index: dict[str, list[Function]] = defaultdict(list)
+        for function in self.functions:
+            index[function.name].append(function)
+        return index
+
+    def env_names(self, *, writes: bool | None = None) -> set[str]:
+        return {e.name for e in self.env if writes is None or e.writes == writes}
+
+    def mentions(self, text: str) -> bool:
+        return text in self.source
+
+
+def position(item: CallSite | Assignment | ast.AST) -> tuple[int, int]:
+    node = item if isinstance(item, ast.AST) else item.node
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def same_function(a: Context, b: Context) -> bool:
+    return a.function is b.function
+
+
+def text_of(node: ast.AST | None) -> str:
+    """A short source-like text for messages: dotted names as is, anything else unparsed."""
+    if node is None:
+        return ""
+    plain = dotted(node)
+    if plain is not None:
+        return plain
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,180 @@
+"""Which files `check` looks at, and reading them as text without ever importing them.
+
+Folders are walked recursively (symlinked folders followed once: a loop is reported, not
+walked forever), minus the default excludes, .gitignore files met on the way and --exclude.
+Python files are parsed; shell, YAML, Makefile and Markdown files are scanned as text.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .ignore import IgnoreRules
+
+PYTHON = "python"
+TEXT = "text"
+TEXT_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".md", ".slurm", ".sbatch", ".mk")
+TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
+MAX_BYTES = 10 * 1024 * 1024
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: str  # as shown in reports: relative paths stay relative
+    kind: str  # PYTHON or TEXT
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    path: str
+    reason: str
+
+
+def kind_of(path: str) -> str | None:
+    name = os.path.basename(path)
+    if name.endswith(".py"):
+        return PYTHON
+    if name.endswith(TEXT_SUFFIXES) or name in TEXT_NAMES:
+        return TEXT
+    return None
+
+
+def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Unreadable]:
+    """Candidates in a stable order; explicit file arguments count even without a known suffix."""
+    seen: set[str] = set()
+    for given in paths:
+        path = os.path.normpath(given)
+        if not os.path.lexists(path):
+            yield Unreadable(path, "no such file or folder")
+        elif os.path.isdir(path):
+            for found in _walk(path, excludes):
+                if isinstance(found, Unreadable) or found.path not in seen:
+                    seen.add(found.path)
+                    yield found
+        elif not os.path.exists(path):
+            yield Unreadable(path, _broken_link_reason(path))
+        elif excludes.ignored(path, is_folder=False):
+            continue
+        elif path not in seen:
+            seen.add(path)
+            yield Candidate(path, kind_of(path) or _sniff_kind(path))
+
+
+def _sniff_kind(path: str) -> str:
+    """An explicit file with no known suffix: Python if its #! line says so, else text."""
+    try:
+        with open(path, "rb") as stream:
+            first = stream.readline(200)
+    except OSError:
+        return TEXT
+    return PYTHON if first.startswith(b"#!") and b"python" in first else TEXT
+
+
+def _walk(root: str, excludes: IgnoreRules) -> Iterator[Candidate | Unreadable]:
+    visited: set[tuple[int, int]] = set()
+    stack = [(root, excludes.with_gitignore(root))]
+    while stack:
+        folder, rules = stack.pop()
+        try:
+            identity = os.stat(folder)
+        except OSError as error:
+            yield Unreadable(folder, _reason(error))
+            continue
+        key = (identity.st_dev, identity.st_ino)
+        if key in visited:
+            yield Unreadable(folder, "symlink loop: this folder was already checked")
+            continue
+        visited.add(key)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as error:
+            yield Unreadable(folder, _reason(error))
+            continue
+        subfolders = []
+        for entry in entries:
+            yield from _entry(entry, rules, subfolders)
+        for sub in reversed(subfolders):
+            stack.append((sub, rules.with_gitignore(sub)))
+
+
+def _entry(
+    entry: os.DirEntry[str], rules: IgnoreRules, subfolders: list[str]
+) -> Iterator[Candidate | Unreadable]:
+    try:
+        is_folder = entry.is_dir()
+    except OSError as error:
+        yield Unreadable(entry.path, _reason(error))
+        return
+    if rules.ignored(entry.path, is_folder=is_folder):
+        return
+    if is_folder:
+        subfolders.append(entry.path)
+        return
+    kind = kind_of(entry.name)
+    if kind is None:
+        return
+    if entry.is_symlink() and not os.path.exists(entry.path):
+        yield Unreadable(entry.path, _broken_link_reason(entry.path))
+        return
+    yield Candidate(entry.path, kind)
+
+
+def _broken_link_reason(path: str) -> str:
+    try:
+        os.stat(path)
+    except OSError as error:
+        return _reason(error)
+    return "broken symbolic link"
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "symlink loop"
+    if error.errno == errno.ENOENT:
+        return "broken symbolic link or vanished file"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return error.strerror or str(error)
+
+
+def read_text(candidate: Candidate) -> str | Unreadable:
+    """The file's text, or why it cannot be had: too big, binary, not decodable, unreadable."""
+    path = candidate.path
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            return Unreadable(
+                path, f"{size / 1e6:.0f} MB is over the {MAX_BYTES // 2**20} MiB limit"
+            )
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_BYTES + 1)
+    except IsADirectoryError:
+        return Unreadable(path, "is a folder")
+    except OSError as error:
+        return Unreadable(path, _reason(error))
+    if b"\0" in data[:_SNIFF_BYTES]:
+        return Unreadable(path, "binary file (contains NUL bytes)")
+    return _decode(path, data, candidate.kind)
+
+
+def _decode(path: str, data: bytes, kind: str) -> str | Unreadable:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        problem = error
+    if kind == TEXT:
+        return data.decode("utf-8", errors="replace")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        if encoding not in ("utf-8", "utf-8-sig"):
+            return data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        pass
+    line = data[: problem.start].count(b"\n") + 1
+    return Unreadable(path, f"not valid UTF-8 (byte {problem.start}, line {line})")

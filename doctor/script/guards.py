@@ -1,0 +1,172 @@
+"""Rank guards: which `if` tests let only rank 0 (or only the other ranks) through.
+
+Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_rank in [-1, 0]`,
+`dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`), main-process predicates
+(`is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`), `not`, and
+`and`/`or` around them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .facts import NONZERO, ZERO
+from .names import last_identifier
+
+_RANK_LIKE = frozenset(
+    {
+        "gpu",
+        "gpu_id",
+        "gpuid",
+        "device_id",
+        "process_index",
+        "local_process_index",
+        "proc_id",
+        "procid",
+        "process_id",
+        "gpu_rank",
+        "ddp_rank",
+        "device_rank",
+        "rank_id",
+        "worker_rank",
+    }
+)
+_MAIN_PROCESS = frozenset(
+    {
+        "is_main_process",
+        "is_master",
+        "master_process",
+        "main_process",
+        "is_main",
+        "is_rank_zero",
+        "is_rank0",
+        "rank0",
+        "rank_zero",
+        "is_global_zero",
+        "is_local_main_process",
+        "is_world_process_zero",
+        "is_local_process_zero",
+        "is_primary",
+        "is_chief",
+        "is_leader",
+        "is_master_process",
+        "master",
+        "is_main_rank",
+        "is_first_rank",
+        "is_local_master",
+        "should_log",
+        "is_logging_process",
+    }
+)
+_RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "NODE_RANK"})
+
+
+def classify(test: ast.expr) -> str | None:
+    """ZERO if the test holds only on rank 0, NONZERO if only off rank 0, None otherwise."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return flip(classify(test.operand))
+    if isinstance(test, ast.BoolOp):
+        kinds = {classify(value) for value in test.values} - {None}
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _classify_compare(test.left, test.ops[0], test.comparators[0])
+    if is_main_process_predicate(test):
+        return ZERO
+    return None
+
+
+def flip(polarity: str | None) -> str | None:
+    return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
+
+
+def is_main_process_predicate(node: ast.AST) -> bool:
+    name = last_identifier(node)
+    return name is not None and name.lower() in _MAIN_PROCESS
+
+
+def is_rank_like(node: ast.AST) -> bool:
+    """`rank`, `args.local_rank`, `self.gpu_id`, `dist.get_rank()`, `int(os.environ["RANK"])`."""
+    if isinstance(node, ast.Call):
+        name = last_identifier(node.func)
+        if name in ("int", "str") and node.args:
+            return is_rank_like(node.args[0])
+        if name in ("get", "getenv") and node.args:
+            return _is_rank_env_key(node.args[0])
+        return name is not None and name.startswith("get_") and name.endswith("rank")
+    if isinstance(node, ast.Subscript):
+        return _is_rank_env_key(node.slice)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return is_rank_like(node.left)  # args.rank % ngpus_per_node
+    name = last_identifier(node)
+    if name is None:
+        return False
+    lowered = name.lower()
+    return ("rank" in lowered and "world" not in lowered and not lowered.endswith("ranks")) or (
+        lowered in _RANK_LIKE
+    )
+
+
+def _is_rank_env_key(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in _RANK_ENV
+
+
+def _classify_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | None:
+    if is_rank_like(right) and not is_rank_like(left):
+        left, right = right, left
+        op = _MIRRORED.get(type(op), op)
+    if not is_rank_like(left):
+        return None
+    if isinstance(op, (ast.In, ast.NotIn)):
+        values = _constants(right)
+        if values is None or 0 not in values:
+            return None
+        return ZERO if isinstance(op, ast.In) else NONZERO
+    value = _int_constant(right)
+    if value is None:
+        return None
+    if isinstance(op, (ast.Eq, ast.Is)) and value == 0:
+        return ZERO
+    if isinstance(op, (ast.NotEq, ast.IsNot)) and value == 0:
+        return NONZERO
+    if (isinstance(op, ast.Gt) and value == 0) or (isinstance(op, ast.GtE) and value == 1):
+        return NONZERO
+    if (isinstance(op, ast.LtE) and value == 0) or (isinstance(op, ast.Lt) and value == 1):
+        return ZERO
+    return None
+
+
+_MIRRORED: dict[type, ast.cmpop] = {
+    ast.Gt: ast.Lt(),
+    ast.Lt: ast.Gt(),
+    ast.GtE: ast.LtE(),
+    ast.LtE: ast.GtE(),
+}
+
+
+def _int_constant(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Constant) and node.value == "0":
+        return 0
+    return None
+
+
+def _constants(node: ast.AST) -> set[object] | None:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        values = {_int_constant(e) for e in node.elts}
+        return values - {None} or None
+    return None
+
+
+def ends_control_flow(body: list[ast.stmt]) -> bool:
+    """A branch that never falls through: `return`, `continue`, `raise`, `sys.exit()`."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Continue, ast.Raise)):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and last_identifier(last.value.func) in ("exit", "_exit")
+    )

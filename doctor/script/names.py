@@ -1,0 +1,189 @@
+"""Name resolution: what a dotted expression in the user's script means, through its imports.
+
+`import torch.nn as nn` makes `nn.DataParallel` mean `torch.nn.DataParallel`;
+`from torch.nn.parallel import DistributedDataParallel as DDP` makes `DDP` mean
+`torch.nn.parallel.DistributedDataParallel`. Private module paths (`torch.nn.parallel.distributed`)
+are folded onto the public name, so rules compare against one spelling.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+# The public spellings the rules compare against.
+DDP = "torch.nn.parallel.DistributedDataParallel"
+DATA_PARALLEL = "torch.nn.DataParallel"
+DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
+DATA_LOADER = "torch.utils.data.DataLoader"
+INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+DESTROY_PROCESS_GROUP = "torch.distributed.destroy_process_group"
+SET_DEVICE = "torch.cuda.set_device"
+TORCH_SAVE = "torch.save"
+TORCH_LOAD = "torch.load"
+TORCH_DEVICE = "torch.device"
+CONVERT_SYNC_BATCHNORM = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
+SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+CHECKPOINT = frozenset(
+    {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
+)
+COLLECTIVES = frozenset(
+    "torch.distributed." + name
+    for name in (
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+    )
+)
+SEEDERS = frozenset(
+    {
+        "torch.manual_seed",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "random.seed",
+        "numpy.random.seed",
+        "transformers.set_seed",
+        "lightning.seed_everything",
+        "pytorch_lightning.seed_everything",
+        "lightning.pytorch.seed_everything",
+        "accelerate.utils.set_seed",
+    }
+)
+
+# Private module paths folded onto the public names above (longest prefix first).
+_FOLDS = (
+    ("torch.distributed.distributed_c10d.", "torch.distributed."),
+    ("torch.nn.parallel.distributed.", "torch.nn.parallel."),
+    ("torch.nn.parallel.data_parallel.DataParallel", DATA_PARALLEL),
+    ("torch.nn.parallel.DataParallel", DATA_PARALLEL),
+    ("torch.nn.DistributedDataParallel", DDP),
+    ("torch.utils.data.distributed.DistributedSampler", DISTRIBUTED_SAMPLER),
+    ("torch.utils.data.dataloader.DataLoader", DATA_LOADER),
+    ("torch.nn.modules.batchnorm.SyncBatchNorm", "torch.nn.SyncBatchNorm"),
+    ("torch.multiprocessing.spawn.", "torch.multiprocessing."),
+    ("torch.cuda.random.", "torch.cuda."),
+    ("torch.random.manual_seed", "torch.manual_seed"),
+    ("np.random.", "numpy.random."),
+    ("lightning_fabric.utilities.seed.", "lightning."),
+    ("pytorch_lightning.utilities.seed.", "pytorch_lightning."),
+)
+
+# Modules whose import loads torch (and so may have started CUDA's driver state).
+TORCH_LOADING_ROOTS = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "timm",
+        "transformers",
+        "lightning",
+        "pytorch_lightning",
+        "accelerate",
+        "deepspeed",
+        "apex",
+        "fairscale",
+        "torchmetrics",
+    }
+)
+
+
+def fold(qualname: str) -> str:
+    for private, public in _FOLDS:
+        if qualname.startswith(private):
+            return public + qualname[len(private) :]
+    return qualname
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`self.train_data.sampler` for an attribute chain over a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def last_identifier(node: ast.AST) -> str | None:
+    """The rightmost name of a dotted expression or call: `is_main_process` in `u.is_main_process()`."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+@dataclass
+class ImportTable:
+    """Every import of the file, flow-insensitively: local name -> qualified name."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    star_modules: list[str] = field(default_factory=list)
+
+    def add_import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.names[alias.asname] = alias.name
+            else:
+                root = alias.name.split(".", 1)[0]
+                self.names.setdefault(root, root)
+
+    def add_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            return  # a relative import names the user's own modules
+        for alias in node.names:
+            if alias.name == "*":
+                self.star_modules.append(node.module)
+            else:
+                self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def add_alias(self, local: str, qualname: str) -> None:
+        """`DDP = torch.nn.parallel.DistributedDataParallel` at module level."""
+        self.names.setdefault(local, qualname)
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The folded qualified name of a dotted expression, or None if it is not imported."""
+        text = dotted(node)
+        if text is None:
+            return None
+        root, _, rest = text.partition(".")
+        qualified = self.names.get(root)
+        if qualified is None:
+            qualified = self._from_star(root)
+            if qualified is None:
+                return None
+        return fold(f"{qualified}.{rest}" if rest else qualified)
+
+    def _from_star(self, name: str) -> str | None:
+        for module in self.star_modules:
+            candidate = fold(f"{module}.{name}")
+            if candidate in _KNOWN_STAR_NAMES:
+                return candidate
+        return None
+
+    def imports_torch(self) -> bool:
+        return any(q.split(".", 1)[0] in TORCH_LOADING_ROOTS for q in self.names.values())
+
+
+_KNOWN_STAR_NAMES = frozenset(
+    {DDP, DATA_PARALLEL, DISTRIBUTED_SAMPLER, DATA_LOADER, INIT_PROCESS_GROUP, *COLLECTIVES}
+)

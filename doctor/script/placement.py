@@ -1,0 +1,117 @@
+"""Where a model lives before it is wrapped: built fresh on the CPU, moved to a GPU, or unknown.
+
+A small data flow over one function: the assignments to the model's name and the
+`.to()`/`.cuda()` calls on it, in source order, up to the wrap.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import names
+from .facts import CallSite, ScriptFacts, position
+
+FRESH = "fresh"  # built here, still on the CPU
+MOVED = "moved"
+UNKNOWN = "unknown"
+
+_MOVES = frozenset({"to", "cuda", "to_empty"})
+_PLACING_KEYWORDS = frozenset({"device", "device_map"})
+_LIBRARY_BUILDERS = ("torchvision.", "timm.", "transformers.", "torch.nn.")
+
+
+def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) -> str:
+    """FRESH, MOVED or UNKNOWN for the module expression passed to a DDP wrap."""
+    if isinstance(module, ast.Call):
+        return _state_of_value(facts, module, None)
+    text = names.dotted(module)
+    if text is None:
+        return UNKNOWN
+    events: list[tuple[tuple[int, int], str]] = []
+    for assignment in facts.assignments_by_target.get(text, ()):
+        if assignment.ctx.function is wrap.ctx.function and position(assignment) < position(wrap):
+            events.append((position(assignment), _state_of_value(facts, assignment.value, text)))
+    for name in _MOVES:
+        for call in facts.methods_called(name):
+            same_place = call.ctx.function is wrap.ctx.function
+            if same_place and position(call) < position(wrap) and _moves(call, text):
+                events.append((position(call), MOVED))
+    state = UNKNOWN
+    for _, event in sorted(events):
+        if event != "keep":
+            state = event
+    return state
+
+
+def _moves(call: CallSite, text: str) -> bool:
+    receiver = call.receiver
+    return receiver is not None and names.dotted(receiver) == text and _is_device_move(call.node)
+
+
+def _state_of_value(facts: ScriptFacts, value: ast.expr, own_name: str | None) -> str:
+    """What an assignment's value says: a move, a fresh build, a pass-through, or unknown."""
+    if not isinstance(value, ast.Call):
+        return UNKNOWN
+    node: ast.expr = value
+    while isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _MOVES and _is_device_move(node):
+            return MOVED
+        if any(kw.arg in _PLACING_KEYWORDS for kw in node.keywords):
+            return MOVED
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+            node = func.value  # Net().eval() -> look at Net()
+            continue
+        break
+    call = node if isinstance(node, ast.Call) else value
+    if own_name is not None and any(names.dotted(a) == own_name for a in call.args):
+        return "keep"  # convert_sync_batchnorm(model), torch.compile(model)
+    return FRESH if _builds_on_cpu(facts, call) else UNKNOWN
+
+
+def _builds_on_cpu(facts: ScriptFacts, call: ast.Call) -> bool:
+    qualified = facts.qualname(call.func)
+    if qualified is not None:
+        return qualified.startswith(_LIBRARY_BUILDERS)
+    name = names.last_identifier(call.func)
+    if name is None:
+        return False
+    local = facts.functions_by_name.get(name)
+    if local:
+        return not any(_function_moves(facts, f.node) for f in local)
+    return name[0].isupper()
+
+
+def _function_moves(facts: ScriptFacts, node: ast.AST) -> bool:
+    start, end = node.lineno, getattr(node, "end_lineno", node.lineno)  # type: ignore[attr-defined]
+    return any(
+        start <= call.node.lineno <= end for name in _MOVES for call in facts.methods_called(name)
+    )
+
+
+def _is_device_move(call: ast.Call) -> bool:
+    """`.to(device)`, `.cuda()`; not `.to(memory_format=...)` alone."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        return bool(call.args) or any(kw.arg == "device" for kw in call.keywords)
+    return True
+
+
+def is_hard_coded_index(node: ast.expr) -> bool:
+    """A literal GPU index: `0`, `"cuda:1"`, `torch.device("cuda:0")`."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if type(value) is int:
+            return True
+        return isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit()
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "device" and node.args:
+        args = node.args
+        if len(args) == 1:
+            return isinstance(args[0], ast.Constant) and is_hard_coded_index(args[0])
+        return (
+            isinstance(args[0], ast.Constant)
+            and args[0].value == "cuda"
+            and isinstance(args[1], ast.Constant)
+            and type(args[1].value) is int
+        )
+    return False

@@ -1,0 +1,81 @@
+"""Helpers for the rank rules: saves, spans, collective helpers, rank-aware logging set-ups."""
+
+from __future__ import annotations
+
+import ast
+
+from . import names
+from .facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
+from .guards import is_rank_like
+
+
+def contains(outer: ast.AST, inner: ast.AST) -> bool:
+    """Whether `inner`'s source span lies within `outer`'s."""
+    start = (outer.lineno, outer.col_offset)  # type: ignore[attr-defined]
+    end = (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
+    return start <= (inner.lineno, inner.col_offset) and (  # type: ignore[attr-defined]
+        (inner.end_lineno, inner.end_col_offset) <= end  # type: ignore[attr-defined]
+    )
+
+
+def save_calls(facts: ScriptFacts) -> list[CallSite]:
+    """torch.save and helpers named like a save: save_checkpoint, save_on_master, xm.save."""
+    return [c for c in facts.calls if "save" in c.key.lower()]
+
+
+def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
+    """A path or message built from the rank: f"ckpt_{rank}.pt", os.path.join(d, str(rank))."""
+    found = [n for n in ast.walk(node) if is_rank_like(n)]
+    if found:
+        return True
+    for name in (n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+        for assignment in facts.assignments_by_target.get(name, ()):
+            if any(is_rank_like(n) for n in ast.walk(assignment.value)):
+                return True
+    return False
+
+
+def logging_is_rank_aware(facts: ScriptFacts) -> bool:
+    """logging configured per rank: basicConfig/setLevel under a rank guard or with the rank."""
+    for key in ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging"):
+        for call in facts.calls_by_key.get(key, ()):
+            if call.ctx.guard is not None:
+                return True
+            values = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+            if any(
+                is_rank_like(n) or isinstance(n, ast.IfExp) for v in values for n in ast.walk(v)
+            ):
+                return True
+    return False
+
+
+def paired_collectives(facts: ScriptFacts) -> set[tuple[Function | None, str | None]]:
+    """(function, collective) called under both a rank-0 and a non-rank-0 guard in one function:
+    the "first process does the work, the others wait" pattern, where every rank calls it once."""
+    sides: dict[tuple[Function | None, str | None], set[str]] = {}
+    for call in facts.calls_to(*names.COLLECTIVES):
+        if call.ctx.guard is not None:
+            key = (call.ctx.function, facts.resolve(call))
+            sides.setdefault(key, set()).add(call.ctx.guard.polarity)
+    return {key for key, seen in sides.items() if seen >= {ZERO, NONZERO}}
+
+
+def collective_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
+    """Calls, under a rank guard, of a function of this file that runs a collective unguarded."""
+    from .flow import flow_of
+
+    flow = flow_of(facts)
+    helpers: dict[str, str] = {}
+    for call in facts.calls_to(*names.COLLECTIVES):
+        function = call.ctx.function
+        if function is not None and call.ctx.guard is None:
+            helpers.setdefault(function.qualname, names.dotted(call.node.func) or "a collective")
+    found = []
+    for function in facts.functions:
+        collective = helpers.get(function.qualname)
+        if collective is None:
+            continue
+        for site in flow.local_call_sites(function):
+            if site.ctx.guard is not None and site.ctx.function is not function:
+                found.append((site, f"{collective}()"))
+    return found

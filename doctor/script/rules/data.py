@@ -1,0 +1,298 @@
+"""Rules about feeding data to the ranks: samplers, shuffling, set_epoch, evaluation, seeds."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import CallSite, ScriptFacts, text_of
+from ..flow import candidates, flow_of
+from ..guards import is_rank_like
+from ..hits import hit
+from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
+
+
+def _samplers(facts: ScriptFacts) -> SamplerFlow:
+    cached = facts.__dict__.get("_samplers")
+    if cached is None:
+        cached = facts.__dict__["_samplers"] = SamplerFlow(facts)
+    return cached
+
+
+@rule(
+    "DDP111",
+    "distributed-sampler-missing",
+    Severity.ERROR,
+    fix=Remediation(
+        "Give the training DataLoader sampler=DistributedSampler(dataset) (and shuffle=False "
+        "on the loader)."
+    ),
+    scope="script",
+)
+def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
+    """A DDP script's training DataLoader has no sampler: every rank trains on all the data.
+
+    What it finds:
+        In a script that wraps a model in DDP, a DataLoader that looks like the training one
+        (shuffle=True, or a name with "train") and has neither sampler= nor batch_sampler=.
+    Why it matters:
+        Without a DistributedSampler each rank iterates the whole dataset. An "epoch" then
+        shows every sample world_size times, silently: the run is slower per epoch and the
+        learning-rate schedule and epoch counts mean something else than intended.
+    Example:
+        model = DDP(model, device_ids=[local_rank])
+        train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+    Fix:
+        sampler = DistributedSampler(train_set)
+        train_loader = DataLoader(train_set, batch_size=32, sampler=sampler)
+    """
+    if not flow_of(facts).ddp_wraps:
+        return
+    for loader in _samplers(facts).loaders:
+        if loader.argument(2, "sampler") is not None or loader.keyword("batch_sampler"):
+            continue
+        target = flow_of(facts).target_of(loader.node)
+        dataset = loader.argument(0, "dataset")
+        dataset_text = names.dotted(dataset) if dataset is not None else None
+        shuffle = loader.argument(3, "shuffle")
+        shuffled = isinstance(shuffle, ast.Constant) and shuffle.value is True
+        named_train = any("train" in (t or "").lower() for t in (target, dataset_text))
+        if (shuffled or named_train) and not looks_like_eval(target, dataset_text):
+            yield hit(
+                facts,
+                loader.node,
+                f"DataLoader {target or text_of(dataset)} has no DistributedSampler: every rank "
+                "iterates the whole dataset",
+                {"loader": target or "", "dataset": dataset_text or ""},
+            )
+
+
+@rule(
+    "DDP112",
+    "sampler-shuffle-conflict",
+    Severity.ERROR,
+    fix=Remediation("Drop shuffle=True from the DataLoader; DistributedSampler shuffles itself."),
+    scope="script",
+)
+def sampler_shuffle_conflict(facts: ScriptFacts) -> Iterator[Hit]:
+    """DataLoader gets both shuffle=True and a sampler: it raises at construction.
+
+    What it finds:
+        DataLoader(..., shuffle=True, sampler=...) or with batch_sampler=..., where the sampler
+        is not the literal None.
+    Why it matters:
+        DataLoader raises "sampler option is mutually exclusive with shuffle" as soon as the
+        sampler is not None, so the distributed path of the script crashes at start-up.
+    Example:
+        loader = DataLoader(ds, shuffle=True, sampler=DistributedSampler(ds))
+    Fix:
+        loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=True))
+    """
+    for loader in _samplers(facts).loaders:
+        shuffle = loader.argument(3, "shuffle")
+        if not (isinstance(shuffle, ast.Constant) and shuffle.value is True):
+            continue
+        sampler = loader.argument(2, "sampler") or loader.keyword("batch_sampler")
+        if sampler is None or all(_is_none(c) for c in candidates(sampler)):
+            continue
+        yield hit(
+            facts,
+            shuffle,
+            f"shuffle=True together with sampler {text_of(sampler)}: DataLoader raises "
+            "'sampler option is mutually exclusive with shuffle'",
+            {"sampler": text_of(sampler)},
+        )
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+@rule(
+    "DDP113",
+    "set-epoch-missing",
+    Severity.ERROR,
+    fix=Remediation("Call sampler.set_epoch(epoch) at the top of every epoch, before iterating."),
+    scope="script",
+)
+def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
+    """A shuffling DistributedSampler never gets set_epoch(epoch): same order every epoch.
+
+    What it finds:
+        A DistributedSampler (shuffle not False, not an evaluation sampler) in a script that
+        runs its own training loop, with no set_epoch reaching it: not on the sampler's name,
+        not through loader.sampler, not in a method the epoch loop calls. Also set_epoch with a
+        constant argument, and set_epoch called once before the epoch loop.
+    Why it matters:
+        DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
+        replays the first epoch's order on every rank, silently: worse convergence that no
+        error ever points at.
+    Example:
+        sampler = DistributedSampler(train_set)
+        loader = DataLoader(train_set, sampler=sampler)
+        for epoch in range(epochs):
+            for batch in loader:
+                ...
+    Fix:
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                ...
+    """
+    flow = _samplers(facts)
+    if not flow.has_manual_training_loop:
+        return
+    reported_calls: set[int] = set()
+    for use in flow.uses:
+        if not use.shuffles or use.is_for_eval():
+            continue
+        calls = flow.set_epoch_for(use)
+        if not calls:
+            yield _missing(facts, use)
+            continue
+        for call in calls:
+            problem = _misplaced(facts, call)
+            if problem and id(call) not in reported_calls:
+                reported_calls.add(id(call))
+                yield hit(facts, call.node, problem, {"call": text_of(call.node)})
+
+
+def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
+    sampler = ", ".join(sorted(use.names)) or "DistributedSampler(...)"
+    loaders = ", ".join(sorted(use.loader_names))
+    via = f" (feeding {loaders})" if loaders else ""
+    return hit(
+        facts,
+        use.site.node,
+        f"{sampler}{via} never gets set_epoch(epoch): every epoch repeats the same order",
+        {"sampler": sampler, "loader": loaders},
+    )
+
+
+def _misplaced(facts: ScriptFacts, call: CallSite) -> str | None:
+    argument = call.node.args[0] if call.node.args else call.keyword("epoch")
+    if isinstance(argument, ast.Constant):
+        return f"set_epoch({argument.value!r}) passes a constant: every epoch uses the same order"
+    if call.ctx.loops or argument is None:
+        return None
+    function = call.ctx.function
+    used = {n.id for n in ast.walk(argument) if isinstance(n, ast.Name)}
+    if function is not None and (
+        used & set(function.params) or flow_of(facts).called_in_loop(function)
+    ):
+        return None
+    if not isinstance(argument, ast.Name):
+        return None  # self.epoch, state["epoch"]: kept by the object, changes per epoch
+    later_loops = [
+        loop
+        for loop in facts.loops
+        if loop.node.lineno > call.node.lineno and _same_scope(loop.node, call, facts)
+    ]
+    if later_loops:
+        return (
+            f"{text_of(call.node)} runs once, before the epoch loop at line "
+            f"{later_loops[0].node.lineno}: move it into the loop"
+        )
+    return None
+
+
+def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
+    function = call.ctx.function
+    if function is None:
+        return all(
+            not (f.node.lineno <= loop.lineno <= (f.node.end_lineno or 0)) for f in facts.functions
+        )
+    return function.node.lineno <= loop.lineno <= (function.node.end_lineno or 0)
+
+
+@rule(
+    "DDP114",
+    "distributed-sampler-for-eval",
+    Severity.WARNING,
+    fix=Remediation(
+        "Evaluate on rank 0 only, or all_reduce counts and sums and drop the padded samples "
+        "(len(dataset) is the true total)."
+    ),
+    scope="script",
+)
+def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
+    """A DistributedSampler feeds evaluation: padded or dropped samples skew the metrics.
+
+    What it finds:
+        A DistributedSampler whose name, dataset or DataLoader is named for evaluation
+        (val, valid, test, eval).
+    Why it matters:
+        DistributedSampler pads the dataset with repeated samples so that it divides evenly
+        by world_size (or drops the tail with drop_last=True). Averaged metrics then count some
+        samples twice, or miss some, silently.
+    Example:
+        val_sampler = DistributedSampler(val_set, shuffle=False)
+    Fix:
+        Evaluate on rank 0 with a plain DataLoader, or all_reduce correct and total counts and
+        truncate to len(val_set).
+    """
+    for use in _samplers(facts).uses:
+        if use.is_for_eval():
+            name = ", ".join(sorted(use.names)) or text_of(use.site.node)
+            yield hit(
+                facts,
+                use.site.node,
+                f"{name} splits evaluation data with padding: metrics count some samples twice",
+                {"sampler": name},
+            )
+
+
+@rule(
+    "DDP122",
+    "same-seed-every-rank",
+    Severity.INFO,
+    fix=Remediation(
+        "Seed data randomness with seed + rank (keep the model seed shared if needed)."
+    ),
+    scope="script",
+)
+def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
+    """Every rank seeds its random generators with the same constant.
+
+    What it finds:
+        In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
+        np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
+        seeding call in the script uses the rank. Reported once, at the first call.
+    Why it matters:
+        With the same seed, every rank draws the same random crops, flips, masks and dropout
+        patterns: augmentation is correlated across ranks and the effective data diversity
+        shrinks. DDP already broadcasts rank 0's initial weights, so a shared seed is not
+        needed for that.
+    Example:
+        torch.manual_seed(42)
+    Fix:
+        torch.manual_seed(42 + dist.get_rank())
+    """
+    if not flow_of(facts).is_multiprocess:
+        return
+    seeds = facts.calls_to(*names.SEEDERS)
+    if not seeds:
+        return
+    seeds = [site for site in seeds if site.node.args or site.node.keywords]
+    if not seeds or any(_has_rank_term(facts, site) for site in seeds):
+        return
+    first = seeds[0]
+    seed = first.node.args[0] if first.node.args else first.keyword("seed")
+    yield hit(
+        facts,
+        first.node,
+        f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
+        {"seed": text_of(seed)},
+    )
+
+
+def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
+    values: list[ast.AST] = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    for value in list(values):
+        if isinstance(value, ast.Name):  # seed = args.seed + rank; torch.manual_seed(seed)
+            values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
+    return any(is_rank_like(node) for value in values for node in ast.walk(value))

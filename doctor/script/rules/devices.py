@@ -1,0 +1,213 @@
+"""Rules about which GPU each rank uses: set_device, indexless placement, CUDA_VISIBLE_DEVICES."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import CallSite, ScriptFacts, position, text_of
+from ..flow import candidates, flow_of
+from ..hits import hit
+from ..placement import is_hard_coded_index
+
+
+@rule(
+    "DDP107",
+    "set-device-missing",
+    Severity.WARNING,
+    fix=Remediation(
+        "Call torch.cuda.set_device(local_rank) before init_process_group "
+        "(local_rank = int(os.environ['LOCAL_RANK']))."
+    ),
+    scope="script",
+)
+def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
+    """No torch.cuda.set_device(local_rank) before init_process_group in a CUDA script.
+
+    What it finds:
+        A script that calls init_process_group and uses CUDA, with no torch.cuda.set_device
+        (nor init_process_group(device_id=...), nor a per-rank CUDA_VISIBLE_DEVICES) at all;
+        or one that calls set_device only after init_process_group in the same function
+        (reported as info).
+    Why it matters:
+        Until set_device runs, every rank's current device is cuda:0. NCCL's barrier and
+        anything placed with "cuda" or .cuda() then creates contexts on GPU 0 for every rank:
+        memory piles up there, and collectives can pair the wrong devices or hang.
+    Example:
+        dist.init_process_group("nccl")
+        model = Net().cuda()
+    Fix:
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl")
+    """
+    flow = flow_of(facts)
+    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment:
+        return
+    if any(_is_gloo(call) for call in flow.init_calls):
+        return
+    first_init = flow.init_calls[0]
+    if not flow.set_device_calls:
+        yield hit(
+            facts,
+            first_init.node,
+            "init_process_group runs with no torch.cuda.set_device(local_rank) in the script: "
+            "every rank starts on cuda:0",
+        )
+        return
+    for init in flow.init_calls:
+        here = [s for s in flow.set_device_calls if s.ctx.function is init.ctx.function]
+        if here and all(position(s) > position(init) for s in here):
+            yield hit(
+                facts,
+                init.node,
+                f"torch.cuda.set_device({text_of(here[0].node.args[0] if here[0].node.args else None)}) "
+                f"runs only after init_process_group (line {here[0].node.lineno})",
+                severity=Severity.INFO,
+            )
+
+
+def _is_gloo(call: CallSite) -> bool:
+    backend = call.argument(0, "backend")
+    return isinstance(backend, ast.Constant) and backend.value == "gloo"
+
+
+@rule(
+    "DDP127",
+    "indexless-cuda-placement",
+    Severity.ERROR,
+    fix=Remediation(
+        "Place on the rank's own GPU: device = torch.device('cuda', local_rank), "
+        "or call torch.cuda.set_device(local_rank) first."
+    ),
+    scope="script",
+)
+def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
+    """.cuda() or "cuda" with no index (or a literal cuda:0) in a one-process-per-GPU script.
+
+    What it finds:
+        .cuda(), .to("cuda"), torch.device("cuda") with no set_device anywhere in a script
+        that starts a process group or wraps in DDP; and literal "cuda:0" / .cuda(0) there,
+        with or without set_device. A per-rank CUDA_VISIBLE_DEVICES silences it.
+    Why it matters:
+        "cuda" means the current device, which is cuda:0 until set_device runs. Every rank
+        then puts its model and batches on GPU 0: out of memory, "Duplicate GPU detected", or
+        all ranks sharing one GPU while the others idle.
+    Example:
+        dist.init_process_group("nccl")
+        model = Net().cuda()
+    Fix:
+        device = torch.device("cuda", local_rank)
+        model = Net().to(device)
+    """
+    flow = flow_of(facts)
+    if not (flow.init_calls or flow.ddp_wraps) or flow.pins_device_by_environment:
+        return
+    indexless_is_wrong = not flow.set_device_calls
+    for site in _placements(facts):
+        device = _device_argument(site)
+        if device is None and site.key == "cuda" and not site.node.args:
+            if indexless_is_wrong:
+                yield hit(facts, site.node, f"{text_of(site.node)} places on cuda:0 on every rank")
+            continue
+        if device is None:
+            continue
+        if (
+            isinstance(device, ast.Constant)
+            and is_hard_coded_index(device)
+            and site.key != "device"
+        ):
+            yield hit(facts, device, f"{text_of(site.node)} puts every rank on GPU {device.value}")
+        elif site.key == "device" and is_hard_coded_index(site.node):
+            yield hit(facts, site.node, f"{text_of(site.node)} puts every rank on the same GPU")
+        elif indexless_is_wrong and any(_is_plain_cuda(c) for c in candidates(device)):
+            yield hit(facts, site.node, f"{text_of(site.node)} means cuda:0 on every rank")
+
+
+def _placements(facts: ScriptFacts) -> list[CallSite]:
+    found = facts.methods_called("cuda") + facts.methods_called("to")
+    found += facts.calls_to(names.TORCH_DEVICE)
+    return sorted(found, key=position)
+
+
+def _device_argument(site: CallSite) -> ast.expr | None:
+    if site.key == "device":
+        return site.node.args[0] if site.node.args else None
+    return site.argument(0, "device")
+
+
+def _is_plain_cuda(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "cuda"
+
+
+@rule(
+    "DDP110",
+    "visible-devices-set-late",
+    Severity.WARNING,
+    fix=Remediation(
+        "Set CUDA_VISIBLE_DEVICES in the shell (CUDA_VISIBLE_DEVICES=0,1 torchrun ...) or "
+        "before any import of torch."
+    ),
+    scope="script",
+)
+def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
+    """os.environ["CUDA_VISIBLE_DEVICES"] is assigned after torch is imported or CUDA is used.
+
+    What it finds:
+        Assignments to CUDA_VISIBLE_DEVICES (os.environ[...] =, setdefault, putenv) that run
+        after `import torch` (or a library that imports it); an error when a torch.cuda call
+        already ran before it in the same scope.
+    Why it matters:
+        The CUDA driver reads the variable once, when it initialises. Once anything has touched
+        CUDA the assignment is silently ignored and the process sees every GPU; after a bare
+        import it works only as long as no imported library initialises CUDA first.
+    Example:
+        import torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
+    Fix:
+        CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=2 train.py
+    """
+    writes = [e for e in facts.env if e.writes and e.name == "CUDA_VISIBLE_DEVICES"]
+    if not writes or not facts.torch_imports:
+        return
+    module_imports = [t for t in facts.torch_imports if t.ctx.module_level]
+    cuda_calls = [
+        c
+        for c in facts.calls
+        if c.key in ("device_count", "is_available", "set_device", "cuda", "current_device")
+        and (facts.qualname(c.node.func) or "").startswith("torch.cuda.")
+    ]
+    for write in writes:
+        early_cuda = [
+            c
+            for c in cuda_calls
+            if c.ctx.function is write.ctx.function and position(c) < position(write.node)
+        ]
+        if early_cuda:
+            yield hit(
+                facts,
+                write.node,
+                f"CUDA_VISIBLE_DEVICES is set after {text_of(early_cuda[0].node)} (line "
+                f"{early_cuda[0].node.lineno}) initialised CUDA: it is ignored",
+                severity=Severity.ERROR,
+            )
+            continue
+        imported = [
+            t
+            for t in facts.torch_imports
+            if (
+                t in module_imports
+                and (not write.ctx.module_level or position(t.node) < position(write.node))
+            )
+            or (t.ctx.function is write.ctx.function and position(t.node) < position(write.node))
+        ]
+        if imported:
+            yield hit(
+                facts,
+                write.node,
+                f"CUDA_VISIBLE_DEVICES is set after torch is imported (line {imported[0].node.lineno})",
+            )

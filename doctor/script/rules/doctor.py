@@ -1,0 +1,51 @@
+"""The doctor's own findings for `check`: a file that does not parse, or cannot be read."""
+
+from __future__ import annotations
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import define
+
+SYNTAX_ERROR = "DDP910"
+FILE_UNREADABLE = "DDP911"
+
+define(
+    SYNTAX_ERROR,
+    "script-syntax-error",
+    Severity.ERROR,
+    Remediation("Fix the syntax error; the other rules could not look at this file."),
+    "script",
+    """A Python file does not parse, so no rule could check it.
+
+    What it finds:
+        A .py file given to `check` (or found under a directory) that Python's parser rejects,
+        with the parser's message, line and column.
+    Why it matters:
+        The file would fail at import on every rank anyway, and none of the DDP1xx rules could
+        look at it: a clean report would mean nothing for this file.
+    Example:
+        def train(:
+    Fix:
+        Fix the syntax error (run `python -m py_compile FILE` to see it), then check again.
+    """,
+)
+
+define(
+    FILE_UNREADABLE,
+    "file-unreadable",
+    Severity.WARNING,
+    Remediation("Check the path and its permissions; save Python sources as UTF-8."),
+    "script",
+    """A path given to `check` could not be read as text, so it was skipped.
+
+    What it finds:
+        Missing paths, files without read permission, symlink loops, binary files, files that
+        are not valid UTF-8 (nor in their declared encoding) and files over the size limit.
+    Why it matters:
+        Nothing in that file was checked. The other files still are; `check` exits 2 only
+        when no file at all could be checked.
+    Example:
+        ddp-doctor check missing_train.py
+    Fix:
+        Point `check` at readable UTF-8 text files, or exclude the path with --exclude.
+    """,
+)

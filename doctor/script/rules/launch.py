@@ -1,0 +1,254 @@
+"""Rules about how the script is launched and learns its local rank."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import CallSite, ScriptFacts, position, text_of
+from ..flow import flow_of
+from ..hits import hit, location
+from ..textscan import launch_in_string, launch_mentions
+
+_LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
+_PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})
+_TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefile", ".mk")
+
+
+@rule(
+    "DDP102",
+    "launch-module-deprecated",
+    Severity.WARNING,
+    fix=Remediation(
+        "Launch with torchrun and read the local rank from os.environ['LOCAL_RANK'].",
+        ("torchrun --nproc-per-node=NUM_GPUS train.py",),
+    ),
+    scope="script",
+)
+def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
+    """The deprecated `python -m torch.distributed.launch` starts the job.
+
+    What it finds:
+        `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
+        YAML, Makefile and Markdown files and in Python strings, and imports of the module.
+    Why it matters:
+        torch.distributed.launch is deprecated in favour of torchrun. Since torch 2.0 it passes
+        `--local-rank=N` (with a hyphen), which scripts that declare only `--local_rank`
+        reject ("unrecognized arguments"), and it does not set up elastic restarts.
+    Example:
+        python -m torch.distributed.launch --nproc_per_node=8 train.py
+    Fix:
+        torchrun --nproc-per-node=8 train.py
+    """
+    if not facts.is_python:
+        skip_comments = facts.path.endswith(_TEXT_COMMENTS)
+        for line, column, text in launch_mentions(facts.lines, skip_comments=skip_comments):
+            yield _launch_hit(facts, text, location(facts, line=line, column=column))
+        return
+    for constant in facts.strings:
+        text = launch_in_string(constant.value) if isinstance(constant.value, str) else None
+        if text:
+            yield _launch_hit(facts, text, location(facts, constant))
+    for imported in facts.torch_imports:
+        node = imported.node
+        modules = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [f"{node.module}.{a.name}" for a in node.names]
+        )
+        if any(
+            m == "torch.distributed.launch" or m.startswith("torch.distributed.launch.")
+            for m in modules
+        ):
+            yield _launch_hit(facts, "torch.distributed.launch", location(facts, node))
+
+
+def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
+    return Hit(
+        f"'{text}' uses the deprecated launcher; use torchrun",
+        {"launcher": text},
+        location=where,  # type: ignore[arg-type]
+    )
+
+
+def _option_strings(call: CallSite) -> list[str]:
+    return [
+        a.value for a in call.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+    ]
+
+
+def _local_rank_from_env(facts: ScriptFacts) -> bool:
+    return (
+        "LOCAL_RANK" in facts.env_names()
+        or "'LOCAL_RANK'" in facts.source
+        or '"LOCAL_RANK"' in facts.source
+        or bool(facts.calls_by_key.get("get_node_local_rank"))
+    )
+
+
+@rule(
+    "DDP103",
+    "local-rank-argparse-only",
+    Severity.WARNING,
+    fix=Remediation(
+        "Read int(os.environ['LOCAL_RANK']); if the argument must stay, declare both spellings: "
+        "parser.add_argument('--local-rank', '--local_rank', type=int, default=0)."
+    ),
+    scope="script",
+)
+def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
+    """Only `--local_rank` is declared: newer launchers pass `--local-rank` and argparse fails.
+
+    What it finds:
+        parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
+        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere.
+    Why it matters:
+        Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
+        only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
+        Under torchrun nothing is passed at all and the default is used.
+    Example:
+        parser.add_argument("--local_rank", type=int, default=0)
+    Fix:
+        local_rank = int(os.environ["LOCAL_RANK"])
+    """
+    declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
+    if "--local-rank" in declared or _local_rank_from_env(facts):
+        return
+    if facts.methods_called("parse_known_args"):
+        return
+    for call in facts.methods_called("add_argument"):
+        if "--local_rank" in _option_strings(call):
+            yield hit(
+                facts,
+                call.node,
+                "only --local_rank is declared: 'unrecognized arguments: --local-rank=0' under "
+                "torch >= 2.0 launchers",
+                {"option": "--local_rank"},
+            )
+
+
+@rule(
+    "DDP104",
+    "local-rank-not-from-env",
+    Severity.ERROR,
+    fix=Remediation("local_rank = int(os.environ['LOCAL_RANK']) (torchrun sets it per process)."),
+    scope="script",
+)
+def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
+    """The GPU index comes from an argparse --local_rank that torchrun never passes.
+
+    What it finds:
+        args.local_rank (from parser.add_argument("--local_rank"/"--local-rank")) used to pick
+        the device (set_device, torch.device, .cuda(), .to(), DDP device_ids), in a script that
+        never reads the LOCAL_RANK environment variable.
+    Why it matters:
+        torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
+        argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
+        run out of memory there, or NCCL reports "Duplicate GPU detected".
+    Example:
+        parser.add_argument("--local_rank", type=int, default=0)
+        torch.cuda.set_device(args.local_rank)
+    Fix:
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+    """
+    declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
+    if not declared & set(_LOCAL_RANK_OPTIONS) or _local_rank_from_env(facts):
+        return
+    aliases = {
+        a.target
+        for a in facts.assignments
+        if isinstance(a.value, ast.Attribute) and a.value.attr == "local_rank"
+    }
+    reported: set[int] = set()
+    for key in _PLACING_KEYS:
+        for call in facts.calls_by_key.get(key, ()):
+            if call.node.lineno in reported or not _uses_local_rank(call, aliases):
+                continue
+            reported.add(call.node.lineno)
+            yield hit(
+                facts,
+                call.node,
+                f"{text_of(call.node)} takes the GPU from argparse's local_rank; torchrun passes "
+                "none, so every rank gets the default",
+                {"call": text_of(call.node)},
+            )
+
+
+def _uses_local_rank(call: CallSite, aliases: set[str]) -> bool:
+    values = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+    for value in values:
+        for node in ast.walk(value):
+            if isinstance(node, ast.Attribute) and node.attr == "local_rank":
+                return True
+            if isinstance(node, ast.Name) and node.id in aliases:
+                return True
+    return False
+
+
+@rule(
+    "DDP123",
+    "spawn-without-main-guard",
+    Severity.ERROR,
+    fix=Remediation('Start processes only under `if __name__ == "__main__":`.'),
+    scope="script",
+)
+def spawn_without_main_guard(facts: ScriptFacts) -> Iterator[Hit]:
+    """mp.spawn runs from module-level code with no `if __name__ == "__main__":` guard.
+
+    What it finds:
+        torch.multiprocessing.spawn / start_processes called at module level, or in a function
+        that module-level code calls, outside an `if __name__ == "__main__":` block.
+    Why it matters:
+        spawn starts fresh interpreters that import the main module again. Without the guard
+        each child runs the module-level code again and tries to spawn its own children:
+        "An attempt has been made to start a new process before the current process has
+        finished its bootstrapping phase".
+    Example:
+        mp.spawn(train, args=(world_size,), nprocs=world_size)
+    Fix:
+        if __name__ == "__main__":
+            mp.spawn(train, args=(world_size,), nprocs=world_size)
+    """
+    entries = _module_level_entries(facts)
+    for spawn in facts.calls_to(*names.SPAWN):
+        if spawn.ctx.main_guard:
+            continue
+        if spawn.ctx.module_level:
+            yield hit(facts, spawn.node, f"{text_of(spawn.node.func)}() runs at import time")
+            continue
+        entry = entries.get(spawn.ctx.function.qualname) if spawn.ctx.function else None
+        if entry is not None:
+            yield hit(
+                facts,
+                entry.node,
+                f"{text_of(entry.node.func)}() at module level reaches "
+                f"{text_of(spawn.node.func)}() (line {spawn.node.lineno}) at import time",
+            )
+
+
+def _module_level_entries(facts: ScriptFacts) -> dict[str, CallSite]:
+    """Functions run at import time, each with the unguarded module-level call that starts it."""
+    flow = flow_of(facts)
+    reached: dict[str, CallSite] = {}
+    changed = True
+    while changed:
+        changed = False
+        for function in facts.functions:
+            if function.qualname in reached:
+                continue
+            for site in sorted(flow.local_call_sites(function), key=position):
+                ctx = site.ctx
+                if ctx.module_level and not ctx.main_guard:
+                    reached[function.qualname] = site
+                elif ctx.function is not None and ctx.function.qualname in reached:
+                    reached[function.qualname] = reached[ctx.function.qualname]
+                else:
+                    continue
+                changed = True
+                break
+    return reached

@@ -1,0 +1,212 @@
+"""Rules about starting and ending the process group."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import ScriptFacts, text_of
+from ..flow import candidates, flow_of
+from ..hits import hit
+
+_AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
+
+
+@rule(
+    "DDP105",
+    "hardcoded-rank-or-world-size",
+    Severity.ERROR,
+    fix=Remediation(
+        "Leave rank and world_size out under torchrun (env:// reads RANK and WORLD_SIZE), or "
+        "pass the values the launcher gives each process."
+    ),
+    scope="script",
+)
+def hardcoded_rank_or_world_size(facts: ScriptFacts) -> Iterator[Hit]:
+    """init_process_group gets a literal rank= or world_size=.
+
+    What it finds:
+        init_process_group(..., rank=0) or world_size=4 written as a number (directly or
+        through a module-level constant). rank=0 with world_size=1 together (a deliberate
+        single-process group) is left alone.
+    Why it matters:
+        Every process then claims the same rank, or the group waits for a number of processes
+        the launcher never starts: the rendezvous hangs until its timeout, or the store
+        refuses a duplicate rank.
+    Example:
+        dist.init_process_group("nccl", rank=0, world_size=2)
+    Fix:
+        dist.init_process_group("nccl")  # under torchrun: RANK and WORLD_SIZE from the env
+    """
+    for init in flow_of(facts).init_calls:
+        rank = _literal(facts, init.argument(4, "rank"))
+        world = _literal(facts, init.argument(3, "world_size"))
+        if rank == 0 and world == 1:
+            continue
+        for name, value in (("rank", rank), ("world_size", world)):
+            if value is not None:
+                node = init.argument(4 if name == "rank" else 3, name)
+                yield hit(
+                    facts,
+                    node,
+                    f"init_process_group gets a hard-coded {name}={value}: every process passes "
+                    "the same value",
+                    {name: value},
+                )
+
+
+def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        assignments = facts.assignments_by_target.get(node.id, [])
+        values = {
+            _literal(facts, a.value) if isinstance(a.value, ast.Constant) else None
+            for a in assignments
+        }
+        if len(assignments) == 1 and assignments[0].ctx.module_level and values != {None}:
+            return values.pop()
+    return None
+
+
+@rule(
+    "DDP106",
+    "nccl-without-fallback",
+    Severity.INFO,
+    fix=Remediation(
+        'backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"'
+    ),
+    scope="script",
+)
+def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
+    """backend="nccl" is hard-coded with no check that NCCL is available.
+
+    What it finds:
+        init_process_group with the literal backend "nccl" (or a variable only ever set to it)
+        in a script that never calls torch.cuda.is_available(), dist.is_nccl_available() or
+        torch.cuda.device_count().
+    Why it matters:
+        On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
+        package doesn't have NCCL built in" instead of running on gloo, so it cannot be
+        smoke-tested without GPUs.
+    Example:
+        dist.init_process_group(backend="nccl")
+    Fix:
+        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+        dist.init_process_group(backend=backend)
+    """
+    if any(facts.calls_by_key.get(name) for name in _AVAILABILITY_CHECKS):
+        return
+    for init in flow_of(facts).init_calls:
+        backend = init.argument(0, "backend")
+        if backend is not None and _only_nccl(facts, backend):
+            yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
+
+
+def _only_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value == "nccl"
+    if isinstance(node, ast.Name):
+        values = [a.value for a in facts.assignments_by_target.get(node.id, [])]
+        return bool(values) and all(
+            isinstance(c, ast.Constant) and c.value == "nccl" for v in values for c in candidates(v)
+        )
+    return False
+
+
+@rule(
+    "DDP121",
+    "destroy-process-group-missing",
+    Severity.INFO,
+    fix=Remediation("Call dist.destroy_process_group() at the end, in a finally: block."),
+    scope="script",
+)
+def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
+    """init_process_group is never matched by destroy_process_group.
+
+    What it finds:
+        A script that calls init_process_group and never destroy_process_group.
+    Why it matters:
+        Since torch 2.4 the process group left open at exit prints "process group has NOT been
+        destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
+        leaked or the exit may hang on some versions.
+    Example:
+        dist.init_process_group("nccl")
+        train()
+    Fix:
+        dist.init_process_group("nccl")
+        try:
+            train()
+        finally:
+            dist.destroy_process_group()
+    """
+    flow = flow_of(facts)
+    if not flow.init_calls or facts.calls_to(names.DESTROY_PROCESS_GROUP):
+        return
+    if facts.calls_by_key.get("destroy_process_group"):
+        return  # a local helper or an unresolved import named so
+    first = flow.init_calls[0]
+    yield hit(facts, first.node, "init_process_group has no matching destroy_process_group()")
+
+
+_RENAMED_NCCL_VARIABLES = {
+    "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
+    "NCCL_DESYNC_DEBUG": "TORCH_NCCL_DESYNC_DEBUG",
+}
+
+
+def renamed_variable(name: str) -> str | None:
+    return _RENAMED_NCCL_VARIABLES.get(name)
+
+
+@rule(
+    "DDP124",
+    "deprecated-nccl-env-in-code",
+    Severity.WARNING,
+    fix=Remediation(
+        "Use the TORCH_NCCL_* names: TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT, "
+        "TORCH_NCCL_DESYNC_DEBUG."
+    ),
+    scope="script",
+)
+def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
+    """Code (or a launch script) sets an NCCL_* variable that torch renamed to TORCH_NCCL_*.
+
+    What it finds:
+        NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT and NCCL_DESYNC_DEBUG as string keys in
+        Python (os.environ[...] = ..., setdefault, an env dict), and `export NAME=` or
+        `NAME=` in shell, YAML and Makefiles.
+    Why it matters:
+        torch reads the TORCH_NCCL_* names; the old ones only warn, and will be ignored. The
+        error handling or debugging the line meant to turn on is silently not what runs.
+    Example:
+        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "1"
+    Fix:
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
+    """
+    if not facts.is_python:
+        from ..textscan import renamed_nccl_variables
+
+        for line, column, name in renamed_nccl_variables(facts.lines):
+            yield _renamed_hit(facts, name, line=line, column=column)
+        return
+    for constant in facts.strings:
+        if isinstance(constant.value, str) and constant.value in _RENAMED_NCCL_VARIABLES:
+            yield _renamed_hit(facts, constant.value, node=constant)
+
+
+def _renamed_hit(
+    facts: ScriptFacts, name: str, *, node: ast.AST | None = None, line: int = 1, column: int = 0
+) -> Hit:
+    from ddp_doctor.registry import Hit as _Hit
+
+    from ..hits import location
+
+    where = location(facts, node, line=line, column=column)
+    new = _RENAMED_NCCL_VARIABLES[name]
+    return _Hit(f"{name} was renamed {new}: set {new} instead", {"variable": name}, location=where)

@@ -1,0 +1,309 @@
+"""Rules about what runs on which rank: checkpoints, loading, logging, collectives."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import CallSite, ScriptFacts, position, text_of
+from ..flow import flow_of
+from ..guards import is_rank_like
+from ..hits import hit
+from ..rankflow import (
+    collective_helpers,
+    contains,
+    logging_is_rank_aware,
+    mentions_rank,
+    paired_collectives,
+    save_calls,
+)
+
+
+@rule(
+    "DDP116",
+    "save-on-every-rank",
+    Severity.ERROR,
+    fix=Remediation(
+        "Save on rank 0 only (if dist.get_rank() == 0: torch.save(...)), then dist.barrier() "
+        "before any rank loads it."
+    ),
+    scope="script",
+)
+def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
+    """torch.save runs on every rank: all ranks write the same checkpoint file at once.
+
+    What it finds:
+        torch.save in a one-process-per-GPU script that is not under a rank-0 guard: not in
+        `if rank == 0:` (or is_main_process(), local_rank in [-1, 0], ...), not after
+        `if rank != 0: return`, and not in a function that is only called under such a guard.
+        Saves to a path that contains the rank are left alone.
+    Why it matters:
+        N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
+        that fails only when it is loaded, days later.
+    Example:
+        for epoch in range(epochs):
+            train_one_epoch(model, loader)
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+    Fix:
+        if dist.get_rank() == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+        dist.barrier()
+    """
+    flow = flow_of(facts)
+    if not flow.is_multiprocess:
+        return
+    for save in facts.calls_to(names.TORCH_SAVE):
+        if flow.runs_on_rank_zero_only(save.ctx) or not flow.reachable(save.ctx.function):
+            continue
+        path = save.argument(1, "f")
+        if path is not None and mentions_rank(facts, path):
+            continue
+        where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
+        yield hit(
+            facts,
+            save.node,
+            f"torch.save({text_of(save.argument(0, 'obj'))}, {text_of(path)}){where} runs on "
+            "every rank",
+            {"path": text_of(path)},
+        )
+
+
+@rule(
+    "DDP117",
+    "state-dict-module-prefix",
+    Severity.WARNING,
+    fix=Remediation("Save model.module.state_dict() (the unwrapped model), not the DDP wrapper's."),
+    scope="script",
+)
+def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
+    """The DDP wrapper's state_dict() is saved: every key starts with "module.".
+
+    What it finds:
+        x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
+        where x holds the DDP-wrapped model at that point.
+    Why it matters:
+        DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
+        plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
+        key(s) ... Unexpected key(s) module.conv1.weight".
+    Example:
+        model = DDP(model, device_ids=[local_rank])
+        torch.save(model.state_dict(), "model.pt")
+    Fix:
+        torch.save(model.module.state_dict(), "model.pt")
+    """
+    flow = flow_of(facts)
+    if not flow.wrapped:
+        return
+    saves = save_calls(facts)
+    for call in facts.methods_called("state_dict"):
+        receiver = call.receiver
+        if receiver is None or not flow.holds_wrapped_model(receiver, call.ctx, call.node):
+            continue
+        if _is_saved(facts, call, saves):
+            yield hit(
+                facts,
+                call.node,
+                f"{text_of(receiver)} is the DDP wrapper: its state_dict() keys start with "
+                f"'module.'; save {text_of(receiver)}.module.state_dict()",
+                {"model": text_of(receiver)},
+            )
+
+
+def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
+    same_function = [s for s in saves if s.ctx.function is call.ctx.function]
+    if any(contains(save.node, call.node) for save in same_function):
+        return True
+    for assignment in facts.assignments:
+        if assignment.ctx.function is call.ctx.function and contains(assignment.value, call.node):
+            root = assignment.target.split(".")[0]
+            return any(
+                names.dotted(arg) in (assignment.target, root)
+                for save in same_function
+                if position(save) > position(assignment)
+                for arg in save.node.args
+            )
+    return False
+
+
+@rule(
+    "DDP118",
+    "load-without-map-location",
+    Severity.WARNING,
+    fix=Remediation(
+        "Pass map_location: torch.load(path, map_location=f'cuda:{local_rank}') or 'cpu'."
+    ),
+    scope="script",
+)
+def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
+    """torch.load without map_location in a multi-GPU script: every rank loads onto cuda:0.
+
+    What it finds:
+        torch.load(...) with no map_location (or map_location=None) in a one-process-per-GPU
+        CUDA script, outside rank-0-only code.
+    Why it matters:
+        A checkpoint saved from cuda:0 is restored onto cuda:0 in every process. Each rank
+        then holds a full copy of the weights (and optimizer state) on GPU 0: out of memory
+        on GPU 0, or a stray context there that set_device does not prevent.
+    Example:
+        state = torch.load("checkpoint.pt")
+    Fix:
+        state = torch.load("checkpoint.pt", map_location=f"cuda:{local_rank}")
+    """
+    flow = flow_of(facts)
+    if not flow.is_multiprocess or not flow.uses_cuda:
+        return
+    for load in facts.calls_to(names.TORCH_LOAD):
+        where = load.argument(1, "map_location")
+        if where is not None and not (isinstance(where, ast.Constant) and where.value is None):
+            continue
+        if flow.runs_on_rank_zero_only(load.ctx):
+            continue
+        yield hit(
+            facts,
+            load.node,
+            f"torch.load({text_of(load.argument(0, 'f'))}) has no map_location: every rank "
+            "loads it onto the GPU it was saved from (cuda:0)",
+        )
+
+
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+
+
+@rule(
+    "DDP119",
+    "log-on-every-rank",
+    Severity.INFO,
+    fix=Remediation("Log, print, open progress bars and wandb/tensorboard runs on rank 0 only."),
+    scope="script",
+)
+def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
+    """Printing, logging, progress bars or experiment tracking run on every rank.
+
+    What it finds:
+        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop,
+        tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
+        Once per function and kind. Skipped where print is overridden off rank 0 or logging is
+        configured per rank, and for messages that include the rank.
+    Why it matters:
+        Every line appears world_size times, progress bars fight over the terminal, wandb
+        starts one run per GPU and tensorboard writes one event file per rank.
+    Example:
+        for step, batch in enumerate(loader):
+            print(f"step {step} loss {loss.item()}")
+    Fix:
+        if dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item()}")
+    """
+    flow = flow_of(facts)
+    if not flow.is_multiprocess:
+        return
+    quiet_print = facts.print_overridden or bool(
+        facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
+    )
+    quiet_logging = logging_is_rank_aware(facts)
+    seen: set[tuple[object, str]] = set()
+    for call in facts.calls:
+        kind = _log_kind(facts, call, quiet_print, quiet_logging)
+        if kind is None or flow.runs_on_rank_zero_only(call.ctx):
+            continue
+        if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
+            continue
+        key = (call.ctx.function, kind)
+        if key in seen:
+            continue
+        seen.add(key)
+        yield hit(
+            facts, call.node, f"{text_of(call.node.func)}(...) runs on every rank", {"kind": kind}
+        )
+
+
+def _log_kind(
+    facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
+) -> str | None:
+    func = call.node.func
+    if call.key == "print" and isinstance(func, ast.Name):
+        return "print" if call.ctx.loops and not quiet_print else None
+    if call.key in _LOG_METHODS and call.receiver is not None:
+        receiver = (names.dotted(call.receiver) or "").lower()
+        if "log" in receiver.rsplit(".", 1)[-1] and call.ctx.loops and not quiet_logging:
+            return "logging"
+        return None
+    qualified = facts.qualname(func) or ""
+    if qualified.startswith("wandb.") and call.key in ("init", "log"):
+        return "wandb"
+    if qualified.endswith(".tqdm") or qualified == "tqdm":
+        return None if call.keyword("disable") is not None else "tqdm"
+    if qualified.endswith("SummaryWriter"):
+        return "tensorboard"
+    return None
+
+
+@rule(
+    "DDP120",
+    "collective-under-rank-guard",
+    Severity.ERROR,
+    fix=Remediation(
+        "Call collectives (barrier, all_reduce, DDP forward) on every rank, "
+        "outside `if rank == 0:`."
+    ),
+    scope="script",
+)
+def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
+    """A collective runs inside `if rank == 0:` (or another rank guard): the job hangs.
+
+    What it finds:
+        dist.barrier, all_reduce, broadcast, all_gather and the other collectives, a call of
+        the DDP model outside no_grad, and calls of local helpers that run collectives, inside
+        a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,
+        barrier for rank 0" (first process downloads) is recognised and left alone.
+    Why it matters:
+        A collective completes only when every rank calls it. Rank 0 waits in the barrier
+        forever while the others never arrive (or the reverse), until the NCCL watchdog
+        kills the job minutes later with a timeout that names no line.
+    Example:
+        if rank == 0:
+            evaluate(model)
+            dist.barrier()
+    Fix:
+        if rank == 0:
+            evaluate(model)
+        dist.barrier()
+    """
+    flow = flow_of(facts)
+    paired = paired_collectives(facts)
+    for call in facts.calls_to(*names.COLLECTIVES):
+        guard = call.ctx.guard
+        if guard is None or (call.ctx.function, facts.resolve(call)) in paired:
+            continue
+        yield hit(
+            facts,
+            call.node,
+            f"{text_of(call.node.func)}() runs only on {_who(guard.polarity)} "
+            f"(guard at line {guard.node.lineno}): the other ranks never join it",
+        )
+    for call, helper in collective_helpers(facts):
+        yield hit(
+            facts,
+            call.node,
+            f"{text_of(call.node.func)}() runs {helper} (a collective) only on "
+            f"{_who(call.ctx.guard.polarity)}: the other ranks never join it",  # type: ignore[union-attr]
+        )
+    for call in facts.calls:
+        func = call.node.func
+        if call.ctx.guard is None or call.ctx.no_grad or names.dotted(func) is None:
+            continue
+        if flow.holds_wrapped_model(func, call.ctx, call.node):
+            yield hit(
+                facts,
+                call.node,
+                f"the DDP model {text_of(func)} runs forward only on {_who(call.ctx.guard.polarity)}"
+                ": its gradient all-reduce will wait for ranks that never run it",
+            )
+
+
+def _who(polarity: str) -> str:
+    return "rank 0" if polarity == "zero" else "ranks other than 0"

@@ -1,0 +1,248 @@
+"""Rules about wrapping the model: DataParallel, device_ids, placement before the wrap."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import Hit, rule
+
+from .. import names
+from ..facts import CallSite, ScriptFacts, position, text_of
+from ..flow import flow_of
+from ..hits import hit
+from ..placement import device_state_before, is_hard_coded_index
+
+
+@rule(
+    "DDP101",
+    "data-parallel-used",
+    Severity.WARNING,
+    fix=Remediation(
+        "Use DistributedDataParallel with one process per GPU, started by torchrun.",
+        ("torchrun --nproc-per-node=NUM_GPUS train.py",),
+    ),
+    scope="script",
+)
+def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
+    """nn.DataParallel is used: one process drives every GPU and GPU 0 gathers everything.
+
+    What it finds:
+        Calls of torch.nn.DataParallel (under any import alias).
+    Why it matters:
+        DataParallel runs one Python process that scatters each batch, replicates the model
+        every step and gathers outputs and the loss on device_ids[0]. GPU 0 runs out of memory
+        first, the GIL caps throughput, and PyTorch recommends DDP even on one machine.
+        Where the same script also has a DDP path, this is reported as info.
+    Example:
+        model = nn.DataParallel(model, device_ids=[0, 1, 2, 3])
+    Fix:
+        Wrap with DistributedDataParallel(model, device_ids=[local_rank]) in a script started
+        by `torchrun --nproc-per-node=N`, one process per GPU.
+    """
+    also_ddp = bool(flow_of(facts).ddp_wraps)
+    for site in facts.calls_to(names.DATA_PARALLEL):
+        target = flow_of(facts).target_of(site.node) or "the model"
+        yield hit(
+            facts,
+            site.node,
+            f"{target} is wrapped in nn.DataParallel: one process for all GPUs, GPU 0 gathers "
+            "outputs and loss",
+            {"variable": target},
+            severity=Severity.INFO if also_ddp else None,
+        )
+
+
+@rule(
+    "DDP108",
+    "ddp-device-ids-wrong",
+    Severity.ERROR,
+    fix=Remediation("Pass device_ids=[local_rank] and output_device=local_rank (or leave it out)."),
+    scope="script",
+)
+def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
+    """device_ids is hard-coded, lists several GPUs, or disagrees with output_device.
+
+    What it finds:
+        DistributedDataParallel with device_ids holding a literal index ([0]), more than one
+        id, or the global rank; DDP or DataParallel whose output_device is not device_ids[0].
+    Why it matters:
+        Each DDP process drives exactly one GPU, its local rank. device_ids=[0] puts every
+        rank's replica on GPU 0 ("Duplicate GPU detected" or a silent pile-up); several ids are
+        rejected; the global rank is past the last GPU on the second node; a different
+        output_device moves outputs where the loss does not expect them.
+    Example:
+        model = DDP(model, device_ids=[0], output_device=0)
+    Fix:
+        model = DDP(model, device_ids=[local_rank], output_device=local_rank), with local_rank
+        from os.environ["LOCAL_RANK"].
+    """
+    flow = flow_of(facts)
+    pinned = flow.pins_device_by_environment
+    for site in flow.ddp_wraps:
+        yield from _ddp_ids(facts, site, pinned)
+    for site in facts.calls_to(names.DATA_PARALLEL):
+        yield from _output_device_mismatch(facts, site)
+
+
+def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
+    ids = site.argument(1, "device_ids")
+    if isinstance(ids, (ast.List, ast.Tuple)):
+        if len(ids.elts) > 1:
+            yield hit(
+                facts,
+                ids,
+                f"device_ids={text_of(ids)} gives one DDP process several GPUs",
+                {"device_ids": text_of(ids)},
+            )
+            return
+        if ids.elts and is_hard_coded_index(ids.elts[0]) and not pinned:
+            yield hit(
+                facts,
+                ids,
+                f"device_ids={text_of(ids)} is hard-coded: every rank uses that GPU",
+                {"device_ids": text_of(ids)},
+            )
+            return
+        if ids.elts and _holds_global_rank(facts, ids.elts[0]):
+            yield hit(
+                facts,
+                ids,
+                f"device_ids={text_of(ids)} uses the global rank, past the last GPU on the second "
+                "node; use the local rank",
+                {"device_ids": text_of(ids)},
+                severity=Severity.WARNING,
+            )
+            return
+    yield from _output_device_mismatch(facts, site)
+
+
+def _output_device_mismatch(facts: ScriptFacts, site: CallSite) -> Iterator[Hit]:
+    ids = site.argument(1, "device_ids")
+    output = site.argument(2, "output_device")
+    if output is None or not isinstance(ids, (ast.List, ast.Tuple)) or not ids.elts:
+        return
+    first = ids.elts[0]
+    if isinstance(output, ast.Constant) and output.value is None:
+        return
+    if ast.dump(first) != ast.dump(output):
+        yield hit(
+            facts,
+            output,
+            f"output_device={text_of(output)} differs from device_ids[0]={text_of(first)}",
+            {"device_ids": text_of(ids), "output_device": text_of(output)},
+        )
+
+
+def _holds_global_rank(facts: ScriptFacts, node: ast.expr) -> bool:
+    text = names.dotted(node)
+    if text is None:
+        return False
+    assignments = facts.assignments_by_target.get(text, [])
+    return bool(assignments) and all(_is_global_rank(facts, a.value) for a in assignments)
+
+
+def _is_global_rank(facts: ScriptFacts, value: ast.expr) -> bool:
+    if isinstance(value, ast.Call) and names.last_identifier(value.func) == "int" and value.args:
+        value = value.args[0]
+    if isinstance(value, ast.Call):
+        if facts.qualname(value.func) == "torch.distributed.get_rank":
+            return True
+        value = (
+            value.args[0] if names.last_identifier(value.func) == "get" and value.args else value
+        )
+    key = value.slice if isinstance(value, ast.Subscript) else value
+    return isinstance(key, ast.Constant) and key.value == "RANK"
+
+
+@rule(
+    "DDP109",
+    "model-not-on-device",
+    Severity.ERROR,
+    fix=Remediation("Move the model first (model.to(device)), then wrap it in DDP."),
+    scope="script",
+)
+def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
+    """The model is wrapped in DDP while its parameters are still on the CPU.
+
+    What it finds:
+        DistributedDataParallel(model) in a CUDA script where `model` was built in the same
+        function and not moved with .to(device) or .cuda() before the wrap (also when it is
+        moved only afterwards).
+    Why it matters:
+        DDP registers the parameters and their gradient hooks at construction. A CPU module
+        with device_ids fails ("module parameters ... on device cpu"); without device_ids the
+        NCCL backend fails on CPU tensors, and moving the wrapped model later leaves DDP's
+        buckets pointing at the old tensors.
+    Example:
+        model = Net()
+        model = DDP(model, device_ids=[local_rank])
+    Fix:
+        model = Net().to(local_rank)
+        model = DDP(model, device_ids=[local_rank])
+    """
+    flow = flow_of(facts)
+    if not flow.uses_cuda or facts.calls_to("torch.set_default_device"):
+        return
+    for site in flow.ddp_wraps:
+        module = site.argument(0, "module")
+        if module is None:
+            continue
+        if device_state_before(facts, module, site) == "fresh":
+            yield hit(
+                facts,
+                site.node,
+                f"{text_of(module)} is wrapped in DDP before it is moved to its GPU",
+                {"model": text_of(module)},
+            )
+
+
+@rule(
+    "DDP115",
+    "syncbn-after-ddp",
+    Severity.ERROR,
+    fix=Remediation(
+        "Convert first: model = nn.SyncBatchNorm.convert_sync_batchnorm(model), "
+        "then model.to(device), then DDP(model)."
+    ),
+    scope="script",
+)
+def syncbn_after_ddp(facts: ScriptFacts) -> Iterator[Hit]:
+    """convert_sync_batchnorm runs after the DDP wrap.
+
+    What it finds:
+        nn.SyncBatchNorm.convert_sync_batchnorm(x) (or apex's convert_syncbn_model) where x is
+        already the DDP-wrapped model, or the module that was passed to DDP earlier.
+    Why it matters:
+        DDP has already registered the old BatchNorm parameters. The new SyncBatchNorm layers'
+        gradients are not in DDP's buckets: they are not averaged across ranks, silently, or
+        DDP fails on parameters it does not know.
+    Example:
+        model = DDP(model, device_ids=[local_rank])
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    Fix:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model).to(local_rank)
+        model = DDP(model, device_ids=[local_rank])
+    """
+    flow = flow_of(facts)
+    converts = facts.calls_to(names.CONVERT_SYNC_BATCHNORM, "apex.parallel.convert_syncbn_model")
+    for site in converts:
+        module = site.argument(0, "module")
+        text = names.dotted(module) if module is not None else None
+        if text is None:
+            continue
+        wrapped_before = flow.holds_wrapped_model(module, site.ctx, site.node)  # type: ignore[arg-type]
+        passed_before = any(
+            wrap.ctx.function is site.ctx.function
+            and position(wrap) < position(site)
+            and names.dotted(wrap.argument(0, "module") or ast.Constant(None)) == text
+            for wrap in flow.ddp_wraps
+        )
+        if wrapped_before or passed_before:
+            yield hit(
+                facts,
+                site.node,
+                f"convert_sync_batchnorm({text}) runs after {text} was wrapped in DDP",
+                {"model": text},
+            )

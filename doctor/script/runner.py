@@ -1,0 +1,118 @@
+"""`check` as a pure function: paths and options in, findings and counts out (no printing)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ddp_doctor.model import Finding
+from ddp_doctor.registry import RuleSpec, Selector
+
+from .analyze import analyze, script_rules, unreadable
+from .config import Config, ConfigFinder
+from .files import Candidate, Unreadable, discover, read_text
+from .ignore import DEFAULT_EXCLUDES, IgnoreRules
+
+_DOCTOR_PREFIX = "DDP9"
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass
+class CheckOutcome:
+    findings: list[Finding] = field(default_factory=list)
+    checked: int = 0  # files read and analysed
+    skipped: int = 0  # files or paths that could not be checked
+
+
+def check_paths(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> CheckOutcome:
+    """Checks every file under `paths`. Raises ConfigError for an unusable [tool.ddp-doctor]."""
+    configs = ConfigFinder()
+    excludes = _excludes(paths, options, configs)
+    outcome = CheckOutcome()
+    selections = _Selections(options)
+    for found in discover(list(paths), excludes):
+        if isinstance(found, Unreadable):
+            outcome.skipped += 1
+            outcome.findings.append(unreadable(found.path, found.reason))
+            continue
+        config = configs.for_file(found.path)
+        outcome.findings.extend(_check_file(found, config, selections, outcome))
+    outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
+    outcome.findings.sort(key=_order)
+    return outcome
+
+
+def _check_file(
+    candidate: Candidate, config: Config, selections: _Selections, outcome: CheckOutcome
+) -> list[Finding]:
+    text = read_text(candidate)
+    if isinstance(text, Unreadable):
+        outcome.skipped += 1
+        return [unreadable(text.path, text.reason)]
+    outcome.checked += 1
+    return analyze(
+        candidate.path, text, candidate.kind, selections.rules_for(candidate.path, config)
+    )
+
+
+def _excludes(paths: Sequence[str], options: CheckOptions, configs: ConfigFinder) -> IgnoreRules:
+    rules = IgnoreRules.of(list(DEFAULT_EXCLUDES), os.getcwd())
+    rules = rules.plus(IgnoreRules.of(list(options.exclude), os.getcwd()))
+    roots: set[str] = set()
+    for path in paths:
+        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        config = configs.for_folder(os.path.abspath(folder))
+        if config.root is not None and config.root not in roots:
+            roots.add(config.root)
+            rules = rules.plus(IgnoreRules.of(list(config.exclude), config.root))
+    return rules
+
+
+class _Selections:
+    """CLI --select replaces the config's select; ignores add up; per-file-ignores on top."""
+
+    def __init__(self, options: CheckOptions) -> None:
+        self.options = options
+        self._rules: dict[tuple[tuple[str, ...], tuple[str, ...]], list[RuleSpec]] = {}
+        self._all = script_rules()
+
+    def selector(self, path: str, config: Config) -> Selector:
+        select = self.options.select or config.select
+        ignore = (*config.ignore, *config.ignores_for(path), *self.options.ignore)
+        return Selector(_split(select), _split(ignore))
+
+    def rules_for(self, path: str, config: Config) -> list[RuleSpec]:
+        selector = self.selector(path, config)
+        key = (selector.select, selector.ignore)
+        if key not in self._rules:
+            self._rules[key] = [
+                spec
+                for spec in self._all
+                if selector.allows(spec.code) or spec.code.startswith(_DOCTOR_PREFIX)
+            ]
+        return self._rules[key]
+
+    def keeps(self, finding: Finding, configs: ConfigFinder) -> bool:
+        path = finding.location.path if finding.location else ""
+        selector = self.selector(path, configs.for_file(path))
+        if finding.code.startswith(_DOCTOR_PREFIX):  # can't-check notes ignore --select
+            return Selector((), selector.ignore).allows(finding.code)
+        return selector.allows(finding.code)
+
+
+def _split(entries: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(part.strip() for e in entries for part in e.split(",") if part.strip())
+
+
+def _order(finding: Finding) -> tuple[str, int, int, str]:
+    where = finding.location
+    if where is None:
+        return ("", 0, 0, finding.code)
+    return (where.path, where.line or 0, where.column or 0, finding.code)

@@ -1,0 +1,147 @@
+"""Data flow from DistributedSampler to DataLoader to set_epoch.
+
+`sampler = DistributedSampler(ds)`; `loader = DataLoader(ds, sampler=sampler)`;
+`loader.sampler.set_epoch(epoch)` or `self.train_data.sampler.set_epoch(epoch)` in a method
+the epoch loop calls. Loaders returned by a helper (`def prepare(ds): return DataLoader(...)`)
+follow the helper's callers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from . import names
+from .facts import CallSite, ScriptFacts
+from .flow import candidates, flow_of
+
+_EVAL_WORDS = frozenset(
+    {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"}
+)
+_WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
+
+
+def looks_like_eval(*texts: str | None) -> bool:
+    """`val_sampler`, `self.test_loader`, `evalLoader`: named for evaluation."""
+    for text in texts:
+        if text and any(w.lower() in _EVAL_WORDS for w in _WORD.findall(text.rsplit(".", 1)[-1])):
+            return True
+    return False
+
+
+@dataclass
+class SamplerUse:
+    """One DistributedSampler construction and where it goes."""
+
+    site: CallSite
+    names: set[str] = field(default_factory=set)  # what holds the sampler
+    loaders: list[CallSite] = field(default_factory=list)
+    loader_names: set[str] = field(default_factory=set)
+
+    @property
+    def shuffles(self) -> bool:
+        shuffle = self.site.argument(3, "shuffle")
+        return not (isinstance(shuffle, ast.Constant) and not shuffle.value)
+
+    def is_for_eval(self) -> bool:
+        dataset = self.site.argument(0, "dataset")
+        return looks_like_eval(
+            *self.names, *self.loader_names, names.dotted(dataset) if dataset is not None else None
+        )
+
+    def receivers(self) -> set[str]:
+        """Texts that reach this sampler: `sampler`, `loader.sampler`, `loader.batch_sampler.sampler`."""
+        found = set(self.names)
+        for loader in self.loader_names:
+            found |= {
+                f"{loader}.sampler",
+                f"{loader}.batch_sampler.sampler",
+                f"{loader}.batch_sampler",
+            }
+        return found
+
+
+class SamplerFlow:
+    def __init__(self, facts: ScriptFacts) -> None:
+        self.facts = facts
+        self.flow = flow_of(facts)
+
+    @cached_property
+    def loaders(self) -> list[CallSite]:
+        return self.facts.calls_to(names.DATA_LOADER)
+
+    @cached_property
+    def uses(self) -> list[SamplerUse]:
+        found = []
+        for site in self.facts.calls_to(names.DISTRIBUTED_SAMPLER):
+            use = SamplerUse(site)
+            target = self.flow.target_of(site.node)
+            if target:
+                use.names.add(target)
+            for loader in self.loaders:
+                if self._feeds(use, site, loader):
+                    use.loaders.append(loader)
+                    use.loader_names |= self._names_of_loader(loader)
+            found.append(use)
+        return found
+
+    def _feeds(self, use: SamplerUse, sampler: CallSite, loader: CallSite) -> bool:
+        for keyword in ("sampler", "batch_sampler"):
+            value = loader.argument(2, keyword) if keyword == "sampler" else loader.keyword(keyword)
+            if value is None:
+                continue
+            for candidate in candidates(value):
+                if candidate is sampler.node or names.dotted(candidate) in use.names:
+                    return True
+                if isinstance(candidate, ast.Call) and any(
+                    a is sampler.node or names.dotted(a) in use.names for a in candidate.args
+                ):
+                    return True  # BatchSampler(sampler, ...)
+        return False
+
+    def _names_of_loader(self, loader: CallSite) -> set[str]:
+        found = set()
+        target = self.flow.target_of(loader.node)
+        if target:
+            found.add(target)
+        if loader.ctx.function is not None and self._returned(loader, target):
+            for caller in self.flow.local_call_sites(loader.ctx.function):
+                caller_target = self.flow.target_of(caller.node)
+                if caller_target:
+                    found.add(caller_target)
+        return found
+
+    def _returned(self, loader: CallSite, target: str | None) -> bool:
+        function = loader.ctx.function
+        assert function is not None
+        for value in self.facts.returns.get(function.qualname, ()):
+            parts = value.elts if isinstance(value, ast.Tuple) else [value]
+            for part in parts:
+                if part is loader.node or (target and names.dotted(part) == target):
+                    return True
+        return False
+
+    @cached_property
+    def set_epoch_calls(self) -> list[CallSite]:
+        return self.facts.methods_called("set_epoch")
+
+    def set_epoch_for(self, use: SamplerUse) -> list[CallSite]:
+        """set_epoch calls that reach this sampler, or reach a sampler we cannot name."""
+        receivers = use.receivers()
+        known = set().union(*(u.receivers() for u in self.uses)) if self.uses else set()
+        found = []
+        for call in self.set_epoch_calls:
+            text = names.dotted(call.receiver) if call.receiver is not None else None
+            if text in receivers or text is None or text not in known:
+                found.append(call)
+        return found
+
+    @cached_property
+    def has_manual_training_loop(self) -> bool:
+        """A loop over a loader or a backward() call: the script drives the epochs itself."""
+        if self.facts.methods_called("backward"):
+            return True
+        loader_names = set().union(*(u.loader_names for u in self.uses)) if self.uses else set()
+        return any(loop.iterates in loader_names for loop in self.facts.loops)

@@ -1,0 +1,50 @@
+"""Suppression comments: `# ddp-doctor: ignore[DDP113]`, `# ddp-doctor: ignore` on the line.
+
+Entries are codes, code prefixes or rule names, comma-separated. A bare `ignore` silences every
+finding on its line. The same comment works in shell and YAML (`#`) and Markdown (`<!-- -->`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ddp_doctor.model import Finding
+
+_MARK = "ddp-doctor:"
+_COMMENT = re.compile(r"ddp-doctor:\s*ignore(?:\[([^\]]*)\])?")
+EVERYTHING = "*"
+
+
+def suppressions(source: str) -> dict[int, set[str]]:
+    """Line number -> the entries it silences (EVERYTHING for a bare ignore)."""
+    if _MARK not in source:
+        return {}
+    found: dict[int, set[str]] = {}
+    for number, line in enumerate(source.splitlines(), start=1):
+        if _MARK not in line:
+            continue
+        for match in _COMMENT.finditer(line):
+            listed = match.group(1)
+            entries = (
+                {EVERYTHING}
+                if listed is None
+                else {e.strip() for e in listed.split(",") if e.strip()}
+            )
+            found.setdefault(number, set()).update(entries or {EVERYTHING})
+    return found
+
+
+def is_suppressed(finding: Finding, table: dict[int, set[str]]) -> bool:
+    line = finding.location.line if finding.location else None
+    entries = table.get(line) if line is not None else None
+    if not entries:
+        return False
+    return EVERYTHING in entries or any(
+        finding.code.upper().startswith(e.upper()) or finding.name == e.lower() for e in entries
+    )
+
+
+def without_suppressed(findings: Iterable[Finding], source: str) -> list[Finding]:
+    table = suppressions(source)
+    return [f for f in findings if not is_suppressed(f, table)] if table else list(findings)

@@ -1,0 +1,267 @@
+"""The one pass over a script's AST that records everything the rules read (see facts.py).
+
+Statements are visited recursively (Python's parser bounds their nesting); expressions with an
+explicit stack, so a generated file with a 10,000-term sum cannot overflow the recursion limit.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from . import guards
+from .facts import (
+    MODULE,
+    NONZERO,
+    ZERO,
+    Assignment,
+    CallSite,
+    Context,
+    EnvAccess,
+    Function,
+    Loop,
+    RankGuard,
+    ScriptFacts,
+    TorchImport,
+)
+from .names import TORCH_LOADING_ROOTS, dotted, last_identifier
+
+# Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
+_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "torch/distributed/launch")
+_ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
+_NO_GRAD = frozenset({"no_grad", "inference_mode"})
+_SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop)
+
+
+def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
+    facts = ScriptFacts(path=path, source=source, tree=tree)
+    _Walker(facts).body(tree.body, MODULE)
+    _add_module_aliases(facts)
+    return facts
+
+
+class _Walker:
+    def __init__(self, facts: ScriptFacts) -> None:
+        self.facts = facts
+        self.imports = facts.imports
+
+    # statements ------------------------------------------------------------------------------
+
+    def body(self, statements: list[ast.stmt], ctx: Context) -> None:
+        for stmt in statements:
+            self.statement(stmt, ctx)
+            ctx = self._after_early_exit(stmt, ctx)
+
+    def _after_early_exit(self, stmt: ast.stmt, ctx: Context) -> Context:
+        """`if rank != 0: return` guards every statement after it in the same block."""
+        if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
+            return ctx
+        polarity = guards.flip(guards.classify(stmt.test))
+        return replace(ctx, guard=RankGuard(polarity, stmt)) if polarity else ctx
+
+    def statement(self, stmt: ast.stmt, ctx: Context) -> None:
+        kind = type(stmt)
+        if kind is ast.Expr:
+            self.expr(stmt.value, ctx)
+        elif kind is ast.Assign:
+            self.expr(stmt.value, ctx)
+            for target in stmt.targets:
+                self.target(target, stmt.value, stmt, ctx)
+        elif kind is ast.AnnAssign:
+            if stmt.value is not None:
+                self.expr(stmt.value, ctx)
+                self.target(stmt.target, stmt.value, stmt, ctx)
+        elif kind is ast.AugAssign:
+            self.expr(stmt.value, ctx)
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+            self.function(stmt, ctx)
+        elif kind is ast.ClassDef:
+            self.exprs(stmt.bases + stmt.decorator_list, ctx)
+            self.body(stmt.body, Context(class_name=stmt.name))
+        elif kind is ast.If:
+            self.if_statement(stmt, ctx)
+        elif kind in (ast.For, ast.AsyncFor):
+            self.expr(stmt.iter, ctx)
+            loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter))
+            self.facts.loops.append(loop)
+            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.orelse, ctx)
+        elif kind is ast.While:
+            self.expr(stmt.test, ctx)
+            loop = Loop(stmt, None, None)
+            self.facts.loops.append(loop)
+            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.orelse, ctx)
+        elif kind in (ast.With, ast.AsyncWith):
+            self.with_statement(stmt, ctx)
+        elif kind is ast.Return:
+            if stmt.value is not None:
+                self.expr(stmt.value, ctx)
+                if ctx.function is not None:
+                    self.facts.returns[ctx.function.qualname].append(stmt.value)
+        elif kind in (ast.Import, ast.ImportFrom):
+            self.import_statement(stmt, ctx)
+        elif kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
+            self.body(stmt.body, ctx)
+            for handler in stmt.handlers:
+                self.body(handler.body, ctx)
+            self.body(stmt.orelse, ctx)
+            self.body(stmt.finalbody, ctx)
+        elif kind is getattr(ast, "Match", None):
+            self.expr(stmt.subject, ctx)
+            for case in stmt.cases:
+                self.body(case.body, ctx)
+        else:  # Raise, Assert, Delete, ...: only their expressions matter
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.expr(child, ctx)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> None:
+        self.exprs(node.decorator_list, ctx)
+        self.exprs([d for d in node.args.defaults + node.args.kw_defaults if d is not None], ctx)
+        args = node.args
+        params = tuple(a.arg for a in args.posonlyargs + args.args + args.kwonlyargs)
+        outer = ctx.function.qualname + "." if ctx.function else ""
+        prefix = outer or (ctx.class_name + "." if ctx.class_name else "")
+        decorators = tuple(last_identifier(d) or "" for d in node.decorator_list)
+        function = Function(node.name, prefix + node.name, ctx.class_name, node, params, decorators)
+        self.facts.functions.append(function)
+        no_grad = any(name in _NO_GRAD for name in decorators)
+        self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
+
+    def if_statement(self, node: ast.If, ctx: Context) -> None:
+        self.expr(node.test, ctx)
+        if _is_main_guard(node.test):
+            self.body(node.body, replace(ctx, main_guard=True))
+            self.body(node.orelse, ctx)
+            return
+        polarity = guards.classify(node.test)
+        if polarity is None:
+            self.body(node.body, ctx)
+            self.body(node.orelse, ctx)
+            return
+        other = NONZERO if polarity == ZERO else ZERO
+        self.body(node.body, replace(ctx, guard=RankGuard(polarity, node)))
+        self.body(node.orelse, replace(ctx, guard=RankGuard(other, node)))
+
+    def with_statement(self, node: ast.With | ast.AsyncWith, ctx: Context) -> None:
+        no_grad = ctx.no_grad
+        for item in node.items:
+            self.expr(item.context_expr, ctx)
+            if last_identifier(item.context_expr) in _NO_GRAD:
+                no_grad = True
+            if item.optional_vars is not None:
+                self.target(item.optional_vars, item.context_expr, node, ctx)
+        self.body(node.body, replace(ctx, no_grad=no_grad) if no_grad != ctx.no_grad else ctx)
+
+    def import_statement(self, node: ast.Import | ast.ImportFrom, ctx: Context) -> None:
+        if isinstance(node, ast.Import):
+            self.imports.add_import(node)
+            modules = [alias.name for alias in node.names]
+        else:
+            self.imports.add_import_from(node)
+            modules = [node.module or ""] if not node.level else []
+        if any(m.split(".", 1)[0] in TORCH_LOADING_ROOTS for m in modules):
+            self.facts.torch_imports.append(TorchImport(node, ctx))
+
+    def target(self, target: ast.expr, value: ast.expr, node: ast.AST, ctx: Context) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.target(element, value, node, ctx)
+            return
+        text = dotted(target)
+        if text is not None:
+            self.facts.assignments.append(Assignment(text, value, node, ctx))  # type: ignore[arg-type]
+            if text in ("builtins.print", "__builtin__.print", "__builtins__.print"):
+                self.facts.print_overridden = True
+            return
+        if isinstance(target, ast.Subscript):
+            self._environ_subscript(target, ctx, writes=True, value=value)
+        self.expr(target, ctx)
+
+    # expressions -----------------------------------------------------------------------------
+
+    def exprs(self, nodes: list[ast.expr], ctx: Context) -> None:
+        for node in nodes:
+            self.expr(node, ctx)
+
+    def expr(self, root: ast.expr, ctx: Context) -> None:
+        facts = self.facts
+        calls = facts.calls
+        stack: list[ast.AST] = [root]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node = pop()
+            kind = type(node)
+            if kind is ast.Call:
+                calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
+                self._environ_call(node, ctx)  # type: ignore[arg-type]
+            elif kind is ast.Constant:
+                value = node.value  # type: ignore[attr-defined]
+                if type(value) is str and any(mark in value for mark in _STRING_MARKS):
+                    facts.strings.append(node)  # type: ignore[arg-type]
+                continue
+            elif kind is ast.Name:
+                continue
+            elif kind is ast.Subscript:
+                self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
+            elif kind is ast.NamedExpr:
+                target = node.target.id  # type: ignore[attr-defined]
+                facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
+            for name in node._fields:
+                child = getattr(node, name, None)
+                if type(child) is list:
+                    for item in child:
+                        if isinstance(item, ast.AST):
+                            push(item)
+                elif isinstance(child, ast.AST) and not isinstance(child, _SKIP):
+                    push(child)
+
+    def _call_key(self, func: ast.expr) -> str:
+        if isinstance(func, ast.Attribute):
+            return func.attr
+        if isinstance(func, ast.Name):
+            qualified = self.imports.names.get(func.id)
+            return qualified.rsplit(".", 1)[-1] if qualified else func.id
+        return ""
+
+    def _environ_subscript(
+        self, node: ast.Subscript, ctx: Context, *, writes: bool, value: ast.expr | None = None
+    ) -> None:
+        key = node.slice
+        if isinstance(key, ast.Constant) and type(key.value) is str and _is_environ(node.value):
+            self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
+
+    def _environ_call(self, node: ast.Call, ctx: Context) -> None:
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in _ENV_GETTERS or not node.args:
+            return
+        if not (_is_environ(func.value) or dotted(func.value) == "os"):
+            return
+        key = node.args[0]
+        if isinstance(key, ast.Constant) and type(key.value) is str:
+            writes = func.attr in ("setdefault", "putenv")
+            value = node.args[1] if writes and len(node.args) > 1 else None
+            self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
+
+
+def _is_environ(node: ast.AST) -> bool:
+    text = dotted(node)
+    return text is not None and (text == "environ" or text.endswith(".environ"))
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    sides = {dotted(test.left), dotted(test.comparators[0])}
+    constants = [s.value for s in (test.left, test.comparators[0]) if isinstance(s, ast.Constant)]
+    return "__name__" in sides and "__main__" in constants
+
+
+def _add_module_aliases(facts: ScriptFacts) -> None:
+    """`DDP = torch.nn.parallel.DistributedDataParallel` at module level acts like an import."""
+    for assignment in facts.assignments:
+        if assignment.ctx.module_level and "." not in assignment.target:
+            qualified = facts.imports.resolve(assignment.value)
+            if qualified is not None and qualified.startswith("torch."):
+                facts.imports.add_alias(assignment.target, qualified)
