@@ -1,0 +1,147 @@
+"""Every fault the job must name, reproduced with real 2-rank gloo jobs on this CPU machine.
+
+Each test asserts the finding's code and facts, and that the run ended within --timeout + 5 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from ddp_doctor import cli, jobplan
+from ddp_doctor.probes.launch import JobConfig, preflight, run_job
+
+FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
+TIMEOUT_S = 20
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    cli._register_commands()
+    return CliRunner()
+
+
+def doctor_run(runner: CliRunner, *args: str, fault: str | None = None) -> tuple[dict, int, float]:
+    jobplan.JOB_TEST_FAULT = fault
+    started = time.monotonic()
+    try:
+        result = runner.invoke(cli.cli, ["run", "--format", "json", "--timeout", str(TIMEOUT_S), *FAST, *args])
+    finally:
+        jobplan.JOB_TEST_FAULT = None
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in result.stderr  # the job's own output may hold torch tracebacks
+    return json.loads(result.stdout), result.exit_code, elapsed
+
+
+def findings(report: dict, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def job_of(report: dict) -> dict:
+    return next(p for p in report["probes"] if p["probe"] == "job")["facts"]
+
+
+def test_healthy_job_reaches_every_stage(runner: CliRunner) -> None:
+    report, code, _ = doctor_run(runner)
+    job = job_of(report)
+    assert code == 0 and job["exit_code"] == 0 and job["backend"] == "gloo"
+    for rank in job["ranks"]:
+        assert [s["stage"] for s in rank["stages"] if s["ok"]] == [
+            "init", "identity", "allreduce", "ddp", "bandwidth", "memory"
+        ]
+    assert [row["size_bytes"] for row in job["bandwidth"]] == [1024, 8192, 65536]
+    row = job["bandwidth"][-1]
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (2 - 1) / 2, rel=1e-3)
+    assert {i["rank"] for i in job["identities"]} == {0, 1}
+    assert not [f for f in report["findings"] if f["severity"] != "info"]
+
+
+def test_port_taken_by_another_listener_is_ddp201_before_launch(runner: CliRunner) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        report, code, elapsed = doctor_run(runner, "--master-port", str(port))
+    assert code == 1 and elapsed < TIMEOUT_S + 5
+    assert findings(report, "DDP201")[0]["evidence"]["port"] == port
+    assert job_of(report)["launched"] is False
+
+
+def test_unresolvable_master_is_ddp203_before_launch(runner: CliRunner) -> None:
+    report, code, elapsed = doctor_run(runner, "--master-addr", "no-such-host.invalid")
+    assert code == 1 and elapsed < TIMEOUT_S + 5
+    assert findings(report, "DDP203")
+    assert job_of(report)["launched"] is False
+
+
+def test_nccl_backend_without_nccl_is_ddp005_before_launch(runner: CliRunner) -> None:
+    report, code, _ = doctor_run(runner, "--backend", "nccl")
+    assert code == 1
+    assert findings(report, "DDP005")[0]["severity"] == "error"
+    assert job_of(report)["launched"] is False
+
+
+def test_rank_that_never_joins_is_ddp202_naming_it(runner: CliRunner) -> None:
+    report, code, elapsed = doctor_run(runner, fault="1:init:stall")
+    assert code == 1 and elapsed < TIMEOUT_S + 5
+    (finding,) = findings(report, "DDP202")
+    assert finding["evidence"]["missing_ranks"] == [1]
+    assert not findings(report, "DDP307")  # rank 0's timeout is a consequence, not a crash
+
+
+@pytest.mark.parametrize(
+    ("fault", "stage", "exit_code"),
+    [("1:allreduce:crash", "allreduce", 1), ("1:ddp:kill", "ddp", -9), ("0:identity:exit", "identity", 7)],
+)
+def test_rank_that_dies_is_ddp307_with_stage_and_exit(runner: CliRunner, fault: str, stage: str, exit_code: int) -> None:
+    report, code, elapsed = doctor_run(runner, fault=fault)
+    assert code == 1 and elapsed < TIMEOUT_S + 5
+    (finding,) = findings(report, "DDP307")
+    assert finding["evidence"]["rank"] == int(fault[0])
+    assert finding["evidence"]["stage"] == stage
+    assert finding["evidence"]["exit_code"] == exit_code
+    assert not findings(report, "DDP302")  # the peers only waited for the dead rank
+
+
+def test_collective_that_never_completes_is_ddp302(runner: CliRunner) -> None:
+    report, code, elapsed = doctor_run(runner, fault="1:allreduce:stall")
+    assert code == 1 and elapsed < TIMEOUT_S + 5
+    (finding,) = findings(report, "DDP302")
+    assert finding["evidence"]["stage"] == "allreduce"
+    assert finding["evidence"]["stuck_ranks"] == [1]
+
+
+def test_wrong_allreduce_result_is_ddp301_counted_per_rank(runner: CliRunner) -> None:
+    report, code, _ = doctor_run(runner, fault="1:allreduce:corrupt")
+    assert code == 1
+    collectives = {f["evidence"]["collective"]: f["evidence"]["wrong_per_rank"] for f in findings(report, "DDP301")}
+    assert collectives["all_reduce float32"] == {"0": 100, "1": 100}
+
+
+def _worker_pids(marker: str) -> Iterator[int]:
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        yield int(entry.name)
+            except OSError:
+                continue
+
+
+def test_job_past_its_timeout_is_killed_with_all_ranks() -> None:
+    """The group timeout (30 s) outlasts the job's bound (6 s): the parent must kill it all."""
+    config = JobConfig(nproc=2, sizes="1K:1K:2", iters=1, timeout_s=6, init_timeout_s=30,
+                       test_fault="1:allreduce:stall")
+    started = time.monotonic()
+    job = run_job(config, preflight(config))
+    assert time.monotonic() - started < config.timeout_s + 5
+    assert job.timed_out and job.exit_code is None
+    assert {r.rank: r.last_started.stage for r in job.ranks} == {0: "allreduce", 1: "allreduce"}
+    assert not list(_worker_pids("1:allreduce:stall"))
