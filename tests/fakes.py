@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddp_doctor.engine import Probe
-from ddp_doctor.facts import PlanFacts, TorchFacts
+from ddp_doctor.facts import TorchFacts
 from ddp_doctor.probes.runner import CommandResult
 
 MIB = 1024**2
@@ -292,23 +291,10 @@ CPU_TORCH = TorchFacts(
 )
 
 
-def quick_probes(
-    torch: TorchFacts = CPU_TORCH, nvml: types.ModuleType | None = None
-) -> Callable[[PlanFacts, float], list[Probe]]:
-    """A stand-in for commands.run.in_process_probes: the real plan, env and host probes, NVML
-    through `nvml` (a fake module; None: the real import path), and torch without a subprocess."""
+def collect_torch_returning(facts: TorchFacts = CPU_TORCH) -> Callable[..., TorchFacts]:
+    """A stand-in for probes.torch_info.collect_torch that imports nothing."""
 
-    def probes(plan: PlanFacts, timeout: float) -> list[Probe]:
-        from ddp_doctor.probes.environment import collect_environment
-        from ddp_doctor.probes.host import collect_host
-        from ddp_doctor.probes.nvml import collect_nvml
+    def collect(*_: Any, **__: Any) -> TorchFacts:
+        return facts
 
-        return [
-            Probe("plan", lambda: plan, 5.0),
-            Probe("env", collect_environment, 5.0),
-            Probe("host", collect_host, 5.0),
-            Probe("nvml", lambda: collect_nvml(nvml), 5.0),
-            Probe("torch", lambda: torch, 5.0),
-        ]
-
-    return probes
+    return collect
