@@ -217,7 +217,7 @@ def test_import_error_is_the_evidence() -> None:
 
 
 def test_healthy_node_has_nothing_at_warning_or_above() -> None:
-    for name in ("healthy-8xh100", "wsl2-workstation", "cvd-uuid-valid"):
+    for name in ("healthy-8xh100", "inside-torchrun-8xh100", "wsl2-workstation", "cvd-uuid-valid"):
         assert [f for f in findings_for(name) if f.severity >= Severity.WARNING] == []
 
 
