@@ -101,36 +101,7 @@ ALL_FACT_CLASSES = sorted(
 )
 
 
-def _declares_object(cls: type) -> bool:
-    """A field typed `object` (not Any) somewhere inside: codec.py cannot decode it."""
-    return any(
-        object in _types_in(hint)
-        for inner in nested_dataclasses(cls)
-        for hint in typing.get_type_hints(inner).values()
-    )
-
-
-OBJECT_FIELD_BUG = (
-    "codec._convert decodes Any but not `object`: a Mapping[str, object] field (jobfacts."
-    "StageRecord.data) with any entry raises CodecError, so `diagnose` rejects reports whose "
-    "job stages carry data; use Mapping[str, Any] there, or treat `object` like Any in codec"
-)
-
-
-def round_trip_params() -> list:
-    return [
-        pytest.param(
-            cls,
-            id=cls.__name__,
-            marks=[pytest.mark.xfail(strict=True, reason=OBJECT_FIELD_BUG)]
-            if _declares_object(cls)
-            else [],
-        )
-        for cls in ALL_FACT_CLASSES
-    ]
-
-
-@pytest.mark.parametrize("cls", round_trip_params())
+@pytest.mark.parametrize("cls", ALL_FACT_CLASSES, ids=lambda c: c.__name__)
 def test_every_facts_dataclass_round_trips_with_every_field_set(cls: type) -> None:
     value = sample_instance(cls)
     assert through_json(cls, value) == value
