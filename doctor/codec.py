@@ -39,7 +39,7 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _convert(tp: Any, data: Any, where: str) -> Any:
-    if tp is Any:
+    if tp is Any or tp is object:
         return data
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):

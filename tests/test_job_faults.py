@@ -31,7 +31,9 @@ def doctor_run(runner: CliRunner, *args: str, fault: str | None = None) -> tuple
     jobplan.JOB_TEST_FAULT = fault
     started = time.monotonic()
     try:
-        result = runner.invoke(cli.cli, ["run", "--format", "json", "--timeout", str(TIMEOUT_S), *FAST, *args])
+        result = runner.invoke(
+            cli.cli, ["run", "--format", "json", "--timeout", str(TIMEOUT_S), *FAST, *args]
+        )
     finally:
         jobplan.JOB_TEST_FAULT = None
     elapsed = time.monotonic() - started
@@ -53,7 +55,12 @@ def test_healthy_job_reaches_every_stage(runner: CliRunner) -> None:
     assert code == 0 and job["exit_code"] == 0 and job["backend"] == "gloo"
     for rank in job["ranks"]:
         assert [s["stage"] for s in rank["stages"] if s["ok"]] == [
-            "init", "identity", "allreduce", "ddp", "bandwidth", "memory"
+            "init",
+            "identity",
+            "allreduce",
+            "ddp",
+            "bandwidth",
+            "memory",
         ]
     assert [row["size_bytes"] for row in job["bandwidth"]] == [1024, 8192, 65536]
     row = job["bandwidth"][-1]
@@ -97,9 +104,15 @@ def test_rank_that_never_joins_is_ddp202_naming_it(runner: CliRunner) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "stage", "exit_code"),
-    [("1:allreduce:crash", "allreduce", 1), ("1:ddp:kill", "ddp", -9), ("0:identity:exit", "identity", 7)],
+    [
+        ("1:allreduce:crash", "allreduce", 1),
+        ("1:ddp:kill", "ddp", -9),
+        ("0:identity:exit", "identity", 7),
+    ],
 )
-def test_rank_that_dies_is_ddp307_with_stage_and_exit(runner: CliRunner, fault: str, stage: str, exit_code: int) -> None:
+def test_rank_that_dies_is_ddp307_with_stage_and_exit(
+    runner: CliRunner, fault: str, stage: str, exit_code: int
+) -> None:
     report, code, elapsed = doctor_run(runner, fault=fault)
     assert code == 1 and elapsed < TIMEOUT_S + 5
     (finding,) = findings(report, "DDP307")
@@ -120,7 +133,10 @@ def test_collective_that_never_completes_is_ddp302(runner: CliRunner) -> None:
 def test_wrong_allreduce_result_is_ddp301_counted_per_rank(runner: CliRunner) -> None:
     report, code, _ = doctor_run(runner, fault="1:allreduce:corrupt")
     assert code == 1
-    collectives = {f["evidence"]["collective"]: f["evidence"]["wrong_per_rank"] for f in findings(report, "DDP301")}
+    collectives = {
+        f["evidence"]["collective"]: f["evidence"]["wrong_per_rank"]
+        for f in findings(report, "DDP301")
+    }
     assert collectives["all_reduce float32"] == {"0": 100, "1": 100}
 
 
@@ -137,8 +153,14 @@ def _worker_pids(marker: str) -> Iterator[int]:
 
 def test_job_past_its_timeout_is_killed_with_all_ranks() -> None:
     """The group timeout (30 s) outlasts the job's bound (6 s): the parent must kill it all."""
-    config = JobConfig(nproc=2, sizes="1K:1K:2", iters=1, timeout_s=6, init_timeout_s=30,
-                       test_fault="1:allreduce:stall")
+    config = JobConfig(
+        nproc=2,
+        sizes="1K:1K:2",
+        iters=1,
+        timeout_s=6,
+        init_timeout_s=30,
+        test_fault="1:allreduce:stall",
+    )
     started = time.monotonic()
     job = run_job(config, preflight(config))
     assert time.monotonic() - started < config.timeout_s + 5

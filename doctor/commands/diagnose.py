@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from ddp_doctor.cli import DoctorError, check_output_writable, finish, make_selector, report_options
 from ddp_doctor.engine import judge, make_report
 from ddp_doctor.report_io import ReportError, load_report

@@ -6,9 +6,10 @@ import json
 import sys
 
 import click
+from tabulate import tabulate
+
 from ddp_doctor import exitcodes
 from ddp_doctor.registry import RuleSpec, all_rules, lookup
-from tabulate import tabulate
 
 
 @click.command("explain")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from ddp_doctor.cli import check_output_writable, finish, make_selector, report_options
 from ddp_doctor.engine import PendingProbes, Probe, judge, make_report, run_probe
 from ddp_doctor.facts import PlanFacts, TorchFacts

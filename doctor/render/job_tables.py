@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.jobfacts import STAGES
 from tabulate import tabulate
+
+from ddp_doctor.jobfacts import STAGES
 
 BANDWIDTH_HEADERS = (
     "size (B)",

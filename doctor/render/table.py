@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
+from tabulate import tabulate
+
 from ddp_doctor.codec import to_jsonable
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
-from tabulate import tabulate
 
 from .job_tables import render_job_text
 

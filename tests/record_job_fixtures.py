@@ -1,0 +1,216 @@
+"""Records real job runs (healthy and with injected faults) as fixtures/jobs/*.json.
+
+Run by hand on a CPU machine: `python tests/record_job_fixtures.py`. Each file is a JSON report
+(what `run --format json` prints, so `diagnose` reads it) plus "description" and "expect",
+the codes that must fire when it is judged again; tests/test_job_rules.py checks them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ddp_doctor import cli, jobplan
+
+OUT = Path(__file__).resolve().parent.parent / "fixtures" / "jobs"
+SCENARIOS = {
+    "healthy-2rank-gloo": (None, [], "a healthy 2-rank gloo job on a 2-core CPU machine"),
+    "rank-never-joins": ("1:init:stall", ["DDP202"], "rank 1 stalls before init_process_group"),
+    "rank-crashes": ("1:allreduce:crash", ["DDP307"], "rank 1 raises at the all-reduce stage"),
+    "rank-sigkilled": ("1:ddp:kill", ["DDP307"], "rank 1 is SIGKILLed during the DDP step"),
+    "collective-hang": ("1:allreduce:stall", ["DDP302"], "rank 1 never enters the all-reduce"),
+    "allreduce-corrupt": ("1:allreduce:corrupt", ["DDP301"], "rank 1 adds 1 to 100 elements"),
+    "port-in-use": (
+        None,
+        ["DDP201"],
+        "another listener holds --master-port",
+        "--master-port",
+        "{taken}",
+    ),
+    "master-unresolvable": (
+        None,
+        ["DDP203"],
+        "--master-addr does not resolve",
+        "--master-addr",
+        "no-such-host.invalid",
+    ),
+}
+
+
+def record(name: str, fault: str | None, expect: list[str], description: str, *extra: str) -> None:
+    jobplan.JOB_TEST_FAULT = fault
+    args = ["run", "--format", "json", "--timeout", "20", "--sizes", "1K:64K:8", "--iters", "2"]
+    with socket.socket() as listener:  # holds a port for the port-in-use scenario
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = str(listener.getsockname()[1])
+        result = CliRunner().invoke(cli.cli, args + [taken if a == "{taken}" else a for a in extra])
+    report = json.loads(result.stdout)
+    report["description"] = description
+    report["expect"] = expect
+    (OUT / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(name, [f["code"] for f in report["findings"]])
+
+
+GIB = 1024**3
+
+
+def probe(report: dict, name: str) -> dict:
+    return next(p for p in report["probes"] if p["probe"] == name)
+
+
+def stage(report: dict, rank: int, name: str) -> dict:
+    ranks = probe(report, "job")["facts"]["ranks"]
+    return next(s for s in ranks[rank]["stages"] if s["stage"] == name)
+
+
+def on_gpus(report: dict, buses: list[str]) -> None:
+    """As if each rank ran on the GPU at that PCI bus id (what a GPU node records)."""
+    for identity, bus in zip(probe(report, "job")["facts"]["identities"], buses, strict=True):
+        identity.update(device="cuda:0" if bus == buses[0] else "cuda:1", pci_bus_id=bus)
+
+
+def _duplicate_gpu(report: dict) -> None:
+    on_gpus(report, ["00000000:18:00.0", "00000000:18:00.0"])
+
+
+def _version_skew(report: dict) -> None:
+    probe(report, "job")["facts"]["identities"][1]["torch_version"] = "2.4.0+cu121"
+
+
+def _stray_context(report: dict) -> None:
+    on_gpus(report, ["00000000:18:00.0", "00000000:2A:00.0"])
+    pids = [i["pid"] for i in probe(report, "job")["facts"]["identities"]]
+    stage(report, 0, "memory")["data"] = {
+        "gpu_processes": [
+            {"gpu": 0, "pci_bus_id": "00000000:18:00.0", "pid": pids[0], "used_bytes": 2 * GIB},
+            {
+                "gpu": 0,
+                "pci_bus_id": "00000000:18:00.0",
+                "pid": pids[1],
+                "used_bytes": 512 * 1024**2,
+            },
+            {"gpu": 1, "pci_bus_id": "00000000:2A:00.0", "pid": pids[1], "used_bytes": 2 * GIB},
+        ]
+    }
+
+
+def _memory_imbalance(report: dict) -> None:
+    stage(report, 0, "ddp")["data"]["peak_allocated_bytes"] = 6 * GIB
+    stage(report, 1, "ddp")["data"]["peak_allocated_bytes"] = 2 * GIB
+
+
+def _grads_diverged(report: dict) -> None:
+    for rank in (0, 1):
+        stage(report, rank, "ddp")["data"].update(in_sync=False, grad_spread=0.25)
+
+
+def _low_busbw(report: dict) -> None:
+    probe(report, "plan")["facts"]["min_busbw_gbps"] = 1000.0
+
+
+def _dataparallel(peaks: list[int], output_on: str, model: str) -> dict:
+    return {
+        "probe": "dataparallel",
+        "status": "ok",
+        "duration_s": 2.1,
+        "error": None,
+        "facts": {
+            "device_ids": [0, 1],
+            "output_device": 0,
+            "model_device": model,
+            "output_on": output_on,
+            "peak_allocated_bytes": peaks,
+            "error": None,
+        },
+    }
+
+
+def _dp_imbalance(report: dict) -> None:
+    report["probes"] = [p for p in report["probes"] if p["probe"] != "dataparallel"]
+    report["probes"].append(_dataparallel([9 * GIB, 3 * GIB], "cuda:0", "cuda:0"))
+
+
+def _dp_output_mismatch(report: dict) -> None:
+    report["probes"] = [p for p in report["probes"] if p["probe"] != "dataparallel"]
+    report["probes"].append(_dataparallel([3 * GIB, 3 * GIB], "cuda:1", "cuda:1"))
+
+
+def _addr_not_local(report: dict) -> None:
+    job = probe(report, "job")["facts"]
+    job.update(
+        launched=False,
+        ranks=[],
+        identities=[],
+        bandwidth=[],
+        output_tail="",
+        not_launched_reason="master port unusable",
+    )
+    job["preflight"].update(
+        master_addr="192.0.2.10",
+        master_address="192.0.2.10",
+        port_error="EADDRNOTAVAIL: cannot listen on 192.0.2.10:0: Cannot assign requested address",
+    )
+
+
+def _hostname_loopback(report: dict) -> None:
+    _addr_not_local(report)
+    probe(report, "host")["facts"]["hostname_address"] = "127.0.1.1"
+
+
+def _addr_elsewhere(report: dict) -> None:
+    _addr_not_local(report)
+    probe(report, "host")["facts"]["hostname_address"] = "192.0.2.11"
+
+
+def _socket_ifname(report: dict) -> None:
+    probe(report, "env")["facts"]["variables"]["NCCL_SOCKET_IFNAME"] = "ib9"
+    probe(report, "host")["facts"]["interfaces"] = ["eth0", "lo"]
+
+
+def _world_size(report: dict) -> None:
+    probe(report, "env")["facts"]["variables"].update(WORLD_SIZE="16", LOCAL_WORLD_SIZE="6")
+
+
+# Facts a CPU machine cannot produce, made by editing the healthy recording.
+DERIVED = {
+    "duplicate-gpu": (_duplicate_gpu, ["DDP305"], "two ranks on one GPU (PCI bus id)"),
+    "version-skew": (_version_skew, ["DDP306"], "rank 1 runs another torch"),
+    "stray-context-gpu0": (_stray_context, ["DDP403"], "rank 1 holds memory on GPU 0"),
+    "rank-memory-imbalance": (_memory_imbalance, ["DDP404"], "rank 0 peaks at 3x rank 1"),
+    "ddp-grads-diverged": (_grads_diverged, ["DDP402"], "gradients differ after DDP steps"),
+    "low-busbw": (_low_busbw, ["DDP303"], "--min-busbw 1000 on loopback"),
+    "dataparallel-imbalance": (_dp_imbalance, ["DDP401"], "DP puts 3x the memory on GPU 0"),
+    "dataparallel-output-mismatch": (_dp_output_mismatch, ["DDP405"], "DP model on cuda:1"),
+    "master-addr-not-local": (_addr_elsewhere, ["DDP208"], "--master-addr of another host"),
+    "hostname-is-loopback": (_hostname_loopback, ["DDP204", "DDP208"], "host name -> 127.0.1.1"),
+    "socket-ifname-missing": (_socket_ifname, ["DDP205"], "NCCL_SOCKET_IFNAME=ib9, no ib9"),
+    "world-size-mismatch": (_world_size, ["DDP207"], "WORLD_SIZE=16, LOCAL_WORLD_SIZE=6"),
+}
+
+
+def derive(name: str, edit: object, expect: list[str], description: str) -> None:
+    report = json.loads((OUT / "healthy-2rank-gloo.json").read_text())
+    edit(report)  # type: ignore[operator]
+    report["description"] = description + " (edited from healthy-2rank-gloo)"
+    report["expect"] = expect
+    (OUT / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def main() -> None:
+    cli._register_commands()
+    OUT.mkdir(parents=True, exist_ok=True)
+    chosen = sys.argv[1:] or list(SCENARIOS) + list(DERIVED)
+    for name in chosen:
+        if name in SCENARIOS:
+            record(name, *SCENARIOS[name])
+        else:
+            derive(name, *DERIVED[name])
+
+
+if __name__ == "__main__":
+    main()

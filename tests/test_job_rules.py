@@ -1,0 +1,50 @@
+"""The DDP2xx-DDP4xx rules on recorded job reports (fixtures/jobs, made by
+tests/record_job_fixtures.py): each fires where expected and nowhere else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.engine import judge
+from ddp_doctor.registry import all_rules
+from ddp_doctor.report_io import report_from_json
+
+FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "jobs").glob("*.json"))
+JOB_BLOCKS = ("DDP2", "DDP3", "DDP4")
+
+
+def codes_for(path: Path) -> tuple[list[str], list[str]]:
+    document = json.loads(path.read_text())
+    report = report_from_json(document)
+    found = [f.code for f in judge(report.probes) if f.code.startswith(JOB_BLOCKS)]
+    return sorted(set(found)), sorted(document["expect"])
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_job_rules_fire_exactly_as_expected(path: Path) -> None:
+    found, expected = codes_for(path)
+    assert found == expected
+
+
+def test_every_job_rule_fires_somewhere_and_is_silent_somewhere() -> None:
+    outcomes = [codes_for(path)[0] for path in FIXTURES]
+    # DDP206 and DDP304 come only from the job's output text, through the log patterns.
+    text_only = {"DDP206", "DDP304", "DDP308"}
+    for spec in all_rules():
+        if spec.code.startswith(JOB_BLOCKS) and spec.code not in text_only:
+            assert any(spec.code in found for found in outcomes), spec.code
+            assert any(spec.code not in found for found in outcomes), spec.code
+
+
+def test_crash_evidence_names_rank_stage_and_signal() -> None:
+    report = report_from_json(json.loads((FIXTURES[0].parent / "rank-sigkilled.json").read_text()))
+    (finding,) = [f for f in judge(report.probes) if f.code == "DDP307"]
+    assert finding.evidence == {
+        "rank": 1,
+        "stage": "ddp",
+        "exit_code": -9,
+        "error": None,
+    }
