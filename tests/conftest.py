@@ -1,18 +1,13 @@
-"""Shared fixtures: recorded setups, a clean environment, and the CLI under CliRunner."""
+"""Shared fixtures: a clean environment, and the CLI under CliRunner."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
-
-ROOT = Path(__file__).resolve().parent.parent
-FACT_FIXTURES = ROOT / "fixtures" / "facts"
 
 # Variables that change what the probes report; tests start without them.
 AMBIENT_VARIABLES = ("JPY_PARENT_PID", "KUBERNETES_SERVICE_HOST", "NO_COLOR")
@@ -40,11 +35,3 @@ def invoke(clean_env: pytest.MonkeyPatch) -> Callable[..., Result]:
         return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True, **kwargs)
 
     return run
-
-
-@pytest.fixture
-def fixture_document() -> Callable[[str], dict[str, Any]]:
-    def load(name: str) -> dict[str, Any]:
-        return json.loads((FACT_FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
-
-    return load
