@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+
 from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
 
 # Variables that change what the probes report; tests start without them.

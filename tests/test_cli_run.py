@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 from click.testing import Result
+from fakes import FakeGpu, collect_torch_returning, fake_nvml_module
+
 from ddp_doctor.probes import torch_info
 from ddp_doctor.registry import all_rules, lookup
-from fakes import FakeGpu, collect_torch_returning, fake_nvml_module
 
 ROOT = Path(__file__).resolve().parent.parent
 FACT_FIXTURES = ROOT / "fixtures" / "facts"
@@ -76,6 +77,7 @@ def assert_clean_usage_error(result: Result) -> None:
 def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """One real `run --format json --no-jobs` (the torch probe imports the real torch)."""
     from click.testing import CliRunner
+
     from ddp_doctor.cli import _register_commands, cli
 
     _register_commands()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
 from ddp_doctor.engine import judge, make_report
 from ddp_doctor.facts import (

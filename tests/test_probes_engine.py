@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from ddp_doctor.engine import Probe, judge, run_probe, run_probes
 from ddp_doctor.facts import EnvFacts, TorchFacts
 from ddp_doctor.model import ProbeStatus

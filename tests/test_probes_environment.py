@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ddp_doctor.probes.environment import collect_environment
 
 MACHINE = {

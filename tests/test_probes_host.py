@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ddp_doctor.probes import host
 from ddp_doctor.probes.host import (
     collect_host,

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import fakes
 import pytest
+from fakes import MIB, FakeGpu, FakeNvml, fake_nvml_module
+
 from ddp_doctor.engine import Probe, run_probe
 from ddp_doctor.facts import GpuProcess
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
 from ddp_doctor.probes.nvml import collect_nvml
-from fakes import MIB, FakeGpu, FakeNvml, fake_nvml_module
 
 H100_UUIDS = [f"GPU-5d0e1c3a-8b2f-4c71-9e6a-0f3b2d4c5a6{i}" for i in range(8)]
 HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")

@@ -6,12 +6,13 @@ import importlib.metadata
 import sys
 
 import pytest
+from fakes import torch_json, torch_runner
+
 from ddp_doctor.engine import Probe, run_probe
 from ddp_doctor.facts import TorchFacts
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed
 from ddp_doctor.probes.torch_info import collect_torch
-from fakes import torch_json, torch_runner
 
 CU124 = {
     "importable": True,

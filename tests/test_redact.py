@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from ddp_doctor.facts import EnvFacts, GpuFacts, HostFacts, NvmlFacts
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Remediation, Report, Severity
 from ddp_doctor.redact import Redactor

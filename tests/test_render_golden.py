@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from ddp_doctor.engine import judge
 from ddp_doctor.model import Report
 from ddp_doctor.registry import Selector

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+
 from ddp_doctor.commands.explain import explain_text
 from ddp_doctor.engine import judge
 from ddp_doctor.model import Finding, Severity
