@@ -4,7 +4,16 @@
 return findings root cause first. Importing this package registers the DDP5xx codes.
 """
 
-from . import codes  # noqa: F401  (registers DDP501-DDP507)
+from . import codes  # noqa: F401  (registers DDP501-DDP508)
+from .reader import LogScan, scan_stream
 from .scanner import LogScanner, ScanStats, scan_file, scan_lines, scan_text
 
-__all__ = ["LogScanner", "ScanStats", "scan_file", "scan_lines", "scan_text"]
+__all__ = [
+    "LogScan",
+    "LogScanner",
+    "ScanStats",
+    "scan_file",
+    "scan_lines",
+    "scan_stream",
+    "scan_text",
+]

@@ -11,6 +11,8 @@ from .pattern import Pattern, Role, render_message
 
 MAX_COLLECTED = 5  # distinct values kept for a collected key (e.g. NCCL WARN messages)
 MAX_RANKS = 1024
+MAX_KEPT_HITS = 32  # the first hits of a code are kept to complete the primary's facts
+_SPEAKER_KEYS = ("task", "rank", "local_rank")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class CodeTally:
     primary: LogHit
     count: int = 0
     first_line: int = 0
-    first_seen: dict[str, object] = field(default_factory=dict)  # each fact's first value
+    kept: list[LogHit] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
     collected: dict[str, list[object]] = field(default_factory=dict)
 
@@ -65,8 +67,8 @@ class CodeTally:
         self.first_line = min(self.first_line, hit.line)
         if hit.strength < self.primary.strength:
             self.primary = hit
-        for key, value in hit.facts.items():
-            self.first_seen.setdefault(key, value)
+        if len(self.kept) < MAX_KEPT_HITS:
+            self.kept.append(hit)
         rank = hit.facts.get("rank")
         if isinstance(rank, int) and len(self.ranks) < MAX_RANKS:
             self.ranks.add(rank)
@@ -77,8 +79,19 @@ class CodeTally:
                 values.append(value)
 
     def facts(self) -> dict[str, object]:
-        """The primary hit's facts, completed by facts that other lines of this code gave."""
-        return {**self.first_seen, **self.primary.facts}
+        """The primary hit's facts, completed by what other lines of the same speaker said
+        (the "Parameter indices ..." line after "Expected to have finished reduction")."""
+        facts = dict(self.primary.facts)
+        for hit in self.kept:
+            if _same_speaker(self.primary.facts, hit.facts):
+                for key, value in hit.facts.items():
+                    facts.setdefault(key, value)
+        return facts
+
+    def _rank_spread(self) -> str:
+        if len(self.ranks) < 2:
+            return ""
+        return f" (seen on ranks {_compact_ranks(sorted(self.ranks))})"
 
     def finding(self, source: str | None) -> Finding:
         pattern = self.primary.pattern
@@ -100,11 +113,30 @@ class CodeTally:
             code=pattern.code,
             name=spec.name if spec else pattern.name,
             severity=pattern.severity or (spec.severity if spec else Severity.ERROR),
-            message=render_message(pattern.message, facts),
+            message=render_message(pattern.message, facts) + self._rank_spread(),
             fix=self.primary.fix or pattern.fix or (spec.fix if spec else None),
             location=Location(source, self.primary.line) if source else None,
             evidence=evidence,
         )
+
+
+def _same_speaker(one: dict[str, object], other: dict[str, object]) -> bool:
+    """No identity (task, rank, local rank) that both know differs."""
+    return all(one[key] == other[key] for key in _SPEAKER_KEYS if key in one and key in other)
+
+
+def _compact_ranks(ranks: list[int]) -> str:
+    """[0, 1, 2, 3, 5, 7] -> "0-3,5,7"."""
+    parts: list[str] = []
+    start = previous = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == previous + 1:
+            previous = rank
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if rank is not None:
+            start = previous = rank
+    return ",".join(parts)
 
 
 def _registered(code: str) -> RuleSpec | None:

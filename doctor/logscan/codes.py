@@ -1,4 +1,4 @@
-"""DDP501-DDP507: problems only a log shows (no probe or script rule measures them).
+"""DDP501-DDP508: problems only a log shows (no probe or script rule measures them).
 
 Registered on import of `ddp_doctor.logscan`; the pattern table (patterns.py) emits them.
 """
@@ -160,4 +160,25 @@ consequences, not bugs in the script.
 Example: `slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2026-05-01T10:00:00 DUE TO
 TIME LIMIT ***`.
 Fix: a longer time limit, or regular checkpoints and a resumable job.""",
+)
+
+_log_code(
+    "DDP508",
+    "nccl-system-error",
+    Severity.ERROR,
+    Remediation(
+        "Rerun with NCCL_DEBUG=WARN (or INFO): the NCCL WARN line before the error names the "
+        "failing call. Usual causes: the wrong network interface (set NCCL_SOCKET_IFNAME, "
+        "DDP205), a small /dev/shm in a container (DDP008), a peer rank that died first.",
+        ("NCCL_DEBUG=WARN torchrun --nproc-per-node=N train.py",),
+    ),
+    """NCCL failed a system call ("unhandled system error") and the log does not say which.
+
+What it finds: "NCCL error in: ..., unhandled system error" (ncclSystemError).
+Why it matters: it is NCCL's catch-all for a failed socket, shared memory or device call; the
+fix depends on which, and only NCCL's own WARN lines say it.
+Example: `torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:219, unhandled
+system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3`.
+Fix: rerun with NCCL_DEBUG=WARN and follow the WARN line: NCCL_SOCKET_IFNAME for an interface,
+a larger /dev/shm, or the rank that crashed first.""",
 )

@@ -21,13 +21,14 @@ _OOM_FIX = Remediation(
 )
 
 
+# Killed by one of these, a rank died of its own accord (or the host's OOM killer). SIGTERM is
+# torchrun stopping the survivors, SIGABRT an abort whose reason is printed above it.
+_CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+
+
 def _crash_role(evidence: Evidence) -> Role:
-    """A rank killed by a signal is a cause; an exit code just reports an error printed above
-    (or torchrun's SIGTERM to the survivors, -15)."""
-    exitcode = evidence.get("exitcode")
-    if isinstance(exitcode, int) and exitcode < 0 and exitcode != -15:
-        return Role.CAUSE
-    return Role.SYMPTOM
+    """A rank killed by a signal is a cause; an exit code reports an error printed above."""
+    return Role.CAUSE if evidence.get("signal") in _CAUSE_SIGNALS else Role.SYMPTOM
 
 
 PATTERNS: tuple[Pattern, ...] = (
@@ -98,20 +99,6 @@ PATTERNS: tuple[Pattern, ...] = (
         ("no socket interface found", "Unable to find address for"),
         "no usable network interface[: {interface} does not exist on this host]",
         fields={"interface": (r"Unable to find address for: (\S+)",)},
-        priority=1,
-    ),
-    # A generic ncclSystemError; the NCCL WARN lines before it name the call that failed.
-    # 1.x: RuntimeError: NCCL error in: .../ProcessGroupNCCL.cpp:825, unhandled system error,
-    #      NCCL version 2.7.8
-    # 2.x: torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:219, unhandled
-    #      system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3
-    Pattern(
-        "DDP205",
-        "wrong-network-interface",
-        ("unhandled system error",),
-        "NCCL failed a system call ('unhandled system error'[, NCCL {nccl_version}]): most "
-        "often the wrong network interface; the NCCL WARN lines before it name the failing call",
-        fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
     ),
     # gloo (lab notes): Gloo connectFullMesh failed with ... Connection refused,
     #                   remote=[127.0.0.1]:29400
@@ -126,21 +113,9 @@ PATTERNS: tuple[Pattern, ...] = (
             "host": (r"remote=\[([^\]]+)\]", r"Connect to ([\w.:-]+)<\d+>"),
             "port": (r"remote=\[[^\]]+\]:(\d+)", r"Connect to [\w.:-]+<(\d+)>"),
         },
+        # c10d retries with "[W socket.cpp] The client socket has failed to connect to
+        # [node-0]:29500 (errno: 111 - Connection refused)" until the master is up: harmless
         unless=("client socket has failed to connect",),
-        priority=1,
-    ),
-    # c10d retries while the master is not up yet; harmless when the run went on to train.
-    # 2.x: [W socket.cpp:...] [c10d] The client socket has failed to connect to
-    #      [node-0]:29500 (errno: 111 - Connection refused).
-    Pattern(
-        "DDP206",
-        "connection-refused",
-        ("client socket has failed to connect",),
-        "the rendezvous store refused connections[ at {host}:{port}] (retried; harmless if the "
-        "master came up later)",
-        fields={"host": (r"connect to \[([^\]]+)\]",), "port": (r"connect to \[[^\]]+\]:(\d+)",)},
-        role=Role.NOTE,
-        severity=Severity.WARNING,
     ),
     # --- collectives ------------------------------------------------------------------------
     # 1.8 - 1.9:  [E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation
@@ -174,7 +149,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "DDP302",
         "collective-hang",
         ("operation to complete", "Some NCCL operations have failed or timed out"),
-        "[rank {rank}: ]a collective[ {op_type}] did not finish[ within {timeout_ms} ms]",
+        "[rank {rank}: ][{op_type} ]operation did not finish[ within {timeout_ms} ms]",
         fields={
             "rank": (r"\[Rank (\d+)\]",),
             "op_type": (r"for (\w+) operation to complete",),
@@ -233,14 +208,38 @@ PATTERNS: tuple[Pattern, ...] = (
         role_of=_crash_role,
         priority=2,
     ),
-    # What the survivors see when a peer dies:
-    # gloo / c10d (lab notes): Connection closed by peer [127.0.0.1]:41234
-    # NCCL >= 2.12 (ncclRemoteError): remote process exited or there was a network error
+    # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
+    # SIGKILL  /  ProcessRaisedException: process 0 terminated with exit code 1
     Pattern(
         "DDP307",
         "rank-crashed",
-        ("Connection closed by peer", "Connection reset by peer", "remote process exited"),
-        "a peer rank went away (connection closed): another rank crashed or exited first",
+        ("terminated with signal", "terminated with exit code"),
+        "process {rank} (mp.spawn) died[ from {signal}][ with exit code {exitcode}]",
+        fields={
+            "rank": (r"process (\d+) terminated",),
+            "signal": (r"terminated with signal (SIG\w+)",),
+            "exitcode": (r"terminated with exit code (\d+)",),
+        },
+        confirm=r"process \d+ terminated with",
+        role_of=_crash_role,
+        priority=2,
+    ),
+    # What the survivors see when a peer dies:
+    # gloo / c10d (lab notes): Connection closed by peer [127.0.0.1]:41234
+    # NCCL >= 2.12 (ncclRemoteError): remote process exited or there was a network error;
+    # torch: ncclRemoteError: A call failed possibly due to a network error or a remote
+    # process exiting prematurely.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        (
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "remote process exited",
+            "remote process exiting prematurely",
+        ),
+        "the connection to a peer rank broke: another rank crashed or exited first, or the "
+        "network failed",
         role=Role.SYMPTOM,
     ),
     # --- install, platform and devices -------------------------------------------------------
@@ -260,8 +259,8 @@ PATTERNS: tuple[Pattern, ...] = (
             "driver version is insufficient for CUDA runtime",
             "NVIDIA driver on your system is too old",
         ),
-        "the NVIDIA driver is too old for this torch's CUDA runtime[ (driver supports CUDA "
-        "{driver_cuda})]",
+        "the NVIDIA driver is too old for this torch's CUDA runtime[ (the driver reports "
+        "version {driver_cuda})]",
         fields={"driver_cuda": (r"found version (\d+)",)},
     ),
     # >= 1.13 warning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible
@@ -292,12 +291,14 @@ PATTERNS: tuple[Pattern, ...] = (
         "windows-libuv-store",
         ("without libuv support",),
         "the TCP store asked for libuv, which this Windows torch lacks",
+        severity=Severity.ERROR,
     ),
     Pattern(
         "DDP007",
         "windows-gloo-limits",
         ("unsupported gloo device",),
         "gloo on Windows could not use the device ('unsupported gloo device')",
+        severity=Severity.ERROR,
     ),
     # NCCL <= 2.11: NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size N)
     # NCCL >= 2.12: NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes
@@ -319,6 +320,7 @@ PATTERNS: tuple[Pattern, ...] = (
             "shm_path": (r"(/dev/shm/[\w.-]+)",),
             "size": (r"\(size (\d+)\)", r"to (\d+) bytes"),
         },
+        severity=Severity.ERROR,  # registered as a warning about the size; here it failed
     ),
     # NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG (torch >= 2.2):
     # [W Utils.hpp:133] Warning: Environment variable NCCL_BLOCKING_WAIT is deprecated; use
@@ -338,6 +340,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ("devices are busy or unavailable",),
         "the GPUs refused a new context (busy or unavailable: exclusive compute mode or a "
         "stray process)",
+        severity=Severity.ERROR,
     ),
     # CUDA error: uncorrectable ECC error encountered (verl-project/verl#407)
     Pattern(
@@ -377,6 +380,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "launch-module-deprecated",
         ("torch.distributed.launch is deprecated",),
         "the run used the deprecated torch.distributed.launch",
+        severity=Severity.WARNING,
         role=Role.NOTE,
     ),
     # torch >= 2.0 launch passes --local-rank; a script declaring only --local_rank rejects it:
@@ -386,6 +390,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "local-rank-argparse-only",
         ("unrecognized arguments: --local-rank",),
         "the script declares only --local_rank, but torch >= 2.0 passes --local-rank",
+        severity=Severity.ERROR,
     ),
     # --- DDP and memory (DDP5xx, defined in codes.py) ----------------------------------------
     # all versions: RuntimeError: Expected to have finished reduction in the prior iteration
@@ -464,8 +469,22 @@ PATTERNS: tuple[Pattern, ...] = (
         "the job was stopped from outside[ ({reason})][ (torchrun got {signal})]",
         fields={
             "reason": (r"DUE TO ([A-Z ]+?)\s*\*\*\*",),
-            "signal": (r"Received (Signals\.SIG\w+|\d+) death signal",),
+            "signal": (r"Received (?:Signals\.)?(SIG\w+|\d+) death signal",),
         },
+    ),
+    # A generic ncclSystemError: its cause is in the NCCL WARN lines before it (an interface,
+    # /dev/shm, a peer that died), so it is reported as a symptom of its own.
+    # 1.x: RuntimeError: NCCL error in: .../ProcessGroupNCCL.cpp:825, unhandled system error,
+    #      NCCL version 2.7.8
+    # 2.x: torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:219, unhandled
+    #      system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3
+    Pattern(
+        "DDP508",
+        "nccl-system-error",
+        ("unhandled system error",),
+        "NCCL failed a system call ('unhandled system error'[, NCCL {nccl_version}])",
+        fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
+        role=Role.SYMPTOM,
     ),
     # --- generic, last ------------------------------------------------------------------------
     # host:pid:tid [dev] file.cc:NN NCCL WARN <message> (NCCL_DEBUG=WARN or INFO)

@@ -127,9 +127,9 @@ def _record(facts: dict[str, object], key: str, value: str) -> None:
             if found.group(2) is not None:
                 facts["pid"] = int(found.group(2))
         _record_signal(facts, value)
-    elif key == "traceback" or key == "msg":
+    elif key == "traceback" or key == "msg":  # msg: torch 1.9 - 1.10
         _record_signal(facts, value)
-        if not value.startswith("To enable traceback"):
+        if key == "traceback" and not value.startswith("To enable traceback"):
             facts["traceback"] = value
     elif key == "error_file":
         if value and value != "<N/A>":

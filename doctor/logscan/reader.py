@@ -1,0 +1,109 @@
+"""Reads a log stream of any shape into the scanner: plain, gzip, UTF-16 with a BOM (what
+Windows PowerShell's `>` writes), and says what its first bytes looked like."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from ddp_doctor.model import Finding
+
+from .scanner import READ_BYTES, LogScanner
+
+SAMPLE_BYTES = 64 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+_TEXT_CONTROLS = set(b"\t\n\r\f\b\x1b")
+
+
+@dataclass(frozen=True)
+class LogScan:
+    findings: list[Finding]
+    bytes: int  # bytes of text scanned (after gzip / UTF-16 decoding)
+    lines: int
+    encoding: str  # how it was read: "utf-8", "utf-16", "gzip", "gzip+utf-16"
+    looks_binary: bool  # NUL bytes or mostly control bytes at the start
+    invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
+
+
+def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
+    """Scans a binary stream to its end; raises OSError/EOFError when it cannot be read."""
+    readable = _peekable(stream)
+    encoding = []
+    if readable.peek(2)[:2] == _GZIP_MAGIC:
+        readable = _peekable(gzip.GzipFile(fileobj=readable, mode="rb"))
+        encoding.append("gzip")
+    head = readable.peek(4)[:4]
+    utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    encoding.append("utf-16" if utf16 else "utf-8")
+    chunks = _utf16_as_utf8(readable) if utf16 else _chunks(readable, skip_bom=True)
+    scanner = LogScanner(source)
+    sample = b""
+    for chunk in chunks:
+        if len(sample) < SAMPLE_BYTES:
+            sample += chunk[: SAMPLE_BYTES - len(sample)]
+        scanner.feed(chunk)
+    findings = scanner.findings()
+    return LogScan(
+        findings=findings,
+        bytes=scanner.stats.bytes,
+        lines=scanner.stats.lines,
+        encoding="+".join(encoding),
+        looks_binary=looks_binary(sample),
+        invalid_utf8=not _valid_utf8(sample),
+    )
+
+
+def looks_binary(sample: bytes) -> bool:
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    controls = sum(1 for byte in sample if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return controls > len(sample) // 10
+
+
+def _valid_utf8(sample: bytes) -> bool:
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start >= len(sample) - 3  # a character cut by the sample's end is fine
+    return True
+
+
+def _peekable(stream: BinaryIO) -> io.BufferedReader:
+    if isinstance(stream, io.BufferedReader):
+        return stream
+    return io.BufferedReader(_RawAdapter(stream), buffer_size=READ_BYTES)
+
+
+class _RawAdapter(io.RawIOBase):
+    """Lets io.BufferedReader wrap any object with read() (BytesIO, GzipFile, a pipe)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _chunks(stream: io.BufferedReader, skip_bom: bool) -> Iterator[bytes]:
+    if skip_bom and stream.peek(3)[:3] == codecs.BOM_UTF8:
+        stream.read(3)
+    while chunk := stream.read(READ_BYTES):
+        yield chunk
+
+
+def _utf16_as_utf8(stream: io.BufferedReader) -> Iterator[bytes]:
+    decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")  # reads the BOM
+    for chunk in _chunks(stream, skip_bom=False):
+        yield decoder.decode(chunk).encode("utf-8")
+    yield decoder.decode(b"", final=True).encode("utf-8")
