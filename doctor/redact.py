@@ -6,6 +6,7 @@ Works on the JSON form of a report, so json and markdown output are redacted the
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import os
 import re
 import socket
@@ -15,9 +16,9 @@ from typing import Any
 
 SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 REDACTED = "<redacted>"
-LOOPBACK = ("127.0.0.1", "0.0.0.0", "::1")
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
-IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){2,7}[0-9a-fA-F]{1,4}(?![\w:])")
+# Candidates only (clock times match too); ipaddress decides what really is an address.
+IPV6 = re.compile(r"(?<![\w:.])[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 
 
@@ -78,19 +79,28 @@ class Redactor:
     def _hosts(self, text: str) -> str:
         for name in self.hostnames:
             text = re.sub(rf"\b{re.escape(name)}\b", "<host>", text)
-        text = IPV4.sub(self._keep_loopback("<ip>"), text)
-        text = IPV6.sub(self._keep_loopback("<ip6>"), text)
+        text = IPV4.sub(_replace_address("<ip>"), text)
+        text = IPV6.sub(_replace_address("<ip6>"), text)
         return GPU_UUID.sub(lambda m: self._alias(m.group(0), m.group(1)), text)
-
-    @staticmethod
-    def _keep_loopback(replacement: str) -> Callable[[re.Match[str]], str]:
-        return lambda m: m.group(0) if m.group(0) in LOOPBACK else replacement
 
     def _alias(self, uuid: str, kind: str) -> str:
         """The same UUID gets the same stand-in, so a report still shows which is which."""
         if uuid not in self._aliases:
             self._aliases[uuid] = f"{kind}-<uuid{len(self._aliases) + 1}>"
         return self._aliases[uuid]
+
+
+def _replace_address(replacement: str) -> Callable[[re.Match[str]], str]:
+    """Replaces a real, non-loopback address; leaves clock times and 127.x/::1/0.0.0.0."""
+
+    def replace(match: re.Match[str]) -> str:
+        try:
+            address = ipaddress.ip_address(match.group(0).split("%")[0])
+        except ValueError:
+            return match.group(0)
+        return match.group(0) if address.is_loopback or address.is_unspecified else replacement
+
+    return replace
 
 
 def _home() -> str | None:

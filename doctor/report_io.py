@@ -57,7 +57,7 @@ def load_report(path: Path) -> Report:
 def report_from_json(data: Any) -> Report:
     if not isinstance(data, Mapping) or "schema_version" not in data:
         raise ReportError("not a ddp-doctor report: no schema_version")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if type(data["schema_version"]) is not int or data["schema_version"] != SCHEMA_VERSION:
         raise ReportError(
             f"report schema_version {data['schema_version']!r} is not {SCHEMA_VERSION}; "
             "use the ddp-doctor version that wrote it"

@@ -37,13 +37,7 @@ def owned(code: str) -> bool:
 OWNED_FACT_CODES = sorted(spec.code for spec in rules_in_scope("facts") if owned(spec.code))
 
 # Rules that misbehave on a realistic fixture; the reason names the bug.
-KNOWN_BUGS = {
-    "mig-enabled-2gpu": (
-        "DDP021 fires on a MIG node: CUDA enumerates one MIG device, so torch's count differs "
-        "from NVML's by design; devices.py device_count_mismatch skips CUDA_VISIBLE_DEVICES MIG "
-        "slices but not NVML MIG mode (DDP023 already explains it)"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 # Evidence the findings must carry, per fixture: (code, severity or None, evidence subset).
 EVIDENCE: dict[str, list[tuple[str, Severity | None, dict[str, object]]]] = {

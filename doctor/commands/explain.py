@@ -39,7 +39,11 @@ def explain_text(spec: RuleSpec) -> str:
 
 @click.command("rules")
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown"]),
+    default="table",
+    show_default=True,
 )
 def rules_command(fmt: str) -> None:
     """List every rule: code, name, severity and a one-line summary."""
@@ -57,5 +61,15 @@ def rules_command(fmt: str) -> None:
         ]
         click.echo(json.dumps(rows, indent=2))
         return
+    if fmt == "markdown":
+        click.echo(rules_markdown(specs))
+        return
     table = [(s.code, s.name, s.severity.word, s.summary) for s in specs]
     click.echo(tabulate(table, headers=("code", "name", "severity", "summary"), tablefmt="plain"))
+
+
+def rules_markdown(specs: list[RuleSpec]) -> str:
+    """The README's rule table, made from the rules' own docstrings."""
+    lines = ["| code | name | severity | what it finds |", "|---|---|---|---|"]
+    lines += [f"| {s.code} | {s.name} | {s.severity.word} | {s.summary} |" for s in specs]
+    return "\n".join(lines)

@@ -76,8 +76,8 @@ def device_count_mismatch(facts: FactSet) -> Iterator[Hit]:
     if not torch or not torch.cuda_version or not nvml or not torch.cuda_available:
         return
     visible = visible_devices(facts)
-    if visible.problems or visible.mig_slices:
-        return  # DDP020 / DDP023 say why already
+    if visible.problems or visible.mig_slices or any(gpu.mig_mode for gpu in visible.gpus):
+        return  # DDP020 / DDP023 say why already (with MIG on, CUDA shows one slice)
     if torch.device_count != visible.count:
         yield Hit(
             f"torch sees {plural(torch.device_count, 'GPU')}, NVML {len(nvml.gpus)}, and "

@@ -122,9 +122,9 @@ def driver_too_old(facts: FactSet) -> Iterator[Hit]:
 def gpu_arch_unsupported(facts: FactSet) -> Iterator[Hit]:
     """The GPU's compute capability is not in the torch build's architecture list.
 
-    What it finds: a device capability that no `sm_XY` (same major, minor not above the
-    device's) nor `compute_XY` (PTX, XY not above the device's) in torch.cuda.get_arch_list()
-    can run on.
+    What it finds: a device capability that no entry of torch.cuda.get_arch_list() can run
+    on: `sm_XY` and `compute_XY` cover the same major version from minor Y up, as torch's own
+    check counts them (Jetson capabilities only by their own entry).
     Why it matters: every kernel fails with "no kernel image is available for execution on the
     device"; torch warns "sm_120 is not compatible with the current PyTorch installation".
     Example: an RTX 5090 (sm_120) with a cu118 wheel.
@@ -143,17 +143,23 @@ def gpu_arch_unsupported(facts: FactSet) -> Iterator[Hit]:
             )
 
 
+# Integrated (Jetson/Tegra) GPUs: code built for them runs only on them, and same-major code
+# built for discrete GPUs does not run on them (torch.cuda.DEVICE_REQUIREMENT, torch 2.13).
+INTEGRATED_GPUS = {53: {53}, 62: {62}, 72: {72}, 87: {87}, 101: {101, 110}}
+
+
 def _arch_covered(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bool:
+    """As torch's own check: sm_XY and compute_XY run on the same major, minor >= Y."""
     device = capability[0] * 10 + capability[1]
     for arch in arch_list:
-        kind, _, number = arch.partition("_")
-        digits = number.rstrip("af")
+        digits = arch.partition("_")[2].rstrip("af")
         if not digits.isdigit():
             continue
         code = int(digits)
-        if kind == "sm" and code // 10 == device // 10 and code <= device:
-            return True
-        if kind == "compute" and code <= device:
+        if code in INTEGRATED_GPUS:
+            if device in INTEGRATED_GPUS[code]:
+                return True
+        elif code // 10 == device // 10 and code <= device and device not in INTEGRATED_GPUS:
             return True
     return False
 

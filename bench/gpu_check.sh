@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU check: `pytest -m gpu` plus `ddp-doctor run --format json`, on a machine with at
+# least one NVIDIA GPU, in well under 8 minutes. Results go to $OUT (or a temporary folder).
+# Usage: bash bench/gpu_check.sh   (from the repository root)
+set -u
+out=${OUT:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
+python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch
+python3 -m pip install -q -e '.[test]' >/dev/null 2>&1 || python3 -m pip install -q --no-deps -e .
+nvidia-smi -L | tee "$out/nvidia-smi.txt"
+
+echo "== pytest -m gpu"
+timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/pytest-gpu.log"
+echo "pytest exit: ${PIPESTATUS[0]}"
+
+echo "== ddp-doctor run (one rank per GPU, NCCL)"
+timeout 150 ddp-doctor run --format json --timeout 120 >"$out/run.json" 2>"$out/run.stderr"
+echo "run exit: $?"
+timeout 150 ddp-doctor run --timeout 120 -o "$out/run.txt"; cat "$out/run.txt"
+
+echo "== ddp-doctor run --nproc 2 on one GPU (must name DDP305)"
+CUDA_VISIBLE_DEVICES=0 timeout 150 ddp-doctor run --nproc 2 --backend nccl --timeout 90 \
+  --format json >"$out/run-2ranks-1gpu.json" 2>&1
+echo "run exit: $?"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sorted({f['code'] for f in r['findings']}))" \
+  "$out/run-2ranks-1gpu.json"
+echo "results in $out"
