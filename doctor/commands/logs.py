@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import click
+
 from ddp_doctor.cli import (
     EXIT_CODES_HELP,
     DoctorError,
