@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from ddp_doctor import exitcodes
 from ddp_doctor.cli import DoctorError, check_output_writable, emit, make_selector, report_options
 from ddp_doctor.model import Report, Severity

@@ -7,15 +7,29 @@ Computed lazily, once per script, from the recorded facts; nothing here walks th
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from functools import cached_property
 
 from . import names
-from .facts import ZERO, Assignment, CallSite, Context, Function, ScriptFacts
+from .facts import ZERO, Assignment, CallSite, Context, Function, ScriptFacts, position
 from .guards import is_rank_like
 
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
 _CUDA_DEVICE_PREFIX = "cuda"
+_SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
+_DISTRIBUTED_MARKS = frozenset(
+    {
+        names.INIT_PROCESS_GROUP,
+        names.DDP,
+        names.DISTRIBUTED_SAMPLER,
+        names.SET_DEVICE,
+        "torch.distributed.get_rank",
+        "torch.distributed.get_world_size",
+        *names.SPAWN,
+        *names.COLLECTIVES,
+    }
+)
 
 
 def candidates(value: ast.AST) -> Iterator[ast.AST]:
@@ -69,25 +83,23 @@ class Flow:
 
     @cached_property
     def init_calls(self) -> list[CallSite]:
-        return self.facts.calls_to(names.INIT_PROCESS_GROUP)
+        """init_process_group calls, less single-process ones (world_size=1)."""
+        return [c for c in self.facts.calls_to(names.INIT_PROCESS_GROUP) if not _single(c)]
 
     @cached_property
     def is_multiprocess(self) -> bool:
         """One process per GPU: a process group, DDP, a DistributedSampler or mp.spawn."""
         facts = self.facts
-        return bool(
-            self.init_calls
-            or self.ddp_wraps
-            or facts.calls_to(names.DISTRIBUTED_SAMPLER)
-            or facts.calls_to(*names.SPAWN)
-        )
+        samplers = [s for s in facts.calls_to(names.DISTRIBUTED_SAMPLER) if not _single(s)]
+        return bool(self.init_calls or self.ddp_wraps or samplers or facts.calls_to(*names.SPAWN))
 
     @cached_property
     def set_device_calls(self) -> list[CallSite]:
         facts = self.facts
-        found = facts.calls_to(names.SET_DEVICE, "torch.cuda.device", "torch.set_default_device")
+        found = facts.calls_to("torch.cuda.device")
+        found += [c for c in facts.calls if _SETS_DEVICE.search(c.key)]  # helpers too
         found += [c for c in self.init_calls if c.keyword("device_id") is not None]
-        return found
+        return sorted(found, key=position)
 
     @cached_property
     def pins_device_by_environment(self) -> bool:
@@ -104,6 +116,8 @@ class Flow:
     def uses_cuda(self) -> bool:
         facts = self.facts
         if facts.calls_by_key.get("cuda") or '"nccl"' in facts.source or "'nccl'" in facts.source:
+            return True
+        if any(wrap.argument(1, "device_ids") is not None for wrap in self.ddp_wraps):
             return True
         return any(
             (name := facts.qualname(site.node.func)) is not None and name.startswith("torch.cuda.")
@@ -151,11 +165,40 @@ class Flow:
             func = site.node.func
             if site.ctx.function is function:
                 continue  # recursion says nothing about who calls it first
-            if (isinstance(func, ast.Name) and self.facts.imports.names.get(func.id) is None) or (
-                isinstance(func, ast.Attribute) and function.class_name is not None
-            ):
+            if isinstance(func, ast.Name):
+                local = self.facts.imports.names.get(func.id) is None
+            else:  # obj.method(): not torch.save when a method is named save
+                local = function.class_name is not None and self.facts.qualname(func) is None
+            if local:
                 sites.append(site)
-        return sites
+        if function.class_name is None:
+            return sites
+        return self._method_sites(function, sites)
+
+    def _method_sites(self, method: Function, sites: list[CallSite]) -> list[CallSite]:
+        """For a method, `self.save()` and `trainer.save()` (trainer = Trainer(...)) beat
+        `frame.save()` on some other object, when there are any."""
+        instances = self._instances.get(method.class_name or "", set())
+        typed = [
+            s
+            for s in sites
+            if isinstance(s.node.func, ast.Name)
+            or names.dotted(s.receiver) in ("self", "cls")  # type: ignore[arg-type]
+            or names.dotted(s.receiver) in instances  # type: ignore[arg-type]
+        ]
+        return typed or sites
+
+    @cached_property
+    def _instances(self) -> dict[str, set[str]]:
+        """Class name -> names assigned an instance of it: `trainer = Trainer(...)`."""
+        found: dict[str, set[str]] = {}
+        for assignment in self.facts.assignments:
+            value = assignment.value
+            if isinstance(value, ast.Call):
+                name = names.last_identifier(value.func)
+                if name and name[:1].isupper():
+                    found.setdefault(name, set()).add(assignment.target)
+        return found
 
     @cached_property
     def rank_zero_functions(self) -> set[str]:
@@ -222,10 +265,74 @@ class Flow:
             return True
         return bool(self.local_call_sites(function)) or function.name in self._passed_as_argument
 
+    @cached_property
+    def _callees(self) -> dict[str | None, set[str]]:
+        """Call graph over this file's functions; None stands for module-level code."""
+        edges: dict[str | None, set[str]] = {}
+        for function in self.facts.functions:
+            for site in self.local_call_sites(function):
+                caller = site.ctx.function.qualname if site.ctx.function else None
+                edges.setdefault(caller, set()).add(function.qualname)
+        by_name = self.facts.functions_by_name
+        for site in self.facts.calls:  # mp.spawn(main_worker, ...): the spawner reaches it
+            caller = site.ctx.function.qualname if site.ctx.function else None
+            for value in site.node.args:
+                if isinstance(value, ast.Name):
+                    for target in by_name.get(value.id, ()):
+                        edges.setdefault(caller, set()).add(target.qualname)
+        return edges
+
+    @cached_property
+    def distributed_region(self) -> set[str | None]:
+        """Functions on a call path through distributed code: those that init, wrap, shard or
+        communicate, their callers, and everything those call. Unrelated helpers and tests in
+        the same file stay out. None stands for module-level code."""
+        seeds: set[str | None] = set()
+        for site in self.facts.calls:
+            if site.key and self.facts.resolve(site) in _DISTRIBUTED_MARKS:
+                seeds.add(site.ctx.function.qualname if site.ctx.function else None)
+        callers: dict[str, set[str | None]] = {}
+        for caller, callees in self._callees.items():
+            for callee in callees:
+                callers.setdefault(callee, set()).add(caller)
+        region = _closure(seeds, callers)  # the seeds and whoever calls them
+        return _closure(region, self._callees)  # and whatever those call
+
+    def in_distributed_region(self, ctx: Context) -> bool:
+        function = ctx.function
+        while function is not None:
+            if function.qualname in self.distributed_region:
+                return True
+            function = self._enclosing(function)
+        return ctx.function is None and None in self.distributed_region
+
+    def _enclosing(self, function: Function) -> Function | None:
+        outer = function.qualname.rpartition(".")[0]
+        return next((f for f in self.facts.functions if f.qualname == outer), None)
+
     def called_in_loop(self, function: Function | None) -> bool:
         if function is None:
             return False
         return any(site.ctx.loops for site in self.local_call_sites(function))
+
+
+def _closure(start: set[str | None], edges: dict) -> set[str | None]:  # type: ignore[type-arg]
+    found = set(start)
+    stack = list(start)
+    while stack:
+        for reached in edges.get(stack.pop(), ()):
+            if reached not in found:
+                found.add(reached)
+                stack.append(reached)
+    return found
+
+
+def _single(site: CallSite) -> bool:
+    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process."""
+    count = site.keyword("world_size") or site.keyword("num_replicas")
+    if count is None and site.key == "init_process_group":
+        count = site.argument(3, "world_size")
+    return isinstance(count, ast.Constant) and count.value == 1
 
 
 def _before(first: ast.AST, second: ast.AST) -> bool:

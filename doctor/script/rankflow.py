@@ -41,7 +41,12 @@ def logging_is_rank_aware(facts: ScriptFacts) -> bool:
         for call in facts.calls_by_key.get(key, ()):
             if call.ctx.guard is not None:
                 return True
-            values = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+            values: list[ast.AST] = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+            for value in list(
+                values
+            ):  # level = INFO if rank == 0 else WARNING; basicConfig(level=level)
+                if isinstance(value, ast.Name):
+                    values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
             if any(
                 is_rank_like(n) or isinstance(n, ast.IfExp) for v in values for n in ast.walk(v)
             ):

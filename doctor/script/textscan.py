@@ -22,9 +22,10 @@ def launch_mentions(lines: Sequence[str], *, skip_comments: bool) -> Iterator[tu
             yield number, match.start(), match.group(0)
 
 
-def launch_in_string(text: str) -> str | None:
-    match = _LAUNCH.search(text)
-    return match.group(0) if match else None
+def launch_in_string(text: str) -> Iterator[tuple[str, int]]:
+    """Each launcher mention in a Python string, with its offset in the string."""
+    for match in _LAUNCH.finditer(text):
+        yield match.group(0), match.start()
 
 
 def renamed_nccl_variables(lines: Sequence[str]) -> Iterator[tuple[int, int, str]]:

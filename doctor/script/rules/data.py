@@ -11,8 +11,8 @@ from ddp_doctor.registry import Hit, rule
 from .. import names
 from ..facts import CallSite, ScriptFacts, text_of
 from ..flow import candidates, flow_of
-from ..guards import is_rank_like
 from ..hits import hit
+from ..rankflow import mentions_rank
 from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
 
 
@@ -50,12 +50,15 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
         sampler = DistributedSampler(train_set)
         train_loader = DataLoader(train_set, batch_size=32, sampler=sampler)
     """
-    if not flow_of(facts).ddp_wraps:
+    flow = flow_of(facts)
+    if not flow.ddp_wraps:
         return
     for loader in _samplers(facts).loaders:
         if loader.argument(2, "sampler") is not None or loader.keyword("batch_sampler"):
             continue
-        target = flow_of(facts).target_of(loader.node)
+        target = flow.target_of(loader.node)
+        if not flow.in_distributed_region(loader.ctx) or _handed_on(facts, target):
+            continue
         dataset = loader.argument(0, "dataset")
         dataset_text = names.dotted(dataset) if dataset is not None else None
         shuffle = loader.argument(3, "shuffle")
@@ -106,6 +109,20 @@ def sampler_shuffle_conflict(facts: ScriptFacts) -> Iterator[Hit]:
             "'sampler option is mutually exclusive with shuffle'",
             {"sampler": text_of(sampler)},
         )
+
+
+def _handed_on(facts: ScriptFacts, loader: str | None) -> bool:
+    """`loader = accelerator.prepare(loader)`, `make_private(data_loader=loader)`: a library
+    replaces the loader (and shards it) before use."""
+    if loader is None:
+        return False
+    for assignment in facts.assignments_by_target.get(loader, ()):
+        value = assignment.value
+        if isinstance(value, ast.Call):
+            passed = [*value.args, *(kw.value for kw in value.keywords)]
+            if any(names.dotted(p) == loader for p in passed):
+                return True
+    return False
 
 
 def _is_none(node: ast.AST) -> bool:
@@ -272,9 +289,10 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     Fix:
         torch.manual_seed(42 + dist.get_rank())
     """
-    if not flow_of(facts).is_multiprocess:
+    flow = flow_of(facts)
+    if not flow.is_multiprocess:
         return
-    seeds = facts.calls_to(*names.SEEDERS)
+    seeds = [s for s in facts.calls_to(*names.SEEDERS) if flow.in_distributed_region(s.ctx)]
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
@@ -291,8 +309,6 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
-    values: list[ast.AST] = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    for value in list(values):
-        if isinstance(value, ast.Name):  # seed = args.seed + rank; torch.manual_seed(seed)
-            values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
-    return any(is_rank_like(node) for value in values for node in ast.walk(value))
+    """seed + rank, directly or through a name: `seed_offset = rank; manual_seed(1337 + seed_offset)`."""
+    values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    return any(mentions_rank(facts, value) for value in values)

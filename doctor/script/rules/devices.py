@@ -9,7 +9,7 @@ from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, ScriptFacts, position, text_of
+from ..facts import CallSite, EnvAccess, ScriptFacts, TorchImport, position, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
 from ..placement import is_hard_coded_index
@@ -109,6 +109,8 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         return
     indexless_is_wrong = not flow.set_device_calls
     for site in _placements(facts):
+        if not flow.in_distributed_region(site.ctx):
+            continue
         device = _device_argument(site)
         if device is None and site.key == "cuda" and not site.node.args:
             if indexless_is_wrong:
@@ -124,6 +126,8 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
             yield hit(facts, device, f"{text_of(site.node)} puts every rank on GPU {device.value}")
         elif site.key == "device" and is_hard_coded_index(site.node):
             yield hit(facts, site.node, f"{text_of(site.node)} puts every rank on the same GPU")
+        elif site.key == "device" and len(site.node.args) > 1:
+            continue  # torch.device("cuda", local_rank)
         elif indexless_is_wrong and any(_is_plain_cuda(c) for c in candidates(device)):
             yield hit(facts, site.node, f"{text_of(site.node)} means cuda:0 on every rank")
 
@@ -159,8 +163,9 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
 
     What it finds:
         Assignments to CUDA_VISIBLE_DEVICES (os.environ[...] =, setdefault, putenv) that run
-        after `import torch` (or a library that imports it); an error when a torch.cuda call
-        already ran before it in the same scope.
+        after `import torch` (or a library that imports it): an error when a torch.cuda call
+        already ran before it in the same scope, info when it is inside a function (it works
+        there only as long as nothing has touched CUDA yet).
     Why it matters:
         The CUDA driver reads the variable once, when it initialises. Once anything has touched
         CUDA the assignment is silently ignored and the process sees every GPU; after a bare
@@ -174,7 +179,6 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
     writes = [e for e in facts.env if e.writes and e.name == "CUDA_VISIBLE_DEVICES"]
     if not writes or not facts.torch_imports:
         return
-    module_imports = [t for t in facts.torch_imports if t.ctx.module_level]
     cuda_calls = [
         c
         for c in facts.calls
@@ -196,18 +200,26 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
                 severity=Severity.ERROR,
             )
             continue
-        imported = [
-            t
-            for t in facts.torch_imports
-            if (
-                t in module_imports
-                and (not write.ctx.module_level or position(t.node) < position(write.node))
-            )
-            or (t.ctx.function is write.ctx.function and position(t.node) < position(write.node))
-        ]
-        if imported:
-            yield hit(
-                facts,
-                write.node,
-                f"CUDA_VISIBLE_DEVICES is set after torch is imported (line {imported[0].node.lineno})",
-            )
+        imported = [t for t in facts.torch_imports if _imported_before(t, write)]
+        if not imported:
+            continue
+        inside = write.ctx.function
+        yield hit(
+            facts,
+            write.node,
+            f"CUDA_VISIBLE_DEVICES is set after torch is imported (line "
+            f"{imported[0].node.lineno})"
+            + (
+                f", in {inside.qualname}(): it works only if nothing touched CUDA yet"
+                if inside
+                else ""
+            ),
+            severity=Severity.INFO if inside else None,
+        )
+
+
+def _imported_before(imported: TorchImport, write: EnvAccess) -> bool:
+    if imported.ctx.module_level and not write.ctx.module_level:
+        return True  # module-level imports run before any function
+    same_scope = imported.ctx.function is write.ctx.function
+    return same_scope and position(imported.node) < position(write.node)

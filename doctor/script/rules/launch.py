@@ -50,9 +50,13 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
             yield _launch_hit(facts, text, location(facts, line=line, column=column))
         return
     for constant in facts.strings:
-        text = launch_in_string(constant.value) if isinstance(constant.value, str) else None
-        if text:
-            yield _launch_hit(facts, text, location(facts, constant))
+        if not isinstance(constant.value, str):
+            continue
+        for text, offset in launch_in_string(constant.value):
+            before = constant.value[:offset]
+            line = constant.lineno + before.count("\n")
+            column = constant.col_offset if "\n" not in before else len(before.rsplit("\n", 1)[1])
+            yield _launch_hit(facts, text, location(facts, line=line, column=column))
     for imported in facts.torch_imports:
         node = imported.node
         modules = (

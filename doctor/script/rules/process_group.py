@@ -42,11 +42,14 @@ def hardcoded_rank_or_world_size(facts: ScriptFacts) -> Iterator[Hit]:
     Fix:
         dist.init_process_group("nccl")  # under torchrun: RANK and WORLD_SIZE from the env
     """
-    for init in flow_of(facts).init_calls:
+    spawns_itself = bool(facts.calls_to(*names.SPAWN) or facts.calls_by_key.get("Process"))
+    for init in facts.calls_to(names.INIT_PROCESS_GROUP):
         rank = _literal(facts, init.argument(4, "rank"))
         world = _literal(facts, init.argument(3, "world_size"))
-        if rank == 0 and world == 1:
+        if world == 1 and rank in (0, None):
             continue
+        if spawns_itself and rank is None:
+            world = None  # the script starts that many processes itself
         for name, value in (("rank", rank), ("world_size", world)):
             if value is not None:
                 node = init.argument(4 if name == "rank" else 3, name)

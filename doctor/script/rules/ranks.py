@@ -57,7 +57,7 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     for save in facts.calls_to(names.TORCH_SAVE):
-        if flow.runs_on_rank_zero_only(save.ctx) or not flow.reachable(save.ctx.function):
+        if flow.runs_on_rank_zero_only(save.ctx) or not flow.in_distributed_region(save.ctx):
             continue
         path = save.argument(1, "f")
         if path is not None and mentions_rank(facts, path):
@@ -160,7 +160,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         where = load.argument(1, "map_location")
         if where is not None and not (isinstance(where, ast.Constant) and where.value is None):
             continue
-        if flow.runs_on_rank_zero_only(load.ctx):
+        if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
         yield hit(
             facts,
@@ -210,6 +210,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx):
             continue
+        if not flow.in_distributed_region(call.ctx):
+            continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
         key = (call.ctx.function, kind)
@@ -228,10 +230,12 @@ def _log_kind(
     if call.key == "print" and isinstance(func, ast.Name):
         return "print" if call.ctx.loops and not quiet_print else None
     if call.key in _LOG_METHODS and call.receiver is not None:
-        receiver = (names.dotted(call.receiver) or "").lower()
-        if "log" in receiver.rsplit(".", 1)[-1] and call.ctx.loops and not quiet_logging:
-            return "logging"
-        return None
+        receiver = names.dotted(call.receiver) or ""
+        if "log" not in receiver.rsplit(".", 1)[-1].lower() or not call.ctx.loops or quiet_logging:
+            return None
+        origin = facts.qualname(call.receiver) or "logging"
+        return "logging" if origin.startswith("logging") else None  # LOGGER from elsewhere: its
+        # configuration (often per rank) is not in this file
     qualified = facts.qualname(func) or ""
     if qualified.startswith("wandb.") and call.key in ("init", "log"):
         return "wandb"

@@ -1,0 +1,120 @@
+"""Every script rule against its fixture: fires on the `# Errors` part, silent on `# OK`.
+
+A fixture is fixtures/scripts/<CODE>_<name>.py: a prelude (docstring, imports), then
+`# Errors` and `# OK`, each holding cases separated by `# ---`. Each case is checked on its
+own (the prelude plus that case; other lines blanked so line numbers stay true), because
+several rules judge a whole file. `# expect: CODE[, CODE]` marks the line a finding must be on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.model import Severity
+from ddp_doctor.script.analyze import analyze, script_rules
+from ddp_doctor.script.files import PYTHON
+from ddp_doctor.script.runner import check_paths
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts"
+REALISTIC = SCRIPTS / "realistic"
+_EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+
+
+@dataclass(frozen=True)
+class Case:
+    fixture: Path
+    part: str  # "Errors" or "OK"
+    first_line: int
+    source: str
+    expected: Counter[tuple[int, str]]
+
+
+def expectations(lines: list[str]) -> Counter[tuple[int, str]]:
+    found: Counter[tuple[int, str]] = Counter()
+    for number, line in enumerate(lines, start=1):
+        match = _EXPECT.search(line)
+        if match:
+            for code in match.group(1).split(","):
+                if code.strip():
+                    found[(number, code.strip())] += 1
+    return found
+
+
+def split_cases(fixture: Path) -> list[Case]:
+    lines = fixture.read_text(encoding="utf-8").splitlines()
+    markers = {
+        i: line.strip()[2:] for i, line in enumerate(lines) if line.strip() in ("# Errors", "# OK")
+    }
+    assert sorted(markers.values()) == ["Errors", "OK"], f"{fixture.name}: needs # Errors and # OK"
+    prelude_end = min(markers)
+    cases: list[Case] = []
+    starts = sorted(markers) + [len(lines)]
+    for start, end in zip(starts, starts[1:], strict=False):
+        part = markers[start]
+        chunk_start = start + 1
+        for index in range(start + 1, end + 1):
+            if index == end or lines[index].strip() == "# ---":
+                kept = set(range(prelude_end)) | set(range(chunk_start, index))
+                text = [line if i in kept else "" for i, line in enumerate(lines)]
+                expected = expectations(text)
+                cases.append(Case(fixture, part, chunk_start + 1, "\n".join(text) + "\n", expected))
+                chunk_start = index + 1
+    return cases
+
+
+def fixture_code(fixture: Path) -> str:
+    return fixture.name.split("_", 1)[0]
+
+
+FIXTURES = sorted(SCRIPTS.glob("DDP1*.py"))
+CASES = [case for fixture in FIXTURES for case in split_cases(fixture)]
+
+
+def findings_for(case: Case) -> list:
+    return analyze(str(case.fixture), case.source, PYTHON, script_rules())
+
+
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{c.fixture.stem[:6]}-{c.part}-L{c.first_line}" for c in CASES]
+)
+def test_rule_fixture(case: Case) -> None:
+    code = fixture_code(case.fixture)
+    watched = {code} | {c for _, c in case.expected}
+    found = Counter((f.location.line, f.code) for f in findings_for(case) if f.code in watched)
+    if case.part == "OK":
+        assert not case.expected, "an OK case must not expect findings"
+        assert not found, f"{code} fired on an OK case: {sorted(found)}"
+    else:
+        assert case.expected, "an Errors case must expect at least one finding"
+        assert found == case.expected
+
+
+def test_every_errors_part_expects_its_own_code() -> None:
+    for fixture in FIXTURES:
+        code = fixture_code(fixture)
+        expected = {c for case in split_cases(fixture) for _, c in case.expected}
+        assert code in expected, f"{fixture.name} never expects {code}"
+
+
+REALISTIC_SCRIPTS = sorted(REALISTIC.glob("*.py"))
+
+
+@pytest.mark.parametrize("script", REALISTIC_SCRIPTS, ids=[p.stem for p in REALISTIC_SCRIPTS])
+def test_realistic_script(script: Path) -> None:
+    """Whole training scripts: findings at warning or above are exactly the marked ones."""
+    outcome = check_paths([str(script)])
+    assert outcome.checked == 1
+    found = Counter(
+        (f.location.line, f.code) for f in outcome.findings if f.severity >= Severity.WARNING
+    )
+    assert found == expectations(script.read_text(encoding="utf-8").splitlines())
+
+
+def test_correct_realistic_scripts_exist() -> None:
+    correct = [p for p in REALISTIC_SCRIPTS if "# expect:" not in p.read_text(encoding="utf-8")]
+    assert len(correct) >= 4
