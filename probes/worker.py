@@ -49,7 +49,6 @@ class Worker:
         self.backend = args.backend
 
     def run(self) -> int:
-        warm_ddp = threading.Thread(target=_warm_up_ddp_imports, daemon=True)
         stages: list[tuple[str, Stage]] = [
             ("init", self.init),
             ("identity", self.identity),
@@ -61,8 +60,6 @@ class Worker:
         for name, stage in stages:
             if not self._run_stage(name, stage):
                 return 1
-            if name == "init":
-                warm_ddp.start()
         self.torch.distributed.destroy_process_group()
         return 0
 
@@ -90,6 +87,8 @@ class Worker:
         import torch
         import torch.distributed as dist
 
+        # The rendezvous below mostly waits for the slower ranks: import DDP's modules meanwhile.
+        threading.Thread(target=_warm_up_ddp_imports, daemon=True).start()
         self.torch = torch
         self.backend = _choose_backend(torch, self.args.backend)
         if self.backend == "nccl":

@@ -1,0 +1,25 @@
+"""The README's rule table is generated from the rules' docstrings and must be current."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ddp_doctor.commands.explain import rules_markdown
+from ddp_doctor.registry import all_rules
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_rule_table_is_current() -> None:
+    section = re.search(r"<!-- rules:start -->\n(.*)\n<!-- rules:end -->", README.read_text(), re.S)
+    assert section, "README.md lost its rules markers"
+    assert section.group(1) == rules_markdown(all_rules()), (
+        "README rule table is stale: replace it with `ddp-doctor rules --format markdown`"
+    )
+
+
+def test_readme_names_every_command() -> None:
+    text = README.read_text()
+    for command in ("run", "check", "logs", "diagnose", "explain", "rules"):
+        assert f"### `ddp-doctor {command}" in text or f"`ddp-doctor {command}" in text, command
