@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,8 @@ def split_cases(fixture: Path) -> list[Case]:
     assert sorted(markers.values()) == ["Errors", "OK"], f"{fixture.name}: needs # Errors and # OK"
     prelude_end = min(markers)
     cases: list[Case] = []
-    starts = sorted(markers) + [len(lines)]
-    for start, end in zip(starts, starts[1:], strict=False):
+    starts = [*sorted(markers), len(lines)]
+    for start, end in pairwise(starts):
         part = markers[start]
         chunk_start = start + 1
         for index in range(start + 1, end + 1):

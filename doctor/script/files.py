@@ -120,9 +120,9 @@ def _entry(
     if kind is None:
         return
     if entry.is_symlink() and not os.path.exists(entry.path):
-        yield Unreadable(entry.path, _broken_link_reason(entry.path))
+        yield Unreadable(os.path.normpath(entry.path), _broken_link_reason(entry.path))
         return
-    yield Candidate(entry.path, kind)
+    yield Candidate(os.path.normpath(entry.path), kind)
 
 
 def _broken_link_reason(path: str) -> str:

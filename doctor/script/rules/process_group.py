@@ -11,7 +11,8 @@ from ddp_doctor.registry import Hit, rule
 from .. import names
 from ..facts import ScriptFacts, text_of
 from ..flow import candidates, flow_of
-from ..hits import hit
+from ..hits import hit, location
+from ..textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 
@@ -193,8 +194,8 @@ def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
         os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
     """
     if not facts.is_python:
-        from ..textscan import renamed_nccl_variables
-
+        if facts.path.endswith(".md"):
+            return  # prose about the old names is not a setting
         for line, column, name in renamed_nccl_variables(facts.lines):
             yield _renamed_hit(facts, name, line=line, column=column)
         return
@@ -206,10 +207,9 @@ def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
 def _renamed_hit(
     facts: ScriptFacts, name: str, *, node: ast.AST | None = None, line: int = 1, column: int = 0
 ) -> Hit:
-    from ddp_doctor.registry import Hit as _Hit
-
-    from ..hits import location
-
-    where = location(facts, node, line=line, column=column)
     new = _RENAMED_NCCL_VARIABLES[name]
-    return _Hit(f"{name} was renamed {new}: set {new} instead", {"variable": name}, location=where)
+    return Hit(
+        f"{name} was renamed {new}: set {new} instead",
+        {"variable": name},
+        location=location(facts, node, line=line, column=column),
+    )
