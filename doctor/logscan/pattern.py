@@ -106,7 +106,7 @@ def render_message(template: str, evidence: Evidence) -> str:
 # "ket has timed out"), and the suffixes are grouped by that character: one regex per group
 # ("k(?:et has timed out|ernel image...)"), a handful of fast passes over each chunk. A suffix
 # is a necessary condition for its anchor, so no line an anchor would find is missed.
-_MIN_SUFFIX = 6
+_MIN_SUFFIX = 10  # shorter suffixes ("memory") would let common words through
 # Rough share of each character in log text (per byte), for choosing what to scan for.
 _FREQUENCY_GROUPS = (
     (" ", 0.13),
@@ -167,9 +167,10 @@ class Prefilter:
             for first, rests in sorted(by_first.items())
         )
 
-    def candidates(self, chunk: bytes) -> list[int]:
-        """Sorted offsets of possible anchors (a line may hold several)."""
-        found = [match.start() for regex in self.regexes for match in regex.finditer(chunk)]
+    def candidates(self, chunk: bytes, begin: int = 0, end: int | None = None) -> list[int]:
+        """Sorted offsets of possible anchors in chunk[begin:end] (a line may hold several)."""
+        end = len(chunk) if end is None else end
+        found = [m.start() for regex in self.regexes for m in regex.finditer(chunk, begin, end)]
         return sorted(found)
 
 

@@ -41,27 +41,38 @@ class LogScanner:
         self.source = source
         self.bytes = 0
         self.lines = 0  # complete lines seen so far
-        self._pending = b""  # the start of a line whose newline has not arrived yet
+        self._pending = bytearray()  # the start of a line whose newline has not arrived yet
         self._tallies: dict[str, CodeTally] = {}
         self._blocks: list[TorchrunFailureBlock] = []
 
     def feed(self, data: bytes) -> None:
         self.bytes += len(data)
-        data = self._pending + data if self._pending else data
-        cut = data.rfind(b"\n") + 1
+        begin = 0
+        if self._pending:  # first close the line the previous piece left open
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._pending += data
+                self._flush_endless_line()
+                return
+            self._scan(bytes(self._pending) + data[: newline + 1])
+            begin = newline + 1
+        cut = data.rfind(b"\n", begin) + 1
         if cut:
-            self._scan(data[:cut])
-        self._pending = data[cut:]
+            self._scan(data, begin, cut)  # in place: no copy of the chunk
+        self._pending = bytearray(data[cut or begin :])
+        self._flush_endless_line()
+
+    def _flush_endless_line(self) -> None:
         if len(self._pending) > MAX_LINE_BYTES:
-            self._scan(self._pending)  # a piece of an endless line; its number does not move
-            self._pending = b""
+            self._scan(bytes(self._pending))  # a piece of an endless line: its number stays
+            self._pending = bytearray()
 
     def findings(self) -> list[Finding]:
         """Ends the scan (a last line without a newline counts) and orders the findings."""
         if self._pending:
-            self._scan(self._pending)
+            self._scan(bytes(self._pending))
             self.lines += 1
-            self._pending = b""
+            self._pending = bytearray()
         for block in self._blocks:
             self._record_block(block)
         self._blocks.clear()
@@ -72,11 +83,13 @@ class LogScanner:
     def stats(self) -> ScanStats:
         return ScanStats(self.bytes, self.lines + (1 if self._pending else 0))
 
-    def _scan(self, chunk: bytes) -> None:
-        """Scans whole lines (or one piece of an endless line); counts the newlines."""
-        candidates = PREFILTER.candidates(chunk)
-        position, number, size = 0, self.lines + 1, len(chunk)
-        while position < size:
+    def _scan(self, chunk: bytes, begin: int = 0, end: int | None = None) -> None:
+        """Scans the whole lines in chunk[begin:end] (or one piece of an endless line) and
+        counts their newlines."""
+        end = len(chunk) if end is None else end
+        candidates = PREFILTER.candidates(chunk, begin, end)
+        position, number = begin, self.lines + 1
+        while position < end:
             if self._blocks:  # inside a torchrun summary every line counts
                 start = position
             else:
@@ -85,12 +98,12 @@ class LogScanner:
                     break
                 start = chunk.rfind(b"\n", position, candidates[index]) + 1 or position
                 number += chunk.count(b"\n", position, start)
-            end = chunk.find(b"\n", start)
-            end = size if end < 0 else end + 1
-            self._handle(read_line(chunk[start:end], number))
+            stop = chunk.find(b"\n", start, end)
+            stop = end if stop < 0 else stop + 1
+            self._handle(read_line(chunk[start:stop], number))
             number += 1
-            position = end
-        self.lines += chunk.count(b"\n")
+            position = stop
+        self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
         self._feed_blocks(line)
