@@ -24,6 +24,17 @@ WATCHDOG = (
     "NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out."
 )
 OOM = "[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+ROOT_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-01-01_00:00:00
+  host      : h
+  rank      : 2 (local_rank: 2)
+  exitcode  : 1 (pid: 10)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================"""
 
 
 def codes(text: str) -> list[str]:
@@ -157,25 +168,33 @@ def test_a_cause_comes_before_the_symptoms_printed_before_it() -> None:
 
 
 def test_torchruns_root_cause_rank_comes_before_an_earlier_rank() -> None:
-    summary = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-Root Cause (first observed failure):
-[0]:
-  time      : 2025-01-01_00:00:00
-  host      : h
-  rank      : 2 (local_rank: 2)
-  exitcode  : 1 (pid: 10)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================"""
     text = "\n".join(
         [
             "[rank0]: RuntimeError: CUDA error: invalid device ordinal",
             "[rank2]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            ROOT_SUMMARY,
+        ]
+    )
+    assert codes(text) == ["DDP025", "DDP027", "DDP307"]
+
+
+def test_local_rank_prefixes_count_as_the_root_causes_rank() -> None:
+    """torch 1.9 - 2.1 with `torchrun --tee 3` prefixes lines with "[defaultN]:" only."""
+    summary = ROOT_SUMMARY.replace("rank      : 2 (local_rank: 2)", "rank      : 1 (local_rank: 1)")
+    text = "\n".join(
+        [
+            "[default0]:RuntimeError: CUDA error: invalid device ordinal",
+            "[default1]:RuntimeError: CUDA error: uncorrectable ECC error encountered",
             summary,
         ]
     )
     assert codes(text) == ["DDP025", "DDP027", "DDP307"]
+    assert scan_text(text)[0].evidence["local_rank"] == 1
+
+
+def test_a_mention_of_childfailederror_is_not_a_summary() -> None:
+    mention = "we catch ChildFailedError and retry\n" + "step\n" * 300
+    assert codes(mention + "RuntimeError: CUDA error: invalid device ordinal\n") == ["DDP027"]
 
 
 def test_a_rank_killed_by_sigkill_is_a_cause_with_the_oom_fix() -> None:

@@ -147,19 +147,21 @@ _log_code(
     "job-cancelled",
     Severity.ERROR,
     Remediation(
-        "The run was stopped from outside: raise the job's time limit (SLURM --time), "
-        "checkpoint regularly and resume, or find who cancelled it (sacct -j JOBID).",
+        "The run was stopped from outside. A time limit: raise it (SLURM --time) or checkpoint "
+        "and resume. SIGHUP: the terminal closed; run inside tmux/screen or with setsid. "
+        "Otherwise find who cancelled it (sacct -j JOBID).",
         ("sacct -j JOBID --format=JobID,State,Elapsed,Timelimit,ExitCode",),
     ),
     """The job was stopped from outside: a scheduler time limit, a preemption, a cancel.
 
-What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION), torchrun's
-"Received SIGTERM death signal, shutting down workers".
+What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
+scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers".
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
 consequences, not bugs in the script.
 Example: `slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2026-05-01T10:00:00 DUE TO
-TIME LIMIT ***`.
-Fix: a longer time limit, or regular checkpoints and a resumable job.""",
+TIME LIMIT ***`; `Received Signals.SIGHUP death signal` after an SSH session closed.
+Fix: a longer time limit and regular checkpoints; tmux, screen or setsid for interactive
+launches.""",
 )
 
 _log_code(

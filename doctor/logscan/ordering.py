@@ -12,37 +12,53 @@ consequences on every other rank (timeouts, closed connections, SIGTERMs). The o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .aggregate import CodeTally
+from .pattern import Role
 
 ROOT_CAUSE_PRIORITY = 3  # the priority patterns.py gives torchrun's summary
+Who = tuple[object, ...]
 
 
 def root_cause_order(tallies: Iterable[CodeTally], root_code: str) -> list[CodeTally]:
     tallies = list(tallies)
-    root_rank = _torchrun_root_rank(tallies, root_code)
-    first_rank = _first_failing_rank(tallies, exclude=root_rank)
+    root = _torchrun_root(tallies, root_code)
+    root_names = _names(root.facts()) if root else set()
+    first = _first_failing(tallies, exclude=root_names)
 
     def group(tally: CodeTally) -> int:
-        rank = tally.rank
-        if rank is not None and rank == root_rank:
+        who = _who(tally.facts())
+        if who is not None and who in root_names:
             return 0
-        if rank is not None and rank == first_rank:
-            return 1
-        return 2
+        return 1 if who is not None and who == first else 2
 
     return sorted(tallies, key=lambda t: (t.role, group(t), t.first_line, t.code))
 
 
-def _torchrun_root_rank(tallies: list[CodeTally], root_code: str) -> object:
-    for tally in tallies:
-        if tally.code == root_code and tally.primary.pattern.priority >= ROOT_CAUSE_PRIORITY:
-            return tally.rank
+def _who(facts: Mapping[str, object]) -> Who | None:
+    """Who printed it: the global rank, else (SLURM task, local rank) from "[defaultN]:"."""
+    if isinstance(facts.get("rank"), int):
+        return ("rank", facts["rank"])
+    if isinstance(facts.get("local_rank"), int):
+        return ("local", facts.get("task"), facts["local_rank"])
     return None
 
 
-def _first_failing_rank(tallies: list[CodeTally], exclude: object) -> object:
-    ranked = [t for t in tallies if t.rank is not None and t.rank != exclude]
-    causes = [t for t in ranked if t.role == 0] or ranked
-    return min(causes, key=lambda t: t.first_line).rank if causes else None
+def _names(facts: Mapping[str, object]) -> set[Who]:
+    """Every way a line of the root cause's rank may be attributed."""
+    names = {("rank", facts.get("rank")), ("local", facts.get("task"), facts.get("local_rank"))}
+    return names | {("local", None, facts.get("local_rank"))}
+
+
+def _torchrun_root(tallies: list[CodeTally], root_code: str) -> CodeTally | None:
+    for tally in tallies:
+        if tally.code == root_code and tally.primary.pattern.priority >= ROOT_CAUSE_PRIORITY:
+            return tally
+    return None
+
+
+def _first_failing(tallies: list[CodeTally], exclude: set[Who]) -> Who | None:
+    known = [t for t in tallies if (who := _who(t.facts())) is not None and who not in exclude]
+    causes = [t for t in known if t.role == Role.CAUSE] or known
+    return _who(min(causes, key=lambda t: t.first_line).facts()) if causes else None

@@ -21,8 +21,9 @@ torch >= 1.11 (the launcher's ChildFailedError):
     ============================================================
 
 torch 1.9 - 1.10 put "Root Cause:" first, then "Other Failures:", fields without padding
-("rank: 0 (local_rank: 0)", "msg: ..."), and closed with a line of asterisks. torch >= 2.7
-may append the signal's name to the exitcode ("-11 (pid: 5277) (SIGSEGV)").
+("rank: 0 (local_rank: 0)", "msg: ..."), and closed with a line of asterisks. A proposed change
+(pytorch/pytorch#175254) appends the signal's name to the exitcode ("-11 (pid: 5277)
+(SIGSEGV)"); the parser reads that too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 MAX_BLOCK_LINES = 5000  # a runaway guard: 64 ranks x 8 lines is ~500
+MAX_LINES_BEFORE_HEADER = 200  # "ChildFailedError" mentioned without a summary after it
 
 _SEPARATOR = re.compile(r"^\s*(?:={10,}|-{10,}|\*{10,})\s*$")
 _ROOT_HEADER = re.compile(r"^\s*Root Cause(?: \(first observed failure\))?:\s*$")
@@ -67,7 +69,9 @@ class TorchrunFailureBlock:
 
     def feed(self, body: str, number: int) -> None:
         self.lines_seen += 1
-        if self.lines_seen > MAX_BLOCK_LINES:
+        if self.lines_seen > MAX_BLOCK_LINES or (
+            self.section is None and self.lines_seen > MAX_LINES_BEFORE_HEADER
+        ):
             self.done = True
             return
         if _ROOT_HEADER.match(body) or _OTHERS_HEADER.match(body):
