@@ -58,10 +58,6 @@ class CodeTally:
     def role(self) -> Role:
         return self.primary.role
 
-    @property
-    def rank(self) -> object:
-        return self.facts().get("rank")
-
     def add(self, hit: LogHit) -> None:
         self.count += 1
         self.first_line = min(self.first_line, hit.line)
