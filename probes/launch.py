@@ -193,16 +193,17 @@ def _wait(
 ) -> bool:
     """Waits for torchrun; True when it had to be killed at the deadline."""
     deadline = started + config.timeout_s
-    while process.poll() is None:
-        if time.monotonic() >= deadline:
-            kill_group(process)
-            process.wait()
-            return True
-        if progress:
-            progress(_progress_line(journals, config.nproc, time.monotonic() - started))
-        time.sleep(0.05)
-    kill_group(process)  # torchrun is gone; make sure no rank outlives it
-    return False
+    try:
+        while process.poll() is None:
+            if time.monotonic() >= deadline:
+                return True
+            if progress:
+                progress(_progress_line(journals, config.nproc, time.monotonic() - started))
+            time.sleep(0.05)
+        return False
+    finally:  # at the deadline, on Ctrl-C, and after a normal end: no rank outlives the job
+        kill_group(process)
+        process.wait()
 
 
 def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddp_doctor.facts import FactSet
+from ddp_doctor.jobfacts import JobFacts
 from ddp_doctor.model import Finding, Remediation, Severity
 from ddp_doctor.registry import Hit, define, spec_for
 
@@ -43,7 +44,7 @@ def job_output_findings(facts: FactSet, found: Sequence[Finding]) -> list[Findin
     if not job or not job.launched:
         return []
     known = {g.code for g in found} | JUDGED_FROM_FACTS
-    extra = [f for f in _scan(job.output_tail) if f.code not in known]
+    extra = [f for f in _scan(_job_texts(job)) if f.code not in known]
     explained = any(f.code.startswith(EXPLAINING_PREFIXES) for f in [*found, *extra])
     if job_failed(job) and not explained:
         how = "ran past its time limit" if job.timed_out else f"exited with code {job.exit_code}"
@@ -59,6 +60,17 @@ def job_output_findings(facts: FactSet, found: Sequence[Finding]) -> list[Findin
             )
         )
     return extra
+
+
+def _job_texts(job: JobFacts) -> str:
+    """torchrun's output, then each rank's own recorded errors (its "error file")."""
+    errors = [
+        f"[rank{rank.rank}]: {record.error}"
+        for rank in job.ranks
+        for record in rank.stages
+        if record.error
+    ]
+    return "\n".join([job.output_tail, *errors])
 
 
 def _scan(text: str) -> list[Finding]:
