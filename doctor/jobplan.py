@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ddp_doctor.facts import EnvFacts, NvmlFacts, PlanFacts
-from ddp_doctor.probes.base import ProbeSkipped
 from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
 from ddp_doctor.visible_devices import parse_visible_devices
 
@@ -38,6 +37,4 @@ def job_config(plan: PlanFacts, gpus: int, timeout_s: float) -> JobConfig:
 
 
 def run_job_probe(config: JobConfig, nccl_missing: bool, progress: Progress | None) -> JobFacts:
-    if config.nproc < 1:
-        raise ProbeSkipped("no ranks to start")
     return run_job(config, preflight(config, nccl_missing), progress)

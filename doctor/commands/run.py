@@ -16,6 +16,7 @@ from ddp_doctor.progress import Progress
 
 DEFAULT_PROBE_TIMEOUT_S = 20.0
 TORCH_PROBE_TIMEOUT_S = 40.0
+DATAPARALLEL_TIMEOUT_S = 90.0
 JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
 PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
 
@@ -113,57 +114,62 @@ def run_command(
 
 
 def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
-    """The quick probes first (in threads), the job while they finish, torch last if needed."""
-    from ddp_doctor.jobplan import job_config, run_job_probe, visible_gpu_count
+    """The quick probes first (in threads), then the job, torch last if the job did not
+    describe it; every step gets what is left of `timeout`."""
+    from ddp_doctor.jobplan import visible_gpu_count
     from ddp_doctor.probes.dataparallel import collect_dataparallel
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
     from ddp_doctor.probes.nvml import collect_nvml
 
-    started = time.monotonic()
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
     quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
-    env_result = run_probe(Probe("env", collect_environment, quick))
-    torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be checked before launch
+    torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be known before launch
     pending = PendingProbes(
         [Probe("plan", lambda: plan, quick), Probe("host", collect_host, quick)]
-        + ([_torch_probe(timeout)] if torch_first else [])
+        + ([_torch_probe(left())] if torch_first else [])
     )
+    env_result = run_probe(Probe("env", collect_environment, quick))
     progress.say("probing: NVML")
     nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
-    results = [env_result, nvml_result]
+    results = [env_result, nvml_result, *(pending.wait() if torch_first else [])]
     if plan.jobs:
-        if torch_first:
-            results += pending.wait()
-        torch_facts = _facts_of(results, "torch")
-        nccl_missing = (
-            plan.backend == "nccl" and bool(torch_facts) and not torch_facts.nccl_available
-        )
-        left = max(1.0, timeout - (time.monotonic() - started))
-        config = job_config(plan, gpus, left)
-        results.append(
-            run_probe(
-                Probe(
-                    "job",
-                    lambda: run_job_probe(config, nccl_missing, progress.say),
-                    left + JOB_GRACE_S,
-                )
-            )
-        )
-    results += [r for r in pending.wait() if r not in results]
+        results.append(_job(plan, gpus, _facts_of(results, "torch"), left(), progress))
+    if not torch_first:
+        results += pending.wait()
     if not any(r.probe == "torch" for r in results):
-        results.append(_torch_from_job(results) or run_probe(_torch_probe(timeout)))
+        results.append(_torch_from_job(results) or run_probe(_torch_probe(left())))
     if plan.jobs:
         progress.say("probing: DataParallel")
-        results.append(run_probe(Probe("dataparallel", lambda: collect_dataparallel(gpus), 90.0)))
+        limit = min(DATAPARALLEL_TIMEOUT_S, left())
+        results.append(
+            run_probe(Probe("dataparallel", lambda: collect_dataparallel(gpus, limit), limit + 2))
+        )
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
 
-def _torch_probe(timeout: float) -> Probe:
+def _job(
+    plan: PlanFacts, gpus: int, torch: TorchFacts | None, left: float, progress: Progress
+) -> ProbeResult:
+    from ddp_doctor.jobplan import job_config, run_job_probe
+
+    nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
+    config = job_config(plan, gpus, left)
+    return run_probe(
+        Probe("job", lambda: run_job_probe(config, nccl_missing, progress.say), left + JOB_GRACE_S)
+    )
+
+
+def _torch_probe(left: float) -> Probe:
     from ddp_doctor.probes.torch_info import collect_torch
 
-    limit = min(TORCH_PROBE_TIMEOUT_S, timeout)
+    limit = min(TORCH_PROBE_TIMEOUT_S, left)
     return Probe("torch", lambda: collect_torch(timeout_s=limit), limit + 2)
 
 
