@@ -18,6 +18,7 @@ from .guards import is_rank_like
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
 _CUDA_DEVICE_PREFIX = "cuda"
 _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
+_LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
 _DISTRIBUTED_MARKS = frozenset(
     {
         names.INIT_PROCESS_GROUP,
@@ -98,6 +99,13 @@ class Flow:
         facts = self.facts
         found = facts.calls_to("torch.cuda.device")
         found += [c for c in facts.calls if _SETS_DEVICE.search(c.key)]  # helpers too
+        found += [  # colossalai.launch, mmengine's init_dist: library set-ups that pin the GPU
+            c
+            for c in facts.calls
+            if _LIBRARY_SETUP.match(c.key)
+            and facts.resolve(c) is not None
+            and not facts.resolve(c).startswith("torch.")  # type: ignore[union-attr]
+        ]
         found += [c for c in self.init_calls if c.keyword("device_id") is not None]
         return sorted(found, key=position)
 

@@ -1,0 +1,192 @@
+"""Benchmark `ddp-doctor check` against torchfix and against a bare ast.parse walk.
+
+Run by hand, not by CI:
+
+    pip install torchfix==0.7.0
+    python bench/bench_check.py            # builds bench/corpus/ on first use, then times
+    python bench/bench_check.py --rounds 7 --findings
+
+The corpus is real training code shipped inside PyPI packages: the pinned releases below are
+fetched with `pip download --no-deps` into bench/corpus/downloads/ (git-ignored), unpacked, and
+the files that look like training code (DDP/DataParallel/DistributedSampler/process group plus
+a backward() or a train function) are copied into bench/corpus/files/, at most
+--per-package from one package, about --files in all. Nothing of it is committed.
+
+Each round runs the three tools once each, in rotating order (interleaved, so drifting machine
+load hits all three alike), as separate processes over the same tree; the medians are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+DOWNLOADS = CORPUS / "downloads"
+FILES = CORPUS / "files"
+
+# Pinned so that the corpus (and so the numbers) can be rebuilt exactly.
+PACKAGES = (
+    "timm==1.0.31",
+    "yolov5==7.0.14",
+    "ultralytics==8.4.190",
+    "torchtune==0.6.1",
+    "opacus==1.6.0",
+    "fairscale==0.4.13",
+    "vissl==0.1.6",
+    "classy-vision==0.7.0",
+    "accelerate==1.15.0",
+    "pytorch-ignite==0.5.5",
+    "open_clip_torch==3.3.0",
+    "stylegan2-pytorch==1.9.0",
+    "byol-pytorch==0.9.1",
+    "fairseq==0.12.2",
+    "mmengine==0.10.7",
+    "mmpretrain==1.2.0",
+    "speechbrain==1.1.2",
+    "deepspeed==0.19.8",
+    "composer==0.32.1",
+    "trl==1.16.0",
+    "colossalai==0.5.0",
+    "diffusers==0.42.1",
+    "torchdistill==1.1.5",
+)
+_DISTRIBUTED = re.compile(
+    rb"DistributedDataParallel|DataParallel\(|init_process_group|DistributedSampler"
+)
+_TRAINING = re.compile(rb"\.backward\(|def train")
+
+
+def build_corpus(wanted: int, per_package: int) -> None:
+    DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    for requirement in PACKAGES:
+        name = re.split(r"[=<>]", requirement)[0].lower().replace("-", "_")
+        if any(name in p.name.lower().replace("-", "_") for p in DOWNLOADS.iterdir()):
+            continue
+        print(f"downloading {requirement}", file=sys.stderr)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(DOWNLOADS)]
+        done = subprocess.run([*command, "--no-binary", ":all:", requirement], check=False)
+        if done.returncode != 0:
+            subprocess.run([*command, requirement], check=False)
+    if FILES.exists():
+        shutil.rmtree(FILES)
+    chosen = 0
+    for archive in sorted(DOWNLOADS.iterdir()):
+        package = re.split(r"-\d", archive.name, maxsplit=1)[0]
+        taken = 0
+        for member, data in sorted(_python_members(archive)):
+            if taken >= per_package or chosen >= wanted:
+                break
+            if _DISTRIBUTED.search(data) and _TRAINING.search(data):
+                target = FILES / package / member.split("/", 1)[-1]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                taken += 1
+                chosen += 1
+    print(f"corpus: {chosen} files in {FILES}", file=sys.stderr)
+
+
+def _python_members(archive: Path) -> list[tuple[str, bytes]]:
+    found = []
+    if archive.name.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(archive) as zipped:
+            for name in zipped.namelist():
+                if name.endswith(".py"):
+                    found.append((name, zipped.read(name)))
+    elif archive.name.endswith((".tar.gz", ".tgz")):
+        with tarfile.open(archive) as tarred:
+            for member in tarred.getmembers():
+                if member.isfile() and member.name.endswith(".py"):
+                    stream = tarred.extractfile(member)
+                    if stream is not None:
+                        found.append((member.name, stream.read()))
+    return found
+
+
+AST_ONLY = """
+import ast, os, sys, warnings
+warnings.simplefilter("ignore")
+for folder, _, names in os.walk(sys.argv[1]):
+    for name in names:
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as stream:
+                try:
+                    ast.parse(stream.read())
+                except (SyntaxError, ValueError):
+                    pass
+"""
+
+
+def tools(torchfix: str | None) -> dict[str, list[str]]:
+    commands = {
+        "ddp-doctor check": [sys.executable, "-m", "ddp_doctor", "check", str(FILES)],
+        "ast.parse only": [sys.executable, "-c", AST_ONLY, str(FILES)],
+    }
+    if torchfix:
+        commands["torchfix --select ALL"] = [torchfix, "--select", "ALL", str(FILES)]
+    return commands
+
+
+def time_once(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--per-package", type=int, default=15)
+    parser.add_argument("--rebuild", action="store_true", help="rebuild bench/corpus/files")
+    parser.add_argument("--findings", action="store_true", help="also print check's findings")
+    args = parser.parse_args()
+
+    if args.rebuild or not FILES.exists():
+        build_corpus(args.files, args.per_package)
+    files = sorted(FILES.rglob("*.py"))
+    lines = sum(p.read_bytes().count(b"\n") for p in files)
+    torchfix = shutil.which("torchfix")
+    print(
+        f"corpus: {len(files)} files, {lines} lines, {len({p.parts[len(FILES.parts)] for p in files})} packages"
+    )
+    if torchfix is None:
+        print("torchfix not found: pip install torchfix==0.7.0 (comparison skipped)")
+
+    commands = tools(torchfix)
+    names = list(commands)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm the file cache and the interpreters once
+        time_once(commands[name])
+    for round_number in range(args.rounds):
+        order = names[round_number % len(names) :] + names[: round_number % len(names)]
+        for name in order:
+            samples[name].append(time_once(commands[name]))
+
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    for name in names:
+        spread = ", ".join(f"{v:.3f}" for v in samples[name])
+        print(f"{name:24s} median {medians[name]:7.3f} s   ({spread})")
+    check = medians["ddp-doctor check"]
+    print(f"check / ast.parse only  = {check / medians['ast.parse only']:.2f}x  (goal: <= 3x)")
+    if "torchfix --select ALL" in medians:
+        print(
+            f"torchfix / check        = {medians['torchfix --select ALL'] / check:.1f}x  (goal: >= 15x)"
+        )
+    if args.findings:
+        subprocess.run(
+            [sys.executable, "-m", "ddp_doctor", "check", str(FILES), "--fail-on", "info"]
+        )
+
+
+if __name__ == "__main__":
+    main()
