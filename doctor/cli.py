@@ -5,10 +5,12 @@ Nothing here imports torch: `--help`, `--version`, `explain`, `rules` and `check
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +94,40 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
                 help="Also replace host names and IP addresses in json and markdown output.",
             ),
         ]
+
+        @functools.wraps(command)
+        def with_report_options(*args: Any, **kwargs: Any) -> Any:
+            chosen = ReportOptions(
+                fmt=kwargs.pop("fmt"),
+                output=kwargs.pop("output"),
+                fail_on=kwargs.pop("fail_on"),
+                selector=make_selector(kwargs.pop("select"), kwargs.pop("ignore")),
+                verbose=kwargs.pop("verbose"),
+                redact_hosts=kwargs.pop("redact_hosts"),
+            )
+            check_output_writable(chosen.output)  # before any work that could not be saved
+            return command(*args, report_options=chosen, **kwargs)
+
         for option in reversed(options):
-            command = option(command)
-        return command
+            with_report_options = option(with_report_options)
+        return with_report_options
 
     return decorate
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The shared output options, parsed and checked, as one value for the command."""
+
+    fmt: str
+    output: Path | None
+    fail_on: str
+    selector: Selector
+    verbose: bool
+    redact_hosts: bool
+
+    def fails(self, report: Report) -> bool:
+        return report.fails_at(Severity.from_word(self.fail_on))
 
 
 def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
@@ -134,13 +165,13 @@ def emit(text: str, output: Path | None) -> None:
     click.echo(f"report written to {output}", err=True)
 
 
-def finish(
-    report: Report, fmt: str, output: Path | None, fail_on: str, **render_options: Any
-) -> None:
+def finish(report: Report, options: ReportOptions) -> None:
+    """Renders, writes, and exits with the documented code."""
     from .render import render
 
-    emit(render(report, fmt, **render_options), output)
-    sys.exit(exitcodes.FINDINGS if report.fails_at(Severity.from_word(fail_on)) else exitcodes.OK)
+    text = render(report, options.fmt, verbose=options.verbose, redact_hosts=options.redact_hosts)
+    emit(text, options.output)
+    sys.exit(exitcodes.FINDINGS if options.fails(report) else exitcodes.OK)
 
 
 class DoctorError(click.ClickException):

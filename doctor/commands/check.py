@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ddp_doctor import exitcodes
-from ddp_doctor.cli import DoctorError, check_output_writable, emit, make_selector, report_options
-from ddp_doctor.model import Report, Severity
+from ddp_doctor.cli import DoctorError, ReportOptions, emit, report_options
+from ddp_doctor.model import Report
 
 FORMATS = ("text", "table", "json", "sarif", "github")
 
@@ -29,13 +28,7 @@ FORMATS = ("text", "table", "json", "sarif", "github")
 )
 def check_command(
     paths: tuple[str, ...],
-    fmt: str,
-    output: Path | None,
-    fail_on: str,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    verbose: bool,
-    redact_hosts: bool,
+    report_options: ReportOptions,
     exclude: tuple[str, ...],
 ) -> None:
     """Find DDP and DataParallel mistakes in training scripts without running them.
@@ -48,26 +41,25 @@ def check_command(
     from ddp_doctor.script.config import ConfigError
     from ddp_doctor.script.runner import CheckOptions, check_paths
 
-    make_selector(select, ignore)  # an unknown code, prefix or name is a usage error
-    check_output_writable(output)
+    chosen = report_options.selector
     try:
-        outcome = check_paths(list(paths), CheckOptions(select, ignore, exclude))
+        outcome = check_paths(list(paths), CheckOptions(chosen.select, chosen.ignore, exclude))
     except ConfigError as error:
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
-    emit(_render(report, fmt, outcome.checked, verbose, redact_hosts), output)
+    emit(_render(report, report_options, outcome.checked), report_options.output)
     if outcome.checked == 0:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
-    failing = report.fails_at(Severity.from_word(fail_on))
-    sys.exit(exitcodes.FINDINGS if failing else exitcodes.OK)
+    sys.exit(exitcodes.FINDINGS if report_options.fails(report) else exitcodes.OK)
 
 
-def _render(report: Report, fmt: str, checked: int, verbose: bool, redact_hosts: bool) -> str:
+def _render(report: Report, options: ReportOptions, checked: int) -> str:
+    fmt = options.fmt
     if fmt == "text":
         from ddp_doctor.render.text import render_text
 
-        return render_text(report, checked_files=checked, verbose=verbose)
+        return render_text(report, checked_files=checked, verbose=options.verbose)
     if fmt == "sarif":
         from ddp_doctor.render.sarif import render_sarif
 
@@ -78,4 +70,4 @@ def _render(report: Report, fmt: str, checked: int, verbose: bool, redact_hosts:
         return render_github(report)
     from ddp_doctor.render import render
 
-    return render(report, fmt, verbose=verbose, redact_hosts=redact_hosts)
+    return render(report, fmt, verbose=options.verbose, redact_hosts=options.redact_hosts)

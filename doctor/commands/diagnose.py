@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ddp_doctor.cli import DoctorError, check_output_writable, finish, make_selector, report_options
+from ddp_doctor.cli import DoctorError, ReportOptions, finish, report_options
 from ddp_doctor.engine import judge, make_report
 from ddp_doctor.report_io import ReportError, load_report
 
@@ -16,20 +16,12 @@ from ddp_doctor.report_io import ReportError, load_report
 @report_options()
 def diagnose_command(
     report_file: Path,
-    fmt: str,
-    output: Path | None,
-    fail_on: str,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    verbose: bool,
-    redact_hosts: bool,
+    report_options: ReportOptions,
 ) -> None:
     """Re-judge the facts of a JSON report (from `run --format json`) with this version's rules."""
-    selector = make_selector(select, ignore)
-    check_output_writable(output)
     try:
         saved = load_report(report_file)
     except ReportError as error:
         raise DoctorError(str(error)) from None
-    report = make_report(saved.probes, judge(saved.probes, selector))
-    finish(report, fmt, output, fail_on, verbose=verbose, redact_hosts=redact_hosts)
+    report = make_report(saved.probes, judge(saved.probes, report_options.selector))
+    finish(report, report_options)

@@ -13,9 +13,8 @@ import click
 from ddp_doctor.cli import (
     EXIT_CODES_HELP,
     DoctorError,
-    check_output_writable,
+    ReportOptions,
     finish,
-    make_selector,
     report_options,
 )
 from ddp_doctor.engine import make_report
@@ -29,13 +28,7 @@ STDIN = "-"
 @report_options()
 def logs_command(
     log: str,
-    fmt: str,
-    output: Path | None,
-    fail_on: str,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    verbose: bool,
-    redact_hosts: bool,
+    report_options: ReportOptions,
 ) -> None:
     """Diagnose the log of a failed run: torchrun, NCCL_DEBUG and traceback output, a SLURM
     .out with ranks interleaved. FILE may be gzipped; - reads stdin.
@@ -44,12 +37,10 @@ def logs_command(
     rank, then the first rank to fail, then the first error in time), with the line number
     and text that show it.
     """
-    selector = make_selector(select, ignore)
-    check_output_writable(output)
     scan = _scan(log)
     _check_scanned(scan, _display_name(log))
-    report = make_report((), selector.filter(scan.findings))
-    finish(report, fmt, output, fail_on, verbose=verbose, redact_hosts=redact_hosts)
+    report = make_report((), report_options.selector.filter(scan.findings))
+    finish(report, report_options)
 
 
 def _scan(log: str) -> LogScan:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ddp_doctor.cli import check_output_writable, finish, make_selector, report_options
+from ddp_doctor.cli import ReportOptions, finish, report_options
 from ddp_doctor.engine import PendingProbes, Probe, judge, make_report, run_probe
 from ddp_doctor.facts import PlanFacts, TorchFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
@@ -73,13 +72,7 @@ PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
 )
 @click.option("--no-jobs", is_flag=True, help="Only the in-process probes; launch nothing.")
 def run_command(
-    fmt: str,
-    output: Path | None,
-    fail_on: str,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    verbose: bool,
-    redact_hosts: bool,
+    report_options: ReportOptions,
     timeout: float,
     require_gpu: bool,
     nproc: int | None,
@@ -93,8 +86,6 @@ def run_command(
 ) -> None:
     """Probe this machine's torch, CUDA, NCCL and GPUs, launch a small torchrun job, and print
     a diagnosis with a fix for every finding."""
-    selector = make_selector(select, ignore)
-    check_output_writable(output)
     sizes = _checked_sizes(sizes)
     plan = PlanFacts(
         nproc=nproc,
@@ -109,8 +100,8 @@ def run_command(
         timeout_s=timeout,
     )
     results = collect(plan, timeout, Progress.to_stderr())
-    report = make_report(results, judge(results, selector))
-    finish(report, fmt, output, fail_on, verbose=verbose, redact_hosts=redact_hosts)
+    report = make_report(results, judge(results, report_options.selector))
+    finish(report, report_options)
 
 
 def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
