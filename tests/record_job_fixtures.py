@@ -176,6 +176,24 @@ def _world_size(report: dict) -> None:
     probe(report, "env")["facts"]["variables"].update(WORLD_SIZE="16", LOCAL_WORLD_SIZE="6")
 
 
+UNUSED_PARAMETERS = (
+    "RuntimeError: Expected to have finished reduction in the prior iteration before starting a "
+    "new one. This error indicates that your module has parameters that were not used in "
+    "producing loss. You can enable unused parameter detection by passing the keyword argument "
+    "`find_unused_parameters=True` to `torch.nn.parallel.DistributedDataParallel`"
+)
+
+
+def _unused_parameters(report: dict) -> None:
+    """rank-crashes, with rank 1's error the one DDP raises for unused parameters."""
+    report.update(json.loads((OUT / "rank-crashes.json").read_text()))
+    stage(report, 1, "allreduce")["error"] = UNUSED_PARAMETERS
+    job = probe(report, "job")["facts"]
+    job["output_tail"] = job["output_tail"].replace(
+        "RuntimeError: ddp-doctor test fault: rank 1 crashes at allreduce", UNUSED_PARAMETERS
+    )
+
+
 # Facts a CPU machine cannot produce, made by editing the healthy recording.
 DERIVED = {
     "duplicate-gpu": (_duplicate_gpu, ["DDP305"], "two ranks on one GPU (PCI bus id)"),
@@ -190,6 +208,11 @@ DERIVED = {
     "hostname-is-loopback": (_hostname_loopback, ["DDP204", "DDP208"], "host name -> 127.0.1.1"),
     "socket-ifname-missing": (_socket_ifname, ["DDP205"], "NCCL_SOCKET_IFNAME=ib9, no ib9"),
     "world-size-mismatch": (_world_size, ["DDP207"], "WORLD_SIZE=16, LOCAL_WORLD_SIZE=6"),
+    "unused-parameters": (
+        _unused_parameters,
+        ["DDP307"],
+        "rank 1 fails with DDP's unused-parameters error; the log patterns add DDP501",
+    ),
 }
 
 

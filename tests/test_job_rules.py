@@ -48,3 +48,14 @@ def test_crash_evidence_names_rank_stage_and_signal() -> None:
         "exit_code": -9,
         "error": None,
     }
+
+
+def test_failed_job_output_goes_through_the_log_patterns() -> None:
+    """The job's texts are read by the same table as `ddp-doctor logs` (DDP501 here), next to
+    the job's own finding."""
+    report = report_from_json(
+        json.loads((FIXTURES[0].parent / "unused-parameters.json").read_text())
+    )
+    findings = {f.code: f for f in judge(report.probes)}
+    assert findings["DDP307"].evidence["rank"] == 1
+    assert findings["DDP501"].evidence["source"] == "job output"
