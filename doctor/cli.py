@@ -5,9 +5,11 @@ Nothing here imports torch: `--help`, `--version`, `explain`, `rules` and `check
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -194,13 +196,41 @@ def _register_commands() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     _register_commands()
+    _interrupt_on_sigterm()
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="ddp-doctor")
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        click.echo("ddp-doctor: interrupted", err=True)
-        sys.exit(130)
+        returned = cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="ddp-doctor",
+            standalone_mode=False,
+        )
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        _stop_children()
+        click.echo("ddp-doctor: interrupted; the job and its files were removed", err=True)
+        sys.exit(INTERRUPTED)
     except Exception as error:  # the last guard: one line, never a traceback
+        _stop_children()
         click.echo(f"ddp-doctor: internal error: {type(error).__name__}: {error}", err=True)
         sys.exit(exitcodes.USAGE)
+    sys.exit(returned if isinstance(returned, int) else exitcodes.OK)
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _interrupt_on_sigterm() -> None:
+    """`timeout` and batch schedulers stop with SIGTERM: clean up as for Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError, AttributeError):  # not the main thread; no SIGTERM
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def _stop_children() -> None:
+    from ddp_doctor.probes.runner import stop_everything
+
+    stop_everything()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
+from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped, ProbeTimedOut
 
 from . import __version__
 from .facts import FactSet
@@ -82,6 +82,8 @@ def _guarded(probe: Probe) -> ProbeResult:
         return result(ProbeStatus.SKIPPED, error=skipped.reason)
     except ProbeFailed as failed:
         return result(ProbeStatus.FAILED, failed.facts, failed.reason)
+    except ProbeTimedOut as timed_out:
+        return result(ProbeStatus.TIMED_OUT, error=timed_out.reason)
     except Exception as error:
         return result(ProbeStatus.CRASHED, error=_describe_crash(error))
 

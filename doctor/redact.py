@@ -19,6 +19,10 @@ REDACTED = "<redacted>"
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 # Candidates only (clock times match too); ipaddress decides what really is an address.
 IPV6 = re.compile(r"(?<![\w:.])[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%\w+)?(?![\w:])")
+# NAME=value and NAME: value; a command-line flag and its value; HTTP credentials.
+SECRET_PAIR = re.compile(r"\b([A-Za-z_][\w-]*)(=|:[ \t]*)(?!<redacted>)([^\s,;]+)")
+SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+|=)(?!<redacted>)(?!-)([^\s,;]+)")
+CREDENTIAL_SCHEME = re.compile(r"\b(Bearer|Basic)[ \t]+(?!<redacted>)[\w.~+/=-]+", re.IGNORECASE)
 GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 
 
@@ -69,12 +73,12 @@ class Redactor:
 
     @staticmethod
     def _secret_assignments(text: str) -> str:
-        """NAME=value inside free text (a log line, a command) where NAME looks secret."""
-        return re.sub(
-            r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)",
-            lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0),
-            text,
-        )
+        """Secrets inside free text (a log line, a command): NAME=value and NAME: value where
+        NAME looks secret, --secret-flag value, and HTTP Bearer/Basic credentials."""
+        text = CREDENTIAL_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+        for pattern in (SECRET_FLAG, SECRET_PAIR):
+            text = pattern.sub(_redact_if_secret, text)
+        return text
 
     def _hosts(self, text: str) -> str:
         for name in self.hostnames:
@@ -88,6 +92,11 @@ class Redactor:
         if uuid not in self._aliases:
             self._aliases[uuid] = f"{kind}-<uuid{len(self._aliases) + 1}>"
         return self._aliases[uuid]
+
+
+def _redact_if_secret(match: re.Match[str]) -> str:
+    name, separator = match.group(1), match.group(2)
+    return name + separator + REDACTED if is_secret_name(name) else match.group(0)
 
 
 def _replace_address(replacement: str) -> Callable[[re.Match[str]], str]:

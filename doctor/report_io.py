@@ -88,7 +88,10 @@ def probe_from_json(data: Any) -> ProbeResult:
     duration = data.get("duration_s", 0.0)
     if not isinstance(duration, (int, float)):
         raise CodecError(f"{name}: duration_s is not a number")
-    return ProbeResult(name, status, facts, float(duration), data.get("error"))
+    error = data.get("error")
+    if error is not None and not isinstance(error, str):
+        raise CodecError(f"{name}: error is not a string")
+    return ProbeResult(name, status, facts, float(duration), error)
 
 
 def _describe(error: Exception) -> str:

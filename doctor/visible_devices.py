@@ -7,10 +7,13 @@ prefixes of a UUID. The list is all indices or all UUIDs, decided by its first e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .facts import GpuFacts
+
+LEADING_NUMBER = re.compile(r"[+-]?\d+")
 
 
 @dataclass(frozen=True)
@@ -35,48 +38,55 @@ def parse_visible_devices(raw: str | None, gpus: Sequence[GpuFacts]) -> VisibleD
         return VisibleDevices(raw, (), hides_all=True)
     if entries[0].startswith("MIG-"):
         return _parse_mig(raw, entries, gpus)
+    if entries[-1] == "" and len(entries) > 1:
+        entries.pop()  # a trailing comma: CUDA stops there with nothing left to drop
     chosen: list[GpuFacts] = []
-    problems: list[str] = []
-    seen: set[str] = set()
+    keys: list[str] = []
     by_uuid = entries[0].startswith("GPU-")
     for position, entry in enumerate(entries):
-        if entry in seen:
+        key, gpu, problem = _match(entry, by_uuid, gpus)
+        if key in keys:
             return VisibleDevices(
                 raw, (), problems=(f"{entry!r} is listed twice, which hides every GPU",)
             )
-        seen.add(entry)
-        gpu, problem = _match(entry, by_uuid, gpus)
         if problem:
-            dropped = entries[position + 1 :]
-            if dropped:
-                problem += f"; CUDA stops there, so {', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} ignored too"
-            problems.append(problem)
-            break
+            problems = (problem + _dropped_note(entries[position + 1 :]),)
+            return VisibleDevices(raw, tuple(chosen), problems=problems)
+        keys.append(key)
         if gpu is not None:
             chosen.append(gpu)
-    return VisibleDevices(raw, tuple(chosen), problems=tuple(problems))
+    return VisibleDevices(raw, tuple(chosen))
+
+
+def _dropped_note(dropped: list[str]) -> str:
+    if not dropped:
+        return ""
+    verb = "is" if len(dropped) == 1 else "are"
+    return f"; CUDA stops there, so {', '.join(dropped)} {verb} ignored too"
 
 
 def _match(
     entry: str, by_uuid: bool, gpus: Sequence[GpuFacts]
-) -> tuple[GpuFacts | None, str | None]:
+) -> tuple[str, GpuFacts | None, str | None]:
+    """(what identifies the entry, the GPU it selects, why CUDA stops at it)."""
     if by_uuid:
         if not entry.startswith("GPU-"):
-            return None, f"{entry!r} is not a GPU UUID, and the list started with UUIDs"
+            return entry, None, f"{entry!r} is not a GPU UUID, and the list started with UUIDs"
         matches = [gpu for gpu in gpus if gpu.uuid.startswith(entry)]
         if gpus and len(matches) != 1:
             state = "matches no GPU" if not matches else "matches more than one GPU"
-            return None, f"UUID {entry!r} {state}"
-        return (matches[0] if matches else None), None
-    if not entry.isdigit():
-        return None, f"{entry!r} is not a GPU index"
-    index = int(entry)
+            return entry, None, f"UUID {entry!r} {state}"
+        return (matches[0].uuid if matches else entry), (matches[0] if matches else None), None
+    # CUDA reads each entry like strtoul: leading digits count ("1x" is 1); none, or a
+    # negative number, ends the list.
+    digits = LEADING_NUMBER.match(entry)
+    if digits is None or int(digits.group()) < 0:
+        return entry, None, f"{entry!r} is not a GPU index"
+    index = int(digits.group())
     if gpus and index >= len(gpus):
-        return (
-            None,
-            f"index {index} does not exist (NVML sees {len(gpus)} GPU{'s' if len(gpus) != 1 else ''})",
-        )
-    return (gpus[index] if gpus else None), None
+        count = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+        return str(index), None, f"index {index} does not exist (NVML sees {count})"
+    return str(index), (gpus[index] if gpus else None), None
 
 
 def _parse_mig(raw: str, entries: list[str], gpus: Sequence[GpuFacts]) -> VisibleDevices:

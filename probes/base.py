@@ -20,3 +20,11 @@ class ProbeFailed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.facts = facts
+
+
+class ProbeTimedOut(Exception):
+    """What the probe waited for (a child process, a query) did not answer within its limit."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

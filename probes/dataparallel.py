@@ -13,10 +13,11 @@ from typing import Any
 from ddp_doctor.codec import CodecError, from_jsonable
 from ddp_doctor.jobfacts import DataParallelFacts
 
-from .base import ProbeFailed, ProbeSkipped
+from .base import ProbeFailed, ProbeSkipped, ProbeTimedOut
 from .runner import run_command
 
 BATCH = 256
+DEVICE_MISMATCH = "must have its parameters and buffers on device"  # DDP405 judges that one
 
 
 def collect_dataparallel(gpus: int, timeout_s: float = 60.0) -> DataParallelFacts:
@@ -24,12 +25,15 @@ def collect_dataparallel(gpus: int, timeout_s: float = 60.0) -> DataParallelFact
         raise ProbeSkipped("no GPU visible: nn.DataParallel needs CUDA devices")
     result = run_command([sys.executable, "-m", "ddp_doctor.probes.dataparallel"], timeout_s)
     if result.timed_out:
-        raise ProbeFailed(f"the DataParallel probe took longer than {timeout_s:g} s")
+        raise ProbeTimedOut(f"the DataParallel probe took longer than {timeout_s:g} s")
     try:
-        return from_jsonable(DataParallelFacts, json.loads(result.stdout.strip().splitlines()[-1]))
+        facts = from_jsonable(DataParallelFacts, json.loads(result.stdout.strip().splitlines()[-1]))
     except (IndexError, ValueError, CodecError):
         tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
         raise ProbeFailed(f"the DataParallel probe failed: {tail[0]}") from None
+    if facts.error and DEVICE_MISMATCH not in facts.error:
+        raise ProbeFailed(f"nn.DataParallel failed: {facts.error}", facts)
+    return facts
 
 
 def measure() -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ddp_doctor.jobfacts import JobFacts, Preflight
 
 from .job_results import collect_ranks, identities_of, rows_of, torch_exit_codes
-from .runner import kill_group
+from .runner import has_exited, kill_group, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 Progress = Callable[[str], None]
@@ -66,15 +66,23 @@ def resolve(host: str, timeout_s: float = 5.0) -> tuple[str | None, str | None]:
 
 
 def claim_port(address: str, port: int | None) -> tuple[int | None, str | None]:
-    """The asked port if bind() works on it now, else a free one; the error if it does not."""
+    """The asked port (or a free one) if it can be listened on, else why not.
+
+    bind() on the master address says whether it is this machine's; torchrun's store then
+    listens on every interface, so the port must be free on the wildcard address too.
+    """
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((address, port or 0))
-        except OSError as error:
-            name = errno.errorcode.get(error.errno or 0, "error")
-            return port, f"{name}: cannot listen on {address}:{port or 0}: {error.strerror}"
-        return probe.getsockname()[1], None
+    wildcard = "::" if family == socket.AF_INET6 else ""
+    for host in (address, wildcard):
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TCPStore does
+            try:
+                probe.bind((host, port or 0))
+            except OSError as error:
+                name = errno.errorcode.get(error.errno or 0, "error")
+                return port, f"{name}: cannot listen on {host or '*'}:{port or 0}: {error.strerror}"
+            port = probe.getsockname()[1]
+    return port, None
 
 
 def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = None) -> JobFacts:
@@ -105,13 +113,19 @@ def _reason_not_to_launch(checks: Preflight) -> str | None:
     return None
 
 
-def torchrun_argv(config: JobConfig, port: int, journal_dir: Path) -> list[str]:
+def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path) -> list[str]:
     argv = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--nnodes",
         "1",
+        "--node-rank",
+        "0",
+        "--rdzv-backend",
+        "static",
+        "--log-dir",
+        str(workdir / "torchrun"),
         "--nproc-per-node",
         str(config.nproc),
         "--master-addr",
@@ -142,12 +156,19 @@ def torchrun_argv(config: JobConfig, port: int, journal_dir: Path) -> list[str]:
     return argv
 
 
-def job_environment() -> dict[str, str]:
+# torchrun reads its own options from these too (a Kubeflow pod sets them): the doctor's job
+# must not join the pod's rendezvous.
+LAUNCHER_PREFIXES = ("PET_", "TORCHELASTIC_")
+
+
+def job_environment(workdir: Path) -> dict[str, str]:
     import os
 
-    env = dict(os.environ)  # the user's NCCL_*, GLOO_* and CUDA_* settings are what we test
+    # The user's NCCL_*, GLOO_* and CUDA_* settings are what the job tests: keep them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LAUNCHER_PREFIXES)}
     env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun would set, without its banner
     env["PYTHONUNBUFFERED"] = "1"
+    env["TMPDIR"] = str(workdir)  # whatever a rank writes to temp goes with the job's folder
     return env
 
 
@@ -160,15 +181,16 @@ def _launch_and_collect(
     started = time.monotonic()
     with output_path.open("wb") as output:
         process = subprocess.Popen(
-            torchrun_argv(config, checks.master_port or 0, journals),
+            torchrun_argv(config, checks.master_port or 0, journals, workdir),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=job_environment(),
+            env=job_environment(workdir),
             cwd=workdir,
             start_new_session=True,
         )
-        timed_out = _wait(process, config, journals, started, progress)
+        with tracked(process, workdir):
+            timed_out = _wait(process, config, journals, started, progress)
     output_tail = _tail(output_path)
     ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail))
     return JobFacts(
@@ -194,7 +216,7 @@ def _wait(
     """Waits for torchrun; True when it had to be killed at the deadline."""
     deadline = started + config.timeout_s
     try:
-        while process.poll() is None:
+        while not has_exited(process):
             if time.monotonic() >= deadline:
                 return True
             if progress:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+# Children still running, with the folder each one uses: on Ctrl-C or SIGTERM the CLI kills
+# them all (stop_everything), since the threads that would have are abandoned then.
+_LIVE: dict[int, tuple[subprocess.Popen, Path | None]] = {}
+_LIVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -47,14 +54,49 @@ def run_command(
         )
     except OSError as error:
         return CommandResult(tuple(argv), 127, "", str(error), time.monotonic() - started)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-        returncode: int | None = process.returncode
-    except subprocess.TimeoutExpired:
-        kill_group(process)
-        stdout, stderr = process.communicate()
-        returncode = None
+    with tracked(process):
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+            returncode: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            stdout, stderr = process.communicate()
+            returncode = None
     return CommandResult(tuple(argv), returncode, stdout, stderr, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def tracked(process: subprocess.Popen, folder: Path | None = None) -> Iterator[None]:
+    """Registers a running child (and its folder) until the block ends."""
+    with _LIVE_LOCK:
+        _LIVE[process.pid] = (process, folder)
+    try:
+        yield
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.pop(process.pid, None)
+
+
+def stop_everything() -> None:
+    """Kills every tracked child with its descendants and removes their folders."""
+    with _LIVE_LOCK:
+        live = list(_LIVE.values())
+        _LIVE.clear()
+    for process, folder in live:
+        kill_group(process)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def has_exited(process: subprocess.Popen) -> bool:
+    """True once the child has exited, without reaping it: its pid cannot be reused while we
+    still kill what it left behind."""
+    if not hasattr(os, "waitid"):
+        return process.poll() is not None
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
+        return True
 
 
 def kill_group(process: subprocess.Popen) -> None:

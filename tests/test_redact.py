@@ -191,3 +191,17 @@ def test_ipv4_in_text_is_replaced_but_not_version_numbers() -> None:
     assert "192.168.10.23" not in text
     assert "550.54.15" in text and "2.5.1+cu124" in text
     assert re.search(r"<ip>:29500", text)
+
+
+def test_secrets_in_free_text_are_replaced() -> None:
+    redactor = Redactor()
+    for line, secret in (
+        ("Authorization: Bearer sk-live-123abc", "sk-live-123abc"),
+        ("python train.py --password hunter2 --epochs 3", "hunter2"),
+        ("WANDB_API_KEY: 0123abcd", "0123abcd"),
+        ("--hf-token=hf_abcdef", "hf_abcdef"),
+        ("export AWS_SECRET_ACCESS_KEY=AKIAXYZ; echo ok", "AKIAXYZ"),
+    ):
+        assert secret not in redactor.text(line), line
+    assert redactor.text("the token was invalid") == "the token was invalid"
+    assert redactor.text("NCCL_DEBUG=INFO --epochs 3") == "NCCL_DEBUG=INFO --epochs 3"

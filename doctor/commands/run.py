@@ -16,6 +16,7 @@ from ddp_doctor.progress import Progress
 DEFAULT_PROBE_TIMEOUT_S = 20.0
 TORCH_PROBE_TIMEOUT_S = 40.0
 DATAPARALLEL_TIMEOUT_S = 90.0
+TORCH_RESERVE_S = 8.0
 JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
 PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
 
@@ -130,7 +131,10 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
     results = [env_result, nvml_result, *(pending.wait() if torch_first else [])]
     if plan.jobs:
-        results.append(_job(plan, gpus, _facts_of(results, "torch"), left(), progress))
+        # Keep time for the torch probe in case the job ends before rank 0 describes torch.
+        reserve = 0.0 if torch_first or left() < 3 * TORCH_RESERVE_S else TORCH_RESERVE_S
+        job_budget = left() - reserve
+        results.append(_job(plan, gpus, _facts_of(results, "torch"), job_budget, progress))
     if not torch_first:
         results += pending.wait()
     if not any(r.probe == "torch" for r in results):

@@ -125,8 +125,8 @@ def low_bus_bandwidth(facts: FactSet) -> Iterator[Hit]:
     Fix: topology, P2P/NVLink, the right NIC.
     """
     job, floor = facts.job, facts.plan.min_busbw_gbps
-    if not job or not job.bandwidth or floor is None:
-        return
+    if not job or job.nproc < 2 or not job.bandwidth or floor is None:
+        return  # one rank moves no data between ranks: its busbw is 0 by definition
     largest = max(job.bandwidth, key=lambda row: row.size_bytes)
     if largest.busbw_gbps < floor:
         yield Hit(
@@ -252,7 +252,7 @@ def rank_crashed(facts: FactSet) -> Iterator[Hit]:
     if not job:
         return
     for rank in job.ranks:
-        if not died_by_itself(rank):
+        if not died_by_itself(rank, job):
             continue
         last = rank.last_started
         stage = last.stage if last else "startup"

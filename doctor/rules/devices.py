@@ -269,7 +269,7 @@ def more_ranks_than_gpus(facts: FactSet) -> Iterator[Hit]:
     Example: torchrun --nproc-per-node 8 on a node where 4 GPUs are visible.
     Fix: --nproc-per-node no higher than the visible GPUs.
     """
-    if facts.plan.backend == "gloo" or not gpu_present(facts):
+    if facts.plan.backend == "gloo" or not gpu_present(facts) or visible_devices(facts).hides_all:
         return
     visible = (
         visible_devices(facts).count

@@ -45,7 +45,10 @@ def job_output_findings(facts: FactSet, found: Sequence[Finding]) -> list[Findin
         return []
     known = {g.code for g in found} | JUDGED_FROM_FACTS
     extra = [f for f in _scan(_job_texts(job)) if f.code not in known]
-    explained = any(f.code.startswith(EXPLAINING_PREFIXES) for f in [*found, *extra])
+    explained = any(
+        f.code.startswith(EXPLAINING_PREFIXES) and f.severity >= Severity.WARNING
+        for f in [*found, *extra]
+    )
     if job_failed(job) and not explained:
         how = "ran past its time limit" if job.timed_out else f"exited with code {job.exit_code}"
         last_line = next(

@@ -21,6 +21,8 @@ CONSEQUENCE_TEXTS = (
     "clients joined",
 )
 TERMINATED_BY_TORCHRUN = -signal.SIGTERM  # torchrun stops the other ranks with SIGTERM
+ABORTED = -signal.SIGABRT
+WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
 
 
 def job_failed(job: JobFacts) -> bool:
@@ -42,14 +44,16 @@ class Stuck:
 
 def stuck_ranks(job: JobFacts) -> list[Stuck]:
     """Ranks whose last stage never ended, and that were not themselves killed mid-work."""
-    if not job_failed(job) or any(died_by_itself(rank) for rank in job.ranks):
+    if not job_failed(job) or any(died_by_itself(rank, job) for rank in job.ranks):
         return []  # a rank that died explains why its peers waited (DDP307)
+    if not job.timed_out and all(rank.last_started is None for rank in job.ranks):
+        return []  # no rank ever started: a launcher failure, not a rank that stayed away
     found = []
     for rank in job.ranks:
         last = rank.last_started
         if last is None:
             found.append(Stuck(rank.rank, "init"))
-        elif not last.ended and not died_by_itself(rank):
+        elif not last.ended and not died_by_itself(rank, job):
             found.append(Stuck(rank.rank, last.stage))
     return found
 
@@ -66,13 +70,15 @@ def _failed_at(rank: RankFacts, stage: str) -> str | None:
     return None
 
 
-def died_by_itself(rank: RankFacts) -> bool:
+def died_by_itself(rank: RankFacts, job: JobFacts) -> bool:
     """Failed with an error of its own, or died mid-stage by an exit code or a signal that
-    was not torchrun's SIGTERM (which only stops the bystanders)."""
+    was not torchrun's SIGTERM (which only stops the bystanders), nor NCCL's watchdog abort."""
     last = rank.last_started
     if last is not None and last.ended and not last.ok:
         return not is_consequence(last.error)
     code = rank.exit_code
+    if code == ABORTED and WATCHDOG_TIMEOUT in job.output_tail:
+        return False  # the watchdog aborts every rank of a hung collective (SIGABRT)
     return code is not None and code not in (0, TERMINATED_BY_TORCHRUN)
 
 

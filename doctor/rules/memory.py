@@ -202,8 +202,9 @@ def dp_output_device_mismatch(facts: FactSet) -> Iterator[Hit]:
         return
     expected_output = f"cuda:{dp.output_device}"
     expected_model = f"cuda:{dp.device_ids[0]}"
-    if dp.error and "must have its parameters and buffers on device" in dp.error:
-        yield Hit(f"DataParallel failed: {dp.error}", {"error": dp.error})
+    if dp.error:  # any other failure is the probe's (DDP904), not a device mismatch
+        if "must have its parameters and buffers on device" in dp.error:
+            yield Hit(f"DataParallel failed: {dp.error}", {"error": dp.error})
     elif dp.output_on != expected_output or dp.model_device != expected_model:
         yield Hit(
             f"DataParallel output on {dp.output_on} (expected {expected_output}), model on "
