@@ -3,7 +3,7 @@
 The reference is the loop anyone would write: warm up, barrier, time `iters` back-to-back
 all_reduce calls, divide; busbw = size/time x 2(n-1)/n. Both use the same sizes, ranks and
 backend; runs alternate and each size's median over the runs is compared. Run by hand:
-`python bench/bench_busbw.py [--runs 9] [--sizes 1M:16M:4]`. Target: within 10% from 1 MiB up.
+`python bench/bench_busbw.py [--runs 15] [--sizes 1M:16M:4]`. Target: within 10% from 1 MiB up.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main() -> None:
     from ddp_doctor.probes.bandwidth import parse_sizes
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--sizes", default="1M:16M:4")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--nproc", type=int, default=2)
