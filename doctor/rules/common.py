@@ -32,3 +32,9 @@ def visible_capabilities(facts: FactSet) -> Iterator[tuple[int, str, tuple[int, 
 
 def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def env_count(value: str | None) -> int | None:
+    """A launcher variable (WORLD_SIZE, LOCAL_WORLD_SIZE) as a whole number; None if unset or
+    malformed (DDP011 reports malformed ones)."""
+    return int(value) if value is not None and value.strip().isdigit() else None

@@ -8,7 +8,7 @@ from ddp_doctor.facts import FactSet
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
-from .common import gpu_present, plural, visible_devices
+from .common import env_count, gpu_present, plural, visible_devices
 
 MEMORY_TAKEN_WARNING = 0.5
 MEMORY_TAKEN_ERROR = 0.9
@@ -280,7 +280,7 @@ def more_ranks_than_gpus(facts: FactSet) -> Iterator[Hit]:
     )
     for source, value in (
         ("--nproc", facts.plan.nproc),
-        ("LOCAL_WORLD_SIZE", _int(facts.env.get("LOCAL_WORLD_SIZE"))),
+        ("LOCAL_WORLD_SIZE", env_count(facts.env.get("LOCAL_WORLD_SIZE"))),
     ):
         if value is not None and value > visible:
             yield Hit(
@@ -316,10 +316,3 @@ def gpu_required_missing(facts: FactSet) -> Iterator[Hit]:
         nvml_result = facts.results.get("nvml")
         why = nvml_result.error if nvml_result and nvml_result.error else "no GPU visible"
         yield Hit(f"--require-gpu: no usable GPU ({why})", {"nvml": why})
-
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None

@@ -8,6 +8,7 @@ from ddp_doctor.facts import FactSet
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
+from .common import env_count
 from .jobreading import rank_list, stuck_ranks, waited_ranks
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -226,7 +227,10 @@ def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
     sizes = sorted({identity.world_size for identity in job.identities}) if job else []
     if len(sizes) > 1:
         yield Hit(f"ranks report world sizes {sizes}", {"world_sizes": sizes})
-    world, local = _int(facts.env.get("WORLD_SIZE")), _int(facts.env.get("LOCAL_WORLD_SIZE"))
+    world, local = (
+        env_count(facts.env.get("WORLD_SIZE")),
+        env_count(facts.env.get("LOCAL_WORLD_SIZE")),
+    )
     if world and local and world % local:
         yield Hit(
             f"WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local}",
@@ -259,7 +263,3 @@ def master_addr_not_local(facts: FactSet) -> Iterator[Hit]:
             f"cannot listen on {job.preflight.master_addr}: {error}",
             {"address": job.preflight.master_addr, "error": error},
         )
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.strip().isdigit() else None
