@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jobfacts import DataParallelFacts, JobFacts
-from .model import ProbeResult, ProbeStatus
+from .model import ProbeResult
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,6 @@ FACT_TYPES: dict[str, type] = {
 }
 
 
-def register_fact_type(probe: str, cls: type) -> None:
-    """Lets a later block (the job, the DataParallel probe) add its facts type."""
-    FACT_TYPES[probe] = cls
-
-
 @dataclass(frozen=True)
 class FactSet:
     """All probe results of one run, as the rules see them."""
@@ -159,10 +154,6 @@ class FactSet:
         """The probe's facts; a failed probe may still carry what it did measure."""
         result = self.results.get(probe)
         return result.facts if result is not None else None
-
-    def status(self, probe: str) -> ProbeStatus | None:
-        result = self.results.get(probe)
-        return result.status if result is not None else None
 
     @property
     def host(self) -> HostFacts | None:

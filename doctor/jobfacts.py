@@ -14,7 +14,6 @@ class StageRecord:
     """One stage on one rank: started, and (if it got there) ended with ok or an error."""
 
     stage: str
-    started: bool = True
     ended: bool = False
     ok: bool = False
     seconds: float | None = None
@@ -45,10 +44,6 @@ class RankFacts:
 
     def stage(self, name: str) -> StageRecord | None:
         return next((record for record in self.stages if record.stage == name), None)
-
-    def reached(self, name: str) -> bool:
-        record = self.stage(name)
-        return record is not None and record.ended and record.ok
 
     @property
     def last_started(self) -> StageRecord | None:
@@ -98,9 +93,6 @@ class JobFacts:
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)
-
-    def ranks_without(self, stage: str) -> list[int]:
-        return [r.rank for r in self.ranks if not r.reached(stage)]
 
 
 @dataclass(frozen=True)

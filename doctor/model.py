@@ -120,8 +120,5 @@ class Report:
     probes: tuple[ProbeResult, ...]
     findings: tuple[Finding, ...]
 
-    def worst(self) -> Severity | None:
-        return max((f.severity for f in self.findings), default=None)
-
     def fails_at(self, threshold: Severity) -> bool:
         return any(f.severity >= threshold for f in self.findings)

@@ -40,12 +40,11 @@ def _stages(records: list[dict[str, Any]]) -> tuple[StageRecord, ...]:
         elif record.get("event") == "end":
             stages[name] = StageRecord(
                 name,
-                True,
-                True,
-                bool(record.get("ok")),
-                record.get("seconds"),
-                record.get("error"),
-                record.get("data") or {},
+                ended=True,
+                ok=bool(record.get("ok")),
+                seconds=record.get("seconds"),
+                error=record.get("error"),
+                data=record.get("data") or {},
             )
     return tuple(stages.values())
 

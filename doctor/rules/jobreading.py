@@ -6,7 +6,7 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.jobfacts import COLLECTIVE_STAGES, JobFacts, RankFacts, StageRecord
+from ddp_doctor.jobfacts import COLLECTIVE_STAGES, JobFacts, RankFacts
 
 # Texts of errors a rank gets because ANOTHER rank failed or went silent. A rank whose error
 # is one of these is a bystander; the root cause is elsewhere.
@@ -80,10 +80,6 @@ def died_by_itself(rank: RankFacts, job: JobFacts) -> bool:
     if code == ABORTED and WATCHDOG_TIMEOUT in job.output_tail:
         return False  # the watchdog aborts every rank of a hung collective (SIGABRT)
     return code is not None and code not in (0, TERMINATED_BY_TORCHRUN)
-
-
-def crash_stage(rank: RankFacts) -> StageRecord | None:
-    return rank.last_started
 
 
 def describe_exit(code: int) -> str:
