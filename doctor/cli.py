@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import importlib.util
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -28,31 +27,42 @@ EXIT_CODES_HELP = (
     "2 usage error or the doctor could not run."
 )
 
-# Commands that live in their own modules, imported only when used.
-LAZY_COMMANDS = {
-    "check": ("ddp_doctor.commands.check", "check_command"),
-    "logs": ("ddp_doctor.commands.logs", "logs_command"),
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command in its own module, imported only when it runs (`--help` imports none)."""
+
+    module: str
+    attribute: str
+    summary: str  # the group's --help line; a test keeps it equal to the command's own
+
+
+# Every command; `--help` lists them from here without importing a single one.
+COMMANDS = {
+    "check": LazyCommand("check", "check_command", "Read training scripts for DDP mistakes."),
+    "diagnose": LazyCommand("diagnose", "diagnose_command", "Judge a saved JSON report again."),
+    "explain": LazyCommand("explain", "explain_command", "Explain one rule."),
+    "logs": LazyCommand("logs", "logs_command", "Name the root cause in a failed run's log."),
+    "rules": LazyCommand("explain", "rules_command", "List every rule."),
+    "run": LazyCommand("run", "run_command", "Probe this machine and launch a small job."),
 }
 
 
 class DoctorGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self._available_lazy()))
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        command = super().get_command(ctx, name)
-        if command is None and name in self._available_lazy():
-            module, attribute = LAZY_COMMANDS[name]
-            command = getattr(importlib.import_module(module), attribute)
-        return command
+        lazy = COMMANDS.get(name)
+        if lazy is None:
+            return None
+        module = importlib.import_module(f"ddp_doctor.commands.{lazy.module}")
+        return getattr(module, lazy.attribute)
 
-    @staticmethod
-    def _available_lazy() -> list[str]:
-        return [name for name, (module, _) in LAZY_COMMANDS.items() if _module_exists(module)]
-
-
-def _module_exists(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name].summary) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP)
@@ -185,17 +195,7 @@ class DoctorError(click.ClickException):
         click.echo(f"ddp-doctor: error: {self.message}", err=True)
 
 
-def _register_commands() -> None:
-    from .commands import diagnose, explain, run
-
-    cli.add_command(run.run_command)
-    cli.add_command(diagnose.diagnose_command)
-    cli.add_command(explain.explain_command)
-    cli.add_command(explain.rules_command)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    _register_commands()
     _interrupt_on_sigterm()
     try:
         returned = cli.main(

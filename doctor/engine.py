@@ -15,7 +15,7 @@ from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped, ProbeTimedOut
 from . import __version__
 from .facts import FactSet
 from .model import Finding, ProbeResult, ProbeStatus, Report
-from .registry import Hit, Selector, rules_in_scope, spec_for
+from .registry import Hit, Selector, rules_judged, spec_for
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,8 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
     selector = selector or Selector()
     facts = FactSet.of(tuple(results))
     findings: list[Finding] = []
-    for spec in rules_in_scope("facts"):
-        if spec.check is None or not selector.allows(spec.code):
+    for spec in rules_judged("facts"):
+        if not selector.allows(spec.code):
             continue
         try:
             findings.extend(spec.run(facts))

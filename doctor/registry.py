@@ -1,17 +1,24 @@
-"""The rule registry: the @rule decorator, lookup for `explain`, and --select/--ignore."""
+"""The rule registry: checks and texts attached to the code table, loaded only when needed.
+
+codes.py lists every code; a rule module attaches a check function (`@rule`) or, for a code
+found only in texts, its documentation and fix (`describe`). A command imports just the
+modules of the codes it can report: `check` the script rules, `run` the facts rules, `explain`
+one module, `rules` none.
+"""
 
 from __future__ import annotations
 
-import inspect
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codes import BY_CODE, BY_NAME, CODES, Code
 from .model import Finding, Location, Remediation, Severity
 
-# A rule's scope says what it reads: "facts" (a FactSet from the probes), "script" (a parsed
-# user script), "log" (lines of a log). Only the engine of that scope calls it.
-SCOPES = ("facts", "script", "log", "doctor")
+WITH_CHECK = ("facts", "script")  # judged by a check function; the other kinds have none
+
+Check = Callable[..., Iterable["Hit"]]
 
 
 @dataclass(frozen=True)
@@ -27,17 +34,23 @@ class Hit:
 
 @dataclass(frozen=True)
 class RuleSpec:
-    code: str
-    name: str
-    severity: Severity
+    """A code of the table with what its module attached: the default fix, the documentation
+    (What it finds, Why it matters, Example, Fix) and, for facts and script, the check."""
+
+    entry: Code
     fix: Remediation
-    scope: str
-    doc: str
-    check: Callable[..., Iterable[Hit]] | None
+    details: str
+    check: Check | None
+
+    code = property(lambda self: self.entry.code)
+    name = property(lambda self: self.entry.name)
+    severity = property(lambda self: self.entry.severity)
+    judged = property(lambda self: self.entry.judged)
+    summary = property(lambda self: self.entry.summary)
 
     @property
-    def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else ""
+    def doc(self) -> str:
+        return f"{self.summary}\n\n{self.details}" if self.details else self.summary
 
     def finding(self, hit: Hit) -> Finding:
         return Finding(
@@ -58,67 +71,80 @@ class RuleSpec:
 RULES: dict[str, RuleSpec] = {}
 
 
-def rule(
-    code: str,
-    name: str,
-    severity: Severity,
-    fix: Remediation,
-    scope: str = "facts",
-) -> Callable[[Callable[..., Iterable[Hit]]], Callable[..., Iterable[Hit]]]:
-    """Registers a check function; its docstring is the rule's documentation."""
+class RegistryError(ValueError):
+    """A rule module disagrees with the code table (a programming error, found by the tests)."""
 
-    def register(check: Callable[..., Iterable[Hit]]) -> Callable[..., Iterable[Hit]]:
-        define(code, name, severity, fix, scope, inspect.getdoc(check) or "", check)
+
+def rule(code: str, fix: Remediation) -> Callable[[Check], Check]:
+    """Attaches a check function to a facts or script code; its docstring documents it."""
+
+    def register(check: Check) -> Check:
+        import inspect  # here, not at the top: `--help` never registers a rule
+
+        _register(code, fix, inspect.getdoc(check) or "", check)
         return check
 
     return register
 
 
-def define(
-    code: str,
-    name: str,
-    severity: Severity,
-    fix: Remediation,
-    scope: str,
-    doc: str,
-    check: Callable[..., Iterable[Hit]] | None = None,
-) -> RuleSpec:
-    """Registers a rule; `check` may be None for codes that a table (log patterns) emits."""
-    if scope not in SCOPES:
-        raise ValueError(f"{code}: unknown scope {scope!r}")
-    for other in RULES.values():
-        if other.code == code or other.name == name:
-            raise ValueError(f"{code} {name}: clashes with {other.code} {other.name}")
-    spec = RuleSpec(code, name, severity, fix, scope, doc.strip(), check)
+def describe(code: str, fix: Remediation, doc: str) -> RuleSpec:
+    """Attaches the documentation and fix of a code that no check function judges."""
+    import inspect
+
+    return _register(code, fix, inspect.cleandoc(doc), None)
+
+
+def _register(code: str, fix: Remediation, details: str, check: Check | None) -> RuleSpec:
+    entry = BY_CODE.get(code)
+    if entry is None:
+        raise RegistryError(f"{code} is not in the code table (codes.py)")
+    if (check is not None) != (entry.judged in WITH_CHECK):
+        raise RegistryError(f"{code} is judged {entry.judged!r}: check function mismatch")
+    if code in RULES:
+        raise RegistryError(f"{code} registered twice")
+    spec = RuleSpec(entry, fix, details.strip(), check)
     RULES[code] = spec
     return spec
 
 
-def all_rules() -> list[RuleSpec]:
-    load_all()
-    return sorted(RULES.values(), key=lambda spec: spec.code)
-
-
-def rules_in_scope(scope: str) -> list[RuleSpec]:
-    return [spec for spec in all_rules() if spec.scope == scope]
-
-
-def lookup(code_or_name: str) -> RuleSpec | None:
-    load_all()
-    wanted = code_or_name.strip()
-    for spec in RULES.values():
-        if spec.code.upper() == wanted.upper() or spec.name == wanted.lower():
-            return spec
-    return None
-
-
-def spec_for(code: str) -> RuleSpec:
-    load_all()
-    return RULES[code]
+def load(judged: str) -> None:
+    """Imports the modules of every code judged this way (`facts`, `script`, `log` ...)."""
+    _import(entry.module for entry in CODES if entry.judged == judged)
 
 
 def load_all() -> None:
-    from . import rules  # noqa: F401  (importing the package registers every rule)
+    _import(entry.module for entry in CODES)
+
+
+def _import(modules: Iterable[str]) -> None:
+    for module in dict.fromkeys(modules):
+        importlib.import_module(f"ddp_doctor.{module}")
+
+
+def all_rules() -> list[RuleSpec]:
+    load_all()
+    return [RULES[entry.code] for entry in CODES]
+
+
+def rules_judged(judged: str) -> list[RuleSpec]:
+    load(judged)
+    return [RULES[entry.code] for entry in CODES if entry.judged == judged]
+
+
+def spec_for(code: str) -> RuleSpec:
+    if code not in RULES:
+        _import([BY_CODE[code].module])
+    return RULES[code]
+
+
+def find_code(code_or_name: str) -> Code | None:
+    wanted = code_or_name.strip()
+    return BY_CODE.get(wanted.upper()) or BY_NAME.get(wanted.lower())
+
+
+def lookup(code_or_name: str) -> RuleSpec | None:
+    entry = find_code(code_or_name)
+    return spec_for(entry.code) if entry else None
 
 
 class UnknownSelector(ValueError):
@@ -137,17 +163,17 @@ class Selector:
         chosen = tuple(_split_entries(select))
         dropped = tuple(_split_entries(ignore))
         for entry in chosen + dropped:
-            if not any(_matches(entry, spec) for spec in all_rules()):
+            if not any(_matches(entry, code) for code in CODES):
                 raise UnknownSelector(f"{entry!r} matches no rule code, prefix or name")
         return cls(chosen, dropped)
 
     def allows(self, code: str) -> bool:
-        spec = RULES.get(code)
-        if spec is None:
+        entry = BY_CODE.get(code)
+        if entry is None:
             return True
-        if self.select and not any(_matches(e, spec) for e in self.select):
+        if self.select and not any(_matches(e, entry) for e in self.select):
             return False
-        return not any(_matches(e, spec) for e in self.ignore)
+        return not any(_matches(e, entry) for e in self.ignore)
 
     def filter(self, findings: Iterable[Finding]) -> list[Finding]:
         return [f for f in findings if self.allows(f.code)]
@@ -158,5 +184,5 @@ def _split_entries(entries: Iterable[str]) -> Iterable[str]:
         yield from (part.strip() for part in entry.split(",") if part.strip())
 
 
-def _matches(entry: str, spec: RuleSpec) -> bool:
-    return spec.code.upper().startswith(entry.upper()) or spec.name == entry.lower()
+def _matches(entry: str, code: Code) -> bool:
+    return code.code.upper().startswith(entry.upper()) or code.name == entry.lower()

@@ -28,9 +28,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 @pytest.fixture
 def invoke(clean_env: pytest.MonkeyPatch) -> Callable[..., Result]:
     """Runs `ddp-doctor ARGS` in-process; exceptions are kept on the result, never raised."""
-    from ddp_doctor.cli import _register_commands, cli
-
-    _register_commands()
+    from ddp_doctor.cli import cli
 
     def run(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> Result:
         return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True, **kwargs)

@@ -225,7 +225,6 @@ def derive(name: str, edit: object, expect: list[str], description: str) -> None
 
 
 def main() -> None:
-    cli._register_commands()
     OUT.mkdir(parents=True, exist_ok=True)
     chosen = sys.argv[1:] or list(SCENARIOS) + list(DERIVED)
     for name in chosen:

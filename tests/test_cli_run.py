@@ -78,9 +78,8 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     """One real `run --format json --no-jobs` (the torch probe imports the real torch)."""
     from click.testing import CliRunner
 
-    from ddp_doctor.cli import _register_commands, cli
+    from ddp_doctor.cli import cli
 
-    _register_commands()
     path = tmp_path_factory.mktemp("real") / "report.json"
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "TORCH_NCCL_"))}
     result = CliRunner().invoke(

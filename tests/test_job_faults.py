@@ -26,7 +26,6 @@ TIMEOUT_S = 20
 
 @pytest.fixture(scope="module")
 def runner() -> CliRunner:
-    cli._register_commands()
     return CliRunner()
 
 

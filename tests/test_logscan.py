@@ -70,9 +70,8 @@ def test_table_names_agree_with_the_registry() -> None:
 
 def test_log_codes_are_registered_on_import_with_four_part_docs() -> None:
     log_specs = [spec for spec in registry.all_rules() if spec.code.startswith("DDP5")]
-    assert [spec.code for spec in log_specs] == [f"DDP50{n}" for n in range(1, 9)]
     for spec in log_specs:
-        assert spec.scope == "log"
+        assert spec.judged == "log"
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", spec.name), spec.name
         assert spec.summary and not spec.summary.startswith(("What", " "))
         for part in ("What it finds:", "Why it matters:", "Example:", "Fix:"):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 
 import click
 from tabulate import tabulate
 
 from ddp_doctor import exitcodes
-from ddp_doctor.registry import RuleSpec, all_rules, lookup
+from ddp_doctor.codes import CODES, Code
+from ddp_doctor.registry import RuleSpec, lookup
 
 
 @click.command("explain")
@@ -47,14 +49,14 @@ def explain_text(spec: RuleSpec) -> str:
 )
 def rules_command(fmt: str) -> None:
     """List every rule: code, name, severity and a one-line summary."""
-    specs = all_rules()
+    specs = CODES
     if fmt == "json":
         rows = [
             {
                 "code": s.code,
                 "name": s.name,
                 "severity": s.severity.word,
-                "scope": s.scope,
+                "judged": s.judged,
                 "summary": s.summary,
             }
             for s in specs
@@ -68,8 +70,8 @@ def rules_command(fmt: str) -> None:
     click.echo(tabulate(table, headers=("code", "name", "severity", "summary"), tablefmt="plain"))
 
 
-def rules_markdown(specs: list[RuleSpec]) -> str:
-    """The README's rule table, made from the rules' own docstrings."""
+def rules_markdown(specs: Sequence[Code]) -> str:
+    """The README's rule table, made from the code table."""
     lines = ["| code | name | severity | what it finds |", "|---|---|---|---|"]
     lines += [f"| {s.code} | {s.name} | {s.severity.word} | {s.summary} |" for s in specs]
     return "\n".join(lines)

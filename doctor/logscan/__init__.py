@@ -1,10 +1,9 @@
 """Log diagnosis: one table of known texts (patterns.py), streamed through in bounded memory.
 
 `ddp-doctor logs FILE` and the job probes both call scan_text / scan_lines / scan_file, which
-return findings root cause first. Importing this package registers the DDP5xx codes.
+return findings root cause first.
 """
 
-from . import codes  # noqa: F401  (registers DDP501-DDP508)
 from .reader import LogScan, scan_stream
 from .scanner import LogScanner, ScanStats, scan_file, scan_lines, scan_text
 

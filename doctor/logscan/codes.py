@@ -5,18 +5,11 @@ Registered on import of `ddp_doctor.logscan`; the pattern table (patterns.py) em
 
 from __future__ import annotations
 
-from ddp_doctor.model import Remediation, Severity
-from ddp_doctor.registry import define
+from ddp_doctor.model import Remediation
+from ddp_doctor.registry import describe
 
-
-def _log_code(code: str, name: str, severity: Severity, fix: Remediation, doc: str) -> None:
-    define(code, name, severity, fix, "log", doc)
-
-
-_log_code(
+describe(
     "DDP501",
-    "ddp-unused-parameters",
-    Severity.ERROR,
     Remediation(
         "Make every parameter take part in the loss, or wrap with "
         "DistributedDataParallel(model, find_unused_parameters=True) (slower: it walks the "
@@ -24,9 +17,7 @@ _log_code(
         "TORCH_DISTRIBUTED_DEBUG=DETAIL to print the unused parameters' names.",
         ("TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc-per-node=N train.py",),
     ),
-    """Some parameters got no gradient in an iteration, and DDP was not told to expect that.
-
-What it finds: "Expected to have finished reduction in the prior iteration before starting a
+    """What it finds: "Expected to have finished reduction in the prior iteration before starting a
 new one", with the indices (or names) of the parameters "which did not receive grad".
 Why it matters: DDP waits for every parameter's gradient before it all-reduces; a parameter
 that took no part in the loss (an unused head, a branch not taken) leaves the reduction
@@ -36,18 +27,14 @@ Fix: use every output in the loss or freeze what does not train; otherwise pass
 find_unused_parameters=True (or static_graph=True when the unused set never changes).""",
 )
 
-_log_code(
+describe(
     "DDP502",
-    "param-marked-ready-twice",
-    Severity.ERROR,
     Remediation(
         "Use torch.utils.checkpoint.checkpoint(..., use_reentrant=False), or "
         "DistributedDataParallel(..., static_graph=True) when the graph is the same every "
         "iteration; do not run a shared module through two reentrant backward passes.",
     ),
-    """A parameter's gradient hook fired twice in one backward pass.
-
-What it finds: "Expected to mark a variable ready only once" / "Parameter at index N with
+    """What it finds: "Expected to mark a variable ready only once" / "Parameter at index N with
 name X has been marked as ready twice".
 Why it matters: DDP reduces each parameter once per iteration; a second gradient for the same
 parameter breaks its bookkeeping and the backward raises.
@@ -57,19 +44,15 @@ find_unused_parameters=True (the static rule DDP126 finds the checkpoint case in
 Fix: use_reentrant=False, or static_graph=True when the graph does not change.""",
 )
 
-_log_code(
+describe(
     "DDP503",
-    "nccl-warning",
-    Severity.WARNING,
     Remediation(
         "Read the NCCL WARN lines: they name the call that failed (socket connect, shared "
         "memory, IB verbs, CUDA). Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for "
         "the setup steps around it.",
         ("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun --nproc-per-node=N train.py",),
     ),
-    """NCCL printed WARN lines that no more specific pattern explains.
-
-What it finds: lines with "NCCL WARN" (NCCL_DEBUG=WARN or INFO); the distinct messages are
+    """What it finds: lines with "NCCL WARN" (NCCL_DEBUG=WARN or INFO); the distinct messages are
 kept in the evidence.
 Why it matters: NCCL reports the failing system call only there; torch's exception says just
 "unhandled system error" or "internal error".
@@ -79,19 +62,15 @@ Fix: follow the message: an interface (NCCL_SOCKET_IFNAME), a firewall, IB setti
 (NCCL_IB_DISABLE=1 to bisect), a peer that died first.""",
 )
 
-_log_code(
+describe(
     "DDP504",
-    "host-out-of-memory",
-    Severity.ERROR,
     Remediation(
         "Use less host RAM per node: fewer DataLoader workers (num_workers) and a smaller "
         "prefetch_factor, load the dataset lazily instead of into every rank, load checkpoints "
         "with mmap=True; or request more memory (SLURM --mem).",
         ("dmesg -T | grep -i -E 'killed process|out of memory'",),
     ),
-    """The host ran out of RAM and the kernel (or the SLURM cgroup) killed a process.
-
-What it finds: slurmstepd's "Detected N oom-kill event(s)", the kernel's "Out of memory:
+    """What it finds: slurmstepd's "Detected N oom-kill event(s)", the kernel's "Out of memory:
 Killed process N", a DataLoader worker "killed by signal: Killed".
 Why it matters: a killed rank leaves the others hanging until their timeout; torchrun then
 reports exitcode -9 (SIGKILL), which says nothing about memory by itself.
@@ -99,19 +78,15 @@ Example: eight ranks each loading a 40 GB dataset into RAM, each with 8 DataLoad
 Fix: less RAM per rank (workers, prefetch, lazy or memory-mapped data), or more memory.""",
 )
 
-_log_code(
+describe(
     "DDP505",
-    "cuda-out-of-memory",
-    Severity.ERROR,
     Remediation(
         "Lower the per-GPU batch size (keep the global batch with gradient accumulation), use "
         "mixed precision and activation checkpointing; check that no other process holds "
         "the GPU (nvidia-smi) and that ranks do not all allocate on cuda:0.",
         ("nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv",),
     ),
-    """A GPU ran out of memory.
-
-What it finds: "CUDA out of memory. Tried to allocate ..." (torch.OutOfMemoryError) and
+    """What it finds: "CUDA out of memory. Tried to allocate ..." (torch.OutOfMemoryError) and
 "CUDA error: out of memory", with the GPU index and the request size.
 Why it matters: the rank that raised dies and the others hang in their next collective; in
 DDP the cause is often not the model but a second context on GPU 0 (DDP403) or one rank doing
@@ -122,18 +97,14 @@ Fix: smaller per-GPU batch with gradient accumulation, mixed precision, checkpoi
 process per GPU.""",
 )
 
-_log_code(
+describe(
     "DDP506",
-    "cuda-device-assert",
-    Severity.ERROR,
     Remediation(
         "Rerun with CUDA_LAUNCH_BLOCKING=1 to get the failing line; the usual cause is an "
         "index out of range (a label >= num_classes, a token id >= vocab size).",
         ("CUDA_LAUNCH_BLOCKING=1 torchrun --nproc-per-node=N train.py",),
     ),
-    """A CUDA kernel's assertion failed on the device.
-
-What it finds: "CUDA error: device-side assert triggered" and the kernel's "Assertion ...
+    """What it finds: "CUDA error: device-side assert triggered" and the kernel's "Assertion ...
 failed" line.
 Why it matters: the CUDA context is unusable afterwards; the rank dies and, because kernels
 run asynchronously, the Python traceback often points at an unrelated later line.
@@ -142,19 +113,15 @@ vocabulary.
 Fix: CUDA_LAUNCH_BLOCKING=1 (or run the step on CPU) to find the line, then fix the index.""",
 )
 
-_log_code(
+describe(
     "DDP507",
-    "job-cancelled",
-    Severity.ERROR,
     Remediation(
         "The run was stopped from outside. A time limit: raise it (SLURM --time) or checkpoint "
         "and resume. SIGHUP: the terminal closed; run inside tmux/screen or with setsid. "
         "Otherwise find who cancelled it (sacct -j JOBID).",
         ("sacct -j JOBID --format=JobID,State,Elapsed,Timelimit,ExitCode",),
     ),
-    """The job was stopped from outside: a scheduler time limit, a preemption, a cancel.
-
-What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
+    """What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
 scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers".
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
 consequences, not bugs in the script.
@@ -164,19 +131,15 @@ Fix: a longer time limit and regular checkpoints; tmux, screen or setsid for int
 launches.""",
 )
 
-_log_code(
+describe(
     "DDP508",
-    "nccl-system-error",
-    Severity.ERROR,
     Remediation(
         "Rerun with NCCL_DEBUG=WARN (or INFO): the NCCL WARN line before the error names the "
         "failing call. Usual causes: the wrong network interface (set NCCL_SOCKET_IFNAME, "
         "DDP205), a small /dev/shm in a container (DDP008), a peer rank that died first.",
         ("NCCL_DEBUG=WARN torchrun --nproc-per-node=N train.py",),
     ),
-    """NCCL failed a system call ("unhandled system error") and the log does not say which.
-
-What it finds: "NCCL error in: ..., unhandled system error" (ncclSystemError).
+    """What it finds: "NCCL error in: ..., unhandled system error" (ncclSystemError).
 Why it matters: it is NCCL's catch-all for a failed socket, shared memory or device call; the
 fix depends on which, and only NCCL's own WARN lines say it.
 Example: `torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:219, unhandled

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
-from ddp_doctor.model import Remediation, Severity
-from ddp_doctor.registry import Hit, rule
+from ddp_doctor.model import Remediation
+from ddp_doctor.registry import Hit, describe, rule
 
 from .jobreading import (
     collective_stage,
@@ -20,8 +20,6 @@ from .jobreading import (
 
 @rule(
     "DDP301",
-    "allreduce-wrong-result",
-    Severity.ERROR,
     Remediation(
         "Suspect the hardware path: rerun with NCCL_P2P_DISABLE=1 (then NCCL_SHM_DISABLE=1, "
         "NCCL_IB_DISABLE=1) to find the faulty transport; run nccl-tests with -c 1; drain the "
@@ -30,9 +28,7 @@ from .jobreading import (
     ),
 )
 def allreduce_wrong_result(facts: FactSet) -> Iterator[Hit]:
-    """A collective returned wrong values: elements differ from the exact expected result.
-
-    What it finds: after all-reduce of rank-dependent integers (exact in float32 and
+    """What it finds: after all-reduce of rank-dependent integers (exact in float32 and
     float16), broadcast and all_gather, elements that differ from the exact answer, counted
     per rank and type.
     Why it matters: training silently diverges or produces garbage; nothing crashes.
@@ -64,8 +60,6 @@ def allreduce_wrong_result(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP302",
-    "collective-hang",
-    Severity.ERROR,
     Remediation(
         "Retry with NCCL_P2P_DISABLE=1; if that helps, disable PCIe ACS or boot with "
         "iommu=pt. Check that every rank runs the same collectives (DDP304) and that "
@@ -74,9 +68,7 @@ def allreduce_wrong_result(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def collective_hang(facts: FactSet) -> Iterator[Hit]:
-    """A collective never completed: ranks waited in it until the timeout.
-
-    What it finds: ranks stuck inside a collective stage (all-reduce, broadcast, the DDP
+    """What it finds: ranks stuck inside a collective stage (all-reduce, broadcast, the DDP
     step) until the job's bound, or failing it with a timeout while a peer never came.
     Why it matters: real training hangs the same way, at the first all-reduce, with no
     error until NCCL's watchdog fires (10-30 minutes).
@@ -106,8 +98,6 @@ def collective_hang(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP303",
-    "low-bus-bandwidth",
-    Severity.WARNING,
     Remediation(
         "Check the topology (nvidia-smi topo -m), that P2P and NVLink are in use (NCCL_DEBUG=INFO "
         "shows the transport), and that NCCL uses the fast interface (NCCL_SOCKET_IFNAME, "
@@ -116,9 +106,7 @@ def collective_hang(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def low_bus_bandwidth(facts: FactSet) -> Iterator[Hit]:
-    """All-reduce bus bandwidth at the largest size is under --min-busbw.
-
-    What it finds: busbw (nccl-tests' formula, algbw x 2(n-1)/n, GB = 1e9 bytes) of the
+    """What it finds: busbw (nccl-tests' formula, algbw x 2(n-1)/n, GB = 1e9 bytes) of the
     largest size in the sweep below the floor given with --min-busbw.
     Why it matters: training runs, but gradient sync dominates the step time.
     Example: 8 H100s reaching 20 GB/s because NCCL fell back to sockets.
@@ -140,41 +128,31 @@ def low_bus_bandwidth(facts: FactSet) -> Iterator[Hit]:
         )
 
 
-@rule(
+describe(
     "DDP304",
-    "mismatched-collectives",
-    Severity.ERROR,
     Remediation(
         "Make control flow rank-symmetric: every rank must call the same collectives in the "
         "same order with the same shapes. TORCH_DISTRIBUTED_DEBUG=DETAIL names the mismatch."
     ),
-)
-def mismatched_collectives(facts: FactSet) -> Iterator[Hit]:
-    """Ranks called different collectives (or shapes) at the same point.
-
-    What it finds: "Detected mismatch between collectives on ranks" (TORCH_DISTRIBUTED_DEBUG=
+    """What it finds: "Detected mismatch between collectives on ranks" (TORCH_DISTRIBUTED_DEBUG=
     DETAIL) and gloo's "Received data size doesn't match expected size" in the job's output
     (through the log patterns).
     Why it matters: without DETAIL it is a hang until the group timeout, or a SIGABRT.
     Example: `if rank == 0: dist.barrier()`; a batch-size-dependent all_gather.
     Fix: rank-symmetric control flow.
-    """
-    return iter(())  # found in the job's output by the shared log patterns (logscan)
+    """,
+)
 
 
 @rule(
     "DDP305",
-    "duplicate-gpu",
-    Severity.ERROR,
     Remediation(
         "Give each rank its own GPU: torch.cuda.set_device(local_rank) before "
         "init_process_group, and --nproc-per-node no higher than the number of GPUs."
     ),
 )
 def duplicate_gpu(facts: FactSet) -> Iterator[Hit]:
-    """Two or more ranks use the same GPU.
-
-    What it finds: ranks on one host reporting the same GPU (PCI bus id, else device).
+    """What it finds: ranks on one host reporting the same GPU (PCI bus id, else device).
     Why it matters: NCCL refuses with "Duplicate GPU detected: rank 1 and rank 0 both on
     CUDA device"; where it does not, memory and speed halve.
     Example: torchrun --nproc-per-node 2 on a 1-GPU machine; a script that never calls
@@ -199,14 +177,10 @@ def duplicate_gpu(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP306",
-    "version-skew",
-    Severity.ERROR,
     Remediation("Run every rank from one image or environment: same torch, CUDA, NCCL, driver."),
 )
 def version_skew(facts: FactSet) -> Iterator[Hit]:
-    """Ranks run different torch, CUDA, NCCL or driver versions.
-
-    What it finds: the versions each rank reported at the identity stage, compared.
+    """What it finds: the versions each rank reported at the identity stage, compared.
     Why it matters: NCCL versions must match across ranks; mixed torch versions disagree on
     collective formats. Failures look random ("unhandled system error", hangs).
     Example: one node updated to a new image, the others not.
@@ -227,8 +201,6 @@ def version_skew(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP307",
-    "rank-crashed",
-    Severity.ERROR,
     Remediation(
         "Read the named rank's own error. Exit code -9 (SIGKILL) is usually the host's "
         "out-of-memory killer (check `dmesg`): fewer DataLoader workers, smaller batches, more "
@@ -238,9 +210,7 @@ def version_skew(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def rank_crashed(facts: FactSet) -> Iterator[Hit]:
-    """A rank died: an exception of its own, an exit code, or a signal.
-
-    What it finds: ranks that failed with their own error (not a timeout or a lost peer), or
+    """What it finds: ranks that failed with their own error (not a timeout or a lost peer), or
     ended mid-stage with a non-zero exit code or a signal other than torchrun's SIGTERM; the
     stage and the exit code or signal are named.
     Why it matters: the other ranks then fail with "Connection closed by peer" and torchrun

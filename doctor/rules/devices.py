@@ -16,8 +16,6 @@ MEMORY_TAKEN_ERROR = 0.9
 
 @rule(
     "DDP020",
-    "cuda-visible-devices-invalid",
-    Severity.ERROR,
     Remediation(
         "Set CUDA_VISIBLE_DEVICES to a comma-separated list of existing indices (counted in "
         "CUDA_DEVICE_ORDER) or of full GPU- UUIDs, without spaces or repeats; `nvidia-smi -L` "
@@ -26,9 +24,7 @@ MEMORY_TAKEN_ERROR = 0.9
     ),
 )
 def cuda_visible_devices_invalid(facts: FactSet) -> Iterator[Hit]:
-    """CUDA_VISIBLE_DEVICES is malformed or names a GPU that does not exist.
-
-    What it finds: an entry that is not an index or GPU-/MIG- UUID, an index past NVML's
+    """What it finds: an entry that is not an index or GPU-/MIG- UUID, an index past NVML's
     count, an unknown UUID, a repeated entry; and a value that hides every GPU on purpose
     (information).
     Why it matters: CUDA stops reading at the first bad entry and silently drops it and all
@@ -54,17 +50,13 @@ def cuda_visible_devices_invalid(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP021",
-    "device-count-mismatch",
-    Severity.ERROR,
     Remediation(
         "Set CUDA_VISIBLE_DEVICES in the shell before Python starts (not in code after torch "
         "is imported); in a container, check which GPUs were passed in (--gpus, device plugin).",
     ),
 )
 def device_count_mismatch(facts: FactSet) -> Iterator[Hit]:
-    """NVML, CUDA_VISIBLE_DEVICES and torch.cuda.device_count() disagree.
-
-    What it finds: torch counting a different number of GPUs than NVML's list filtered by
+    """What it finds: torch counting a different number of GPUs than NVML's list filtered by
     CUDA_VISIBLE_DEVICES.
     Why it matters: one rank per GPU then starts the wrong number of ranks, or two land on one
     GPU; usually a variable set too late, or a container that mounts fewer devices than the
@@ -93,17 +85,13 @@ def device_count_mismatch(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP022",
-    "device-order-not-pci",
-    Severity.WARNING,
     Remediation(
         "export CUDA_DEVICE_ORDER=PCI_BUS_ID so that torch's indices match nvidia-smi's.",
         ("export CUDA_DEVICE_ORDER=PCI_BUS_ID",),
     ),
 )
 def device_order_not_pci(facts: FactSet) -> Iterator[Hit]:
-    """Different GPU models on one machine, and CUDA_DEVICE_ORDER is not PCI_BUS_ID.
-
-    What it finds: more than one GPU model among the visible GPUs with CUDA_DEVICE_ORDER unset
+    """What it finds: more than one GPU model among the visible GPUs with CUDA_DEVICE_ORDER unset
     (CUDA then orders fastest first) or set to FASTEST_FIRST.
     Why it matters: cuda:0 in torch is not GPU 0 in nvidia-smi, so CUDA_VISIBLE_DEVICES and
     monitoring point at the wrong cards.
@@ -123,8 +111,6 @@ def device_order_not_pci(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP023",
-    "mig-devices",
-    Severity.WARNING,
     Remediation(
         "Run one process per MIG slice as separate jobs, or disable MIG for DDP across whole "
         "GPUs (nvidia-smi -i N -mig 0, as root, with no processes on the GPU).",
@@ -132,9 +118,7 @@ def device_order_not_pci(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def mig_devices(facts: FactSet) -> Iterator[Hit]:
-    """MIG is enabled, or CUDA_VISIBLE_DEVICES names MIG slices.
-
-    What it finds: NVML MIG mode enabled on a GPU, or MIG- UUIDs in CUDA_VISIBLE_DEVICES.
+    """What it finds: NVML MIG mode enabled on a GPU, or MIG- UUIDs in CUDA_VISIBLE_DEVICES.
     Why it matters: a process sees only one MIG slice, and NCCL cannot run collectives across
     slices, so DDP across slices fails or hangs.
     Example: an A100 split into 7 slices with torchrun --nproc-per-node 7.
@@ -157,17 +141,13 @@ def mig_devices(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP024",
-    "exclusive-compute-mode",
-    Severity.WARNING,
     Remediation(
         "Make sure each rank touches only its own GPU (set_device(local_rank) first, "
         "map_location on torch.load), or set the default mode: nvidia-smi -i N -c DEFAULT (root).",
     ),
 )
 def exclusive_compute_mode(facts: FactSet) -> Iterator[Hit]:
-    """A GPU is in exclusive-process or prohibited compute mode.
-
-    What it finds: NVML compute mode other than default.
+    """What it finds: NVML compute mode other than default.
     Why it matters: a second context on the GPU (a stray one from another rank, a leftover
     job) fails with "all CUDA-capable devices are busy or unavailable"; prohibited allows none.
     Example: a cluster that sets EXCLUSIVE_PROCESS, and rank 1 creating a context on GPU 0.
@@ -184,8 +164,6 @@ def exclusive_compute_mode(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP025",
-    "ecc-errors",
-    Severity.ERROR,
     Remediation(
         "Drain the node and reset the GPU (nvidia-smi -r -i N, no processes on it); if errors "
         "return, replace it. Check `nvidia-smi -q -d ECC` and dmesg for Xid errors.",
@@ -193,9 +171,7 @@ def exclusive_compute_mode(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def ecc_errors(facts: FactSet) -> Iterator[Hit]:
-    """A GPU reports uncorrectable ECC errors since the driver loaded.
-
-    What it finds: NVML volatile uncorrectable ECC count above zero.
+    """What it finds: NVML volatile uncorrectable ECC count above zero.
     Why it matters: kernels fail with "uncorrectable ECC error encountered", or results are
     silently wrong; NCCL jobs die at random.
     Example: a GPU with a failing HBM stack in an 8-GPU node.
@@ -212,8 +188,6 @@ def ecc_errors(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP026",
-    "gpu-memory-taken",
-    Severity.WARNING,
     Remediation(
         "Stop the processes that hold the memory (often a crashed run's leftover ranks): "
         "`nvidia-smi` lists them; kill them or wait for them.",
@@ -221,9 +195,7 @@ def ecc_errors(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def gpu_memory_taken(facts: FactSet) -> Iterator[Hit]:
-    """Other processes already hold much of a GPU's memory.
-
-    What it finds: NVML used memory at 50% of the total or more (an error at 90%), with the
+    """What it finds: NVML used memory at 50% of the total or more (an error at 90%), with the
     processes holding it.
     Why it matters: the new job runs out of memory at once or after a few steps, or two jobs
     share a GPU and both slow down.
@@ -252,17 +224,13 @@ def gpu_memory_taken(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP027",
-    "more-ranks-than-gpus",
-    Severity.ERROR,
     Remediation(
         "Start at most one rank per visible GPU: torchrun --nproc-per-node=<number of GPUs> "
         "(or --nproc-per-node=gpu).",
     ),
 )
 def more_ranks_than_gpus(facts: FactSet) -> Iterator[Hit]:
-    """More ranks per node are asked for than GPUs are visible.
-
-    What it finds: --nproc (or LOCAL_WORLD_SIZE) above the number of visible GPUs, for a GPU
+    """What it finds: --nproc (or LOCAL_WORLD_SIZE) above the number of visible GPUs, for a GPU
     backend.
     Why it matters: set_device(local_rank) fails with "CUDA error: invalid device ordinal", or
     ranks share GPUs and NCCL fails with "Duplicate GPU detected".
@@ -291,8 +259,6 @@ def more_ranks_than_gpus(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP028",
-    "gpu-required-missing",
-    Severity.ERROR,
     Remediation(
         "Check that the driver is loaded (nvidia-smi), the GPUs are passed into the container "
         "(--gpus all), and CUDA_VISIBLE_DEVICES does not hide them.",
@@ -300,9 +266,7 @@ def more_ranks_than_gpus(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def gpu_required_missing(facts: FactSet) -> Iterator[Hit]:
-    """--require-gpu was given and no usable GPU was found.
-
-    What it finds: with --require-gpu, no GPU visible to torch or NVML.
+    """What it finds: with --require-gpu, no GPU visible to torch or NVML.
     Why it matters: a GPU node whose GPUs vanished (driver, container, variable) must fail its
     gate, not pass it with the GPU probes skipped.
     Example: a CI gate on a new node whose driver failed to load after a kernel update.

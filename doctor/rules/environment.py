@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 NUMERIC_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
@@ -13,8 +13,6 @@ NUMERIC_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GR
 
 @rule(
     "DDP011",
-    "launch-env-invalid",
-    Severity.WARNING,
     Remediation(
         "Unset the stale variables (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and MASTER_* for "
         "each rank itself), or give them consistent whole numbers.",
@@ -22,9 +20,7 @@ NUMERIC_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GR
     ),
 )
 def launch_env_invalid(facts: FactSet) -> Iterator[Hit]:
-    """RANK, WORLD_SIZE, LOCAL_RANK or MASTER_PORT in the environment are malformed.
-
-    What it finds: a value that is not a whole number (or is negative), a port outside
+    """What it finds: a value that is not a whole number (or is negative), a port outside
     1-65535, RANK not below WORLD_SIZE, LOCAL_RANK not below LOCAL_WORLD_SIZE.
     Why it matters: env:// initialisation reads them: "invalid literal for int()", or ranks
     that wait forever for a peer that cannot exist. Often left over from a previous job.

@@ -24,8 +24,6 @@ RENAMED_NCCL_VARIABLES = {
 
 @rule(
     "DDP001",
-    "torch-unusable",
-    Severity.ERROR,
     Remediation(
         "Reinstall torch for this machine's CUDA driver, in the environment you launch from "
         f"(the selector at {PYTORCH_INSTALL_PAGE} gives the command).",
@@ -33,9 +31,7 @@ RENAMED_NCCL_VARIABLES = {
     ),
 )
 def torch_unusable(facts: FactSet) -> Iterator[Hit]:
-    """torch is missing or fails to import in the Python that launches training.
-
-    What it finds: `import torch` failing in a child process: not installed, a missing
+    """What it finds: `import torch` failing in a child process: not installed, a missing
     libcudart or libnccl, an ABI mismatch with another package.
     Why it matters: nothing distributed can start; torchrun fails on every rank.
     Example: `OSError: libcudart.so.12: cannot open shared object file`.
@@ -48,17 +44,13 @@ def torch_unusable(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP002",
-    "cpu-only-torch-on-gpu-host",
-    Severity.ERROR,
     Remediation(
         "Install a CUDA build of torch that matches the driver (e.g. the cu126 or cu128 wheel), "
         f"not the +cpu one: see {PYTORCH_INSTALL_PAGE}.",
     ),
 )
 def cpu_only_torch_on_gpu_host(facts: FactSet) -> Iterator[Hit]:
-    """A CPU-only torch is installed on a machine with NVIDIA GPUs.
-
-    What it finds: torch.version.cuda is None while NVML lists GPUs.
+    """What it finds: torch.version.cuda is None while NVML lists GPUs.
     Why it matters: every GPU call fails with "Torch not compiled with CUDA enabled"; NCCL is
     missing, so DDP can only use gloo on the CPU.
     Example: `pip install torch` resolved to a `+cpu` wheel from a CPU-only index.
@@ -74,8 +66,6 @@ def cpu_only_torch_on_gpu_host(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP003",
-    "driver-too-old",
-    Severity.ERROR,
     Remediation(
         "Upgrade the NVIDIA driver to one that supports this CUDA version, or install a torch "
         "wheel built for an older CUDA (cuXY no newer than the driver's CUDA version).",
@@ -83,9 +73,7 @@ def cpu_only_torch_on_gpu_host(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def driver_too_old(facts: FactSet) -> Iterator[Hit]:
-    """The NVIDIA driver is older than the CUDA runtime torch was built with.
-
-    What it finds: the driver's CUDA version (NVML) has a lower major version than
+    """What it finds: the driver's CUDA version (NVML) has a lower major version than
     torch.version.cuda, or torch reported "driver version is insufficient".
     Why it matters: CUDA fails to initialise; torch.cuda.is_available() is False.
     Example: driver 470 (CUDA 11.4) with a cu121 wheel.
@@ -112,17 +100,13 @@ def driver_too_old(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP004",
-    "gpu-arch-unsupported",
-    Severity.ERROR,
     Remediation(
         "Install a torch wheel built for this GPU architecture (e.g. cu128 or newer for sm_120 "
         f"Blackwell cards): see {PYTORCH_INSTALL_PAGE}."
     ),
 )
 def gpu_arch_unsupported(facts: FactSet) -> Iterator[Hit]:
-    """The GPU's compute capability is not in the torch build's architecture list.
-
-    What it finds: a device capability that no entry of torch.cuda.get_arch_list() can run
+    """What it finds: a device capability that no entry of torch.cuda.get_arch_list() can run
     on: `sm_XY` and `compute_XY` cover the same major version from minor Y up, as torch's own
     check counts them (Jetson capabilities only by their own entry).
     Why it matters: every kernel fails with "no kernel image is available for execution on the
@@ -166,17 +150,13 @@ def _arch_covered(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bo
 
 @rule(
     "DDP005",
-    "nccl-unavailable",
-    Severity.ERROR,
     Remediation(
         'Use the gloo backend (init_process_group("gloo")) here; for GPU training install a '
         "Linux CUDA build of torch, on Windows through WSL2."
     ),
 )
 def nccl_unavailable(facts: FactSet) -> Iterator[Hit]:
-    """This torch build has no NCCL, so the nccl backend cannot be used.
-
-    What it finds: dist.is_nccl_available() is False (Windows and macOS builds, CPU wheels).
+    """What it finds: dist.is_nccl_available() is False (Windows and macOS builds, CPU wheels).
     Why it matters: `init_process_group("nccl")` fails with "Distributed package doesn't have
     NCCL built in". An error where GPUs are present or nccl was asked for, else information.
     Example: a training script hard-coding backend="nccl" run on a Windows workstation.
@@ -203,17 +183,13 @@ def nccl_unavailable(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP006",
-    "windows-libuv-store",
-    Severity.WARNING,
     Remediation(
         "Set USE_LIBUV=0 before launching, or add ?use_libuv=0 to the init_method URL.",
         ("set USE_LIBUV=0",),
     ),
 )
 def windows_libuv_store(facts: FactSet) -> Iterator[Hit]:
-    """On Windows, torch 2.4+ asks for a libuv TCPStore that Windows wheels may lack.
-
-    What it finds: Windows, torch >= 2.4 and USE_LIBUV unset.
+    """What it finds: Windows, torch >= 2.4 and USE_LIBUV unset.
     Why it matters: init fails with "use_libuv was requested but PyTorch was build without
     libuv support".
     Example: `torchrun --nproc-per-node 2 train.py` in a Windows terminal.
@@ -230,17 +206,13 @@ def windows_libuv_store(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP007",
-    "windows-gloo-limits",
-    Severity.INFO,
     Remediation(
         "Use MASTER_ADDR=127.0.0.1 and gloo for single-machine runs; for real multi-GPU or "
         "multi-node training use Linux or WSL2."
     ),
 )
 def windows_gloo_limits(facts: FactSet) -> Iterator[Hit]:
-    """Windows has only gloo, which lacks several collectives and GPU transports.
-
-    What it finds: the Windows platform.
+    """What it finds: the Windows platform.
     Why it matters: no NCCL; gloo has no all_to_all and no GPU send/recv on Windows, and host
     name resolution fails with "unsupported gloo device".
     Example: a script that calls all_to_all_single works on Linux and fails on Windows.
@@ -252,8 +224,6 @@ def windows_gloo_limits(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP008",
-    "dev-shm-too-small",
-    Severity.WARNING,
     Remediation(
         "In a container: docker run --ipc=host (or --shm-size=16g); on Kubernetes mount an "
         "emptyDir with medium: Memory at /dev/shm. On a host, remount /dev/shm larger.",
@@ -261,9 +231,7 @@ def windows_gloo_limits(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def dev_shm_too_small(facts: FactSet) -> Iterator[Hit]:
-    """/dev/shm is smaller than 1 GiB.
-
-    What it finds: statvfs('/dev/shm') below 1 GiB (Docker's default is 64 MiB).
+    """What it finds: statvfs('/dev/shm') below 1 GiB (Docker's default is 64 MiB).
     Why it matters: NCCL fails with "Error while creating shared memory segment", DataLoader
     workers die with "bus error ... insufficient shared memory".
     Example: `docker run --gpus all image torchrun ...` without --ipc=host.
@@ -281,14 +249,10 @@ def dev_shm_too_small(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP009",
-    "deprecated-nccl-env",
-    Severity.WARNING,
     Remediation("Use the TORCH_NCCL_* name; torch >= 2.2 reads the old name only as a fallback."),
 )
 def deprecated_nccl_env(facts: FactSet) -> Iterator[Hit]:
-    """An NCCL_* variable is set that torch has renamed to TORCH_NCCL_*.
-
-    What it finds: NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG,
+    """What it finds: NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG,
     NCCL_ENABLE_TIMING set in the environment.
     Why it matters: torch warns on every rank, and the old names are going away; a value set
     under both names is ambiguous.
@@ -309,17 +273,13 @@ def deprecated_nccl_env(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP010",
-    "jupyter-launch",
-    Severity.WARNING,
     Remediation(
         "Put the training code in a script and launch it with torchrun from a terminal; in a "
         "notebook use only single-process code (or a launcher built for notebooks)."
     ),
 )
 def jupyter_launch(facts: FactSet) -> Iterator[Hit]:
-    """Distributed training started from a Jupyter notebook kernel.
-
-    What it finds: the doctor running inside, or launched from, an IPython kernel.
+    """What it finds: the doctor running inside, or launched from, an IPython kernel.
     Why it matters: mp.spawn cannot pickle notebook-defined functions, CUDA initialised in the
     kernel breaks forked workers, and a failed rank leaves the kernel hung.
     Example: calling mp.spawn(train, nprocs=2) in a notebook cell.

@@ -10,22 +10,17 @@ from collections.abc import Sequence
 from ddp_doctor.facts import FactSet
 from ddp_doctor.jobfacts import JobFacts
 from ddp_doctor.model import Finding, Remediation, Severity
-from ddp_doctor.registry import Hit, define, spec_for
+from ddp_doctor.registry import Hit, describe, spec_for
 
 from .jobreading import job_failed
 
-JOB_FAILED = define(
+JOB_FAILED = describe(
     "DDP308",
-    "job-failed",
-    Severity.ERROR,
     Remediation(
         "Read the job output in the report (-v, or --format json: probes[job].facts.output_tail); "
         "run again with NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for more detail."
     ),
-    "facts",
-    """The doctor's job failed in a way no other rule explains.
-
-What it finds: a torchrun job that exited non-zero or ran past its time while no rendezvous,
+    """What it finds: a torchrun job that exited non-zero or ran past its time while no rendezvous,
 collective or log-pattern finding names a cause.
 Why it matters: the setup cannot run a minimal DDP job; real training will fail too.
 Example: a driver crash inside a collective that prints nothing known.

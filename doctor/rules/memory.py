@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
 from ddp_doctor.jobfacts import JobFacts
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 GIB = 1024**3
@@ -17,17 +17,13 @@ IMBALANCE_MIN_BYTES = 256 * 1024**2
 
 @rule(
     "DDP401",
-    "dataparallel-gpu0-imbalance",
-    Severity.WARNING,
     Remediation(
         "Use DistributedDataParallel with one process per GPU (torchrun): each GPU then holds "
         "only its own activations and gradients."
     ),
 )
 def dataparallel_gpu0_imbalance(facts: FactSet) -> Iterator[Hit]:
-    """nn.DataParallel loads the first GPU far more than the others.
-
-    What it finds: in the DataParallel probe, device_ids[0]'s peak memory above 1.5x the
+    """What it finds: in the DataParallel probe, device_ids[0]'s peak memory above 1.5x the
     mean of the other GPUs.
     Why it matters: the first GPU gathers outputs and holds the optimizer state: it runs out
     of memory while the others sit half empty, and the whole job runs at its pace.
@@ -49,17 +45,13 @@ def dataparallel_gpu0_imbalance(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP402",
-    "ddp-gradients-not-synced",
-    Severity.ERROR,
     Remediation(
         "Wrap the model once with DistributedDataParallel after moving it to the rank's device, "
         "run backward through the wrapped model, and use the default process group."
     ),
 )
 def ddp_gradients_not_synced(facts: FactSet) -> Iterator[Hit]:
-    """After DDP's backward, gradients or parameters differ between ranks.
-
-    What it finds: checksums of parameters and gradients after three DDP steps that differ
+    """What it finds: checksums of parameters and gradients after three DDP steps that differ
     between ranks (MIN and MAX over ranks disagree).
     Why it matters: the replicas drift apart; each rank trains its own model.
     Example: a broken all-reduce transport; a model whose forward bypasses the DDP wrapper.
@@ -85,17 +77,13 @@ def ddp_gradients_not_synced(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP403",
-    "stray-context-on-gpu0",
-    Severity.ERROR,
     Remediation(
         "Call torch.cuda.set_device(local_rank) first thing in each rank, create tensors with an "
         "explicit device, and load checkpoints with map_location."
     ),
 )
 def stray_context_on_gpu0(facts: FactSet) -> Iterator[Hit]:
-    """Ranks other than rank 0 hold memory on rank 0's GPU.
-
-    What it finds: NVML's process list during the job: a rank's pid holding memory on a GPU
+    """What it finds: NVML's process list during the job: a rank's pid holding memory on a GPU
     that is not its own (usually GPU 0).
     Why it matters: each stray CUDA context costs 300-500 MB on GPU 0, which then runs out of
     memory first; in exclusive mode the job fails.
@@ -141,17 +129,13 @@ def _same_bus(a: str, b: str) -> bool:
 
 @rule(
     "DDP404",
-    "per-rank-memory-imbalance",
-    Severity.WARNING,
     Remediation(
         "Look for work only one rank does (evaluation, logging tensors, checkpoint loading on "
         "rank 0) and for tensors created on the wrong device."
     ),
 )
 def per_rank_memory_imbalance(facts: FactSet) -> Iterator[Hit]:
-    """One rank's peak GPU memory is far above the others'.
-
-    What it finds: a rank whose peak allocated memory over the job's stages is above 1.5x
+    """What it finds: a rank whose peak allocated memory over the job's stages is above 1.5x
     the median of the other ranks and at least 256 MiB more.
     Why it matters: that rank runs out of memory first; the job runs at the pace of the
     fullest GPU.
@@ -179,17 +163,13 @@ def per_rank_memory_imbalance(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP405",
-    "dp-output-device-mismatch",
-    Severity.ERROR,
     Remediation(
         "Move the model to device_ids[0] before wrapping (model.to(f'cuda:{device_ids[0]}')) and "
         "pass output_device consistently; the caller must expect outputs there."
     ),
 )
 def dp_output_device_mismatch(facts: FactSet) -> Iterator[Hit]:
-    """DataParallel's output or model is not on the device the wrapper was told.
-
-    What it finds: in the DataParallel probe, the output on another device than
+    """What it finds: in the DataParallel probe, the output on another device than
     output_device, the model off device_ids[0], or the error "module must have its
     parameters and buffers on device cuda:0".
     Why it matters: a crash at the first forward, or outputs gathered where the loss does not

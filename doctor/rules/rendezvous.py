@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
-from ddp_doctor.model import Remediation, Severity
-from ddp_doctor.registry import Hit, rule
+from ddp_doctor.model import Remediation
+from ddp_doctor.registry import Hit, describe, rule
 
 from .common import env_count
 from .jobreading import rank_list, stuck_ranks, waited_ranks
@@ -16,8 +16,6 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 @rule(
     "DDP201",
-    "master-port-in-use",
-    Severity.ERROR,
     Remediation(
         "Pick a free port (--master-port / MASTER_PORT), or stop what holds this one, often a "
         "stale job: `ss -ltnp` shows the owner.",
@@ -25,9 +23,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
     ),
 )
 def master_port_in_use(facts: FactSet) -> Iterator[Hit]:
-    """The master port is already taken by another listener.
-
-    What it finds: bind() on the master address and port failing with EADDRINUSE before
+    """What it finds: bind() on the master address and port failing with EADDRINUSE before
     launch.
     Why it matters: rank 0 fails with "EADDRINUSE" / "Address already in use" within a
     second, and the other ranks hang inside the TCPStore forever, ignoring their timeout.
@@ -44,8 +40,6 @@ def master_port_in_use(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP202",
-    "rendezvous-timeout",
-    Severity.ERROR,
     Remediation(
         "Check that every rank is started (nnodes x nproc-per-node == WORLD_SIZE), can reach "
         "MASTER_ADDR:MASTER_PORT, and is not stuck before init_process_group (data loading, "
@@ -53,9 +47,7 @@ def master_port_in_use(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
-    """A rank never joined the process group, so the others timed out waiting.
-
-    What it finds: ranks that never finished process-group init while the job failed or ran
+    """What it finds: ranks that never finished process-group init while the job failed or ran
     past its time; the ranks that did arrive and waited are named too.
     Why it matters: the ranks that came wait until their timeout ("Timed out after N seconds
     waiting for clients. 1/2 clients joined", "client socket has timed out"), then the job
@@ -84,14 +76,10 @@ def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP203",
-    "master-addr-unresolvable",
-    Severity.ERROR,
     Remediation("Use an IP address for MASTER_ADDR (--master-addr), or fix DNS / /etc/hosts."),
 )
 def master_addr_unresolvable(facts: FactSet) -> Iterator[Hit]:
-    """The master address does not resolve to an IP address.
-
-    What it finds: getaddrinfo failing for --master-addr (MASTER_ADDR) before launch.
+    """What it finds: getaddrinfo failing for --master-addr (MASTER_ADDR) before launch.
     Why it matters: init retries until its timeout, and torchrun's rendezvous for 600 s,
     before failing with "host not found" / gaierror.
     Example: MASTER_ADDR=node-01 on a cluster whose DNS does not know node-01.
@@ -108,17 +96,13 @@ def master_addr_unresolvable(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP204",
-    "hostname-is-loopback",
-    Severity.WARNING,
     Remediation(
         "Give other nodes a routable address: MASTER_ADDR=<this node's IP>, and fix /etc/hosts "
         "so the host name maps to that IP (or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME)."
     ),
 )
 def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
-    """This host's name resolves to a loopback address, and the run is multi-node.
-
-    What it finds: gethostbyname(gethostname()) in 127.0.0.0/8 while the master address is
+    """What it finds: gethostbyname(gethostname()) in 127.0.0.0/8 while the master address is
     not a loopback one.
     Why it matters: gloo and the store advertise 127.x to the other nodes, which then fail
     with "Connection refused, remote=[127.0.0.1]:PORT" while this node hangs.
@@ -141,8 +125,6 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP205",
-    "wrong-network-interface",
-    Severity.ERROR,
     Remediation(
         "Set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to the interface that carries traffic "
         "between nodes (`ip -br addr` lists them), or unset them.",
@@ -150,9 +132,7 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def wrong_network_interface(facts: FactSet) -> Iterator[Hit]:
-    """NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names no interface of this host.
-
-    What it finds: an interface list in either variable that matches none of this host's
+    """What it finds: an interface list in either variable that matches none of this host's
     interfaces (NCCL reads prefixes, `^` to exclude and `=` for exact names).
     Why it matters: NCCL fails with "no socket interface found" or "unhandled system error";
     gloo with "unable to find address for" the interface.
@@ -183,40 +163,30 @@ def _any_interface_matches(variable: str, value: str, interfaces: tuple[str, ...
     return any((i == p if exact else i.startswith(p)) for i in interfaces for p in wanted)
 
 
-@rule(
+describe(
     "DDP206",
-    "connection-refused",
-    Severity.ERROR,
     Remediation(
         "Open the master port and the ephemeral port range between the nodes (firewall, "
         "security group), and check that rank 0 is running on MASTER_ADDR."
     ),
-)
-def connection_refused(facts: FactSet) -> Iterator[Hit]:
-    """Ranks could not connect: "Connection refused" from the store or the backend.
-
-    What it finds: "Connection refused" in the job's output (through the log patterns).
+    """What it finds: "Connection refused" in the job's output (through the log patterns).
     Why it matters: nothing listens where the rank connects (rank 0 not started yet or dead,
     a firewall rejecting, a wrong address); init fails or retries until its timeout.
     Example: a firewall between nodes that allows 29500 but not gloo's data ports.
     Fix: open the ports, start rank 0 first, check the address.
-    """
-    return iter(())  # found in the job's output by the shared log patterns (logscan)
+    """,
+)
 
 
 @rule(
     "DDP207",
-    "world-size-mismatch",
-    Severity.ERROR,
     Remediation(
         "Make WORLD_SIZE equal nnodes x nproc-per-node on every node (torchrun sets it itself "
         "when you do not export it)."
     ),
 )
 def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
-    """The ranks disagree about the world size, or it is not nnodes x nproc-per-node.
-
-    What it finds: ranks of the job reporting different world sizes; WORLD_SIZE in the
+    """What it finds: ranks of the job reporting different world sizes; WORLD_SIZE in the
     environment that is not a multiple of LOCAL_WORLD_SIZE.
     Why it matters: ranks wait for peers that will never come (a hang until the timeout), or
     two jobs' ranks meet in one group.
@@ -240,17 +210,13 @@ def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
 
 @rule(
     "DDP208",
-    "master-addr-not-local",
-    Severity.ERROR,
     Remediation(
         "Give --master-addr an address of this machine (127.0.0.1, or one `ip -br addr` "
         "shows): the doctor's job runs its master here."
     ),
 )
 def master_addr_not_local(facts: FactSet) -> Iterator[Hit]:
-    """The master address is not an address of this machine, so the job cannot listen on it.
-
-    What it finds: bind() on the master address failing with anything but EADDRINUSE
+    """What it finds: bind() on the master address failing with anything but EADDRINUSE
     (EADDRNOTAVAIL: the address belongs to another host).
     Why it matters: rank 0 hosts the store on MASTER_ADDR; on the wrong host it cannot.
     Example: --master-addr 10.0.0.5 run on 10.0.0.6.

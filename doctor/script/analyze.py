@@ -8,19 +8,20 @@ import warnings
 from collections.abc import Sequence
 
 from ddp_doctor.model import Finding, Location
-from ddp_doctor.registry import RULES, Hit, RuleSpec, rules_in_scope, spec_for
+from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
 
-from . import rules as _rules  # noqa: F401  (registers the script rules)
 from .facts import ScriptFacts
 from .files import PYTHON
 from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
 from .suppress import without_suppressed
 from .walker import build_facts
 
+RULE_CRASHED = "DDP903"
+
 
 def script_rules() -> list[RuleSpec]:
     """Every rule that reads a script, in code order."""
-    return [spec for spec in rules_in_scope("script") if spec.check is not None]
+    return rules_judged("script")
 
 
 def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> list[Finding]:
@@ -71,5 +72,4 @@ def _run_guarded(spec: RuleSpec, facts: ScriptFacts) -> list[Finding]:
         where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
         message = f"rule {spec.code} ({spec.name}) crashed on this file: {type(error).__name__}: {error}{where}"
         crash = Hit(message, {"rule": spec.code}, location=Location(facts.path))
-        code = "DDP903" if "DDP903" in RULES else FILE_UNREADABLE
-        return [RULES[code].finding(crash)]
+        return [spec_for(RULE_CRASHED).finding(crash)]

@@ -1,8 +1,4 @@
-"""The static rules DDP101-DDP127 (and the doctor's own DDP910/DDP911 for files it cannot read).
+"""The static rules DDP101-DDP127, one module per theme; codes.py says which holds which.
 
-Importing this package registers every rule with ddp_doctor.registry; none imports torch.
+None imports torch.
 """
-
-from . import data, devices, doctor, launch, process_group, ranks, training, wrapping
-
-__all__ = ["data", "devices", "doctor", "launch", "process_group", "ranks", "training", "wrapping"]

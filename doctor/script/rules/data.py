@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
@@ -25,18 +25,13 @@ def _samplers(facts: ScriptFacts) -> SamplerFlow:
 
 @rule(
     "DDP111",
-    "distributed-sampler-missing",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Give the training DataLoader sampler=DistributedSampler(dataset) (and shuffle=False "
         "on the loader)."
     ),
-    scope="script",
 )
 def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
-    """A DDP script's training DataLoader has no sampler: every rank trains on all the data.
-
-    What it finds:
+    """What it finds:
         In a script that wraps a model in DDP, a DataLoader that looks like the training one
         (shuffle=True, or a name with "train") and has neither sampler= nor batch_sampler=.
     Why it matters:
@@ -76,15 +71,10 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP112",
-    "sampler-shuffle-conflict",
-    Severity.ERROR,
-    fix=Remediation("Drop shuffle=True from the DataLoader; DistributedSampler shuffles itself."),
-    scope="script",
+    Remediation("Drop shuffle=True from the DataLoader; DistributedSampler shuffles itself."),
 )
 def sampler_shuffle_conflict(facts: ScriptFacts) -> Iterator[Hit]:
-    """DataLoader gets both shuffle=True and a sampler: it raises at construction.
-
-    What it finds:
+    """What it finds:
         DataLoader(..., shuffle=True, sampler=...) or with batch_sampler=..., where the sampler
         is not the literal None.
     Why it matters:
@@ -131,15 +121,10 @@ def _is_none(node: ast.AST) -> bool:
 
 @rule(
     "DDP113",
-    "set-epoch-missing",
-    Severity.ERROR,
-    fix=Remediation("Call sampler.set_epoch(epoch) at the top of every epoch, before iterating."),
-    scope="script",
+    Remediation("Call sampler.set_epoch(epoch) at the top of every epoch, before iterating."),
 )
 def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
-    """A shuffling DistributedSampler never gets set_epoch(epoch): same order every epoch.
-
-    What it finds:
+    """What it finds:
         A DistributedSampler (shuffle not False, not an evaluation sampler) in a script that
         runs its own training loop, with no set_epoch reaching it: not on the sampler's name,
         not through loader.sampler, not in a method the epoch loop calls. Also set_epoch with a
@@ -228,18 +213,13 @@ def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
 
 @rule(
     "DDP114",
-    "distributed-sampler-for-eval",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Evaluate on rank 0 only, or all_reduce counts and sums and drop the padded samples "
         "(len(dataset) is the true total)."
     ),
-    scope="script",
 )
 def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
-    """A DistributedSampler feeds evaluation: padded or dropped samples skew the metrics.
-
-    What it finds:
+    """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
         (val, valid, test, eval).
     Why it matters:
@@ -265,17 +245,10 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP122",
-    "same-seed-every-rank",
-    Severity.INFO,
-    fix=Remediation(
-        "Seed data randomness with seed + rank (keep the model seed shared if needed)."
-    ),
-    scope="script",
+    Remediation("Seed data randomness with seed + rank (keep the model seed shared if needed)."),
 )
 def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
-    """Every rank seeds its random generators with the same constant.
-
-    What it finds:
+    """What it finds:
         In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
         np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
         seeding call in the script uses the rank. Reported once, at the first call.

@@ -17,18 +17,13 @@ from ..placement import is_hard_coded_index
 
 @rule(
     "DDP107",
-    "set-device-missing",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Call torch.cuda.set_device(local_rank) before init_process_group "
         "(local_rank = int(os.environ['LOCAL_RANK']))."
     ),
-    scope="script",
 )
 def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
-    """No torch.cuda.set_device(local_rank) before init_process_group in a CUDA script.
-
-    What it finds:
+    """What it finds:
         A script that calls init_process_group and uses CUDA, with no torch.cuda.set_device
         (nor init_process_group(device_id=...), nor a per-rank CUDA_VISIBLE_DEVICES) at all;
         or one that calls set_device only after init_process_group in the same function
@@ -78,18 +73,13 @@ def _is_gloo(call: CallSite) -> bool:
 
 @rule(
     "DDP127",
-    "indexless-cuda-placement",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Place on the rank's own GPU: device = torch.device('cuda', local_rank), "
         "or call torch.cuda.set_device(local_rank) first."
     ),
-    scope="script",
 )
 def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
-    """.cuda() or "cuda" with no index (or a literal cuda:0) in a one-process-per-GPU script.
-
-    What it finds:
+    """What it finds:
         .cuda(), .to("cuda"), torch.device("cuda") with no set_device anywhere in a script
         that starts a process group or wraps in DDP; and literal "cuda:0" / .cuda(0) there,
         with or without set_device. A per-rank CUDA_VISIBLE_DEVICES silences it.
@@ -150,18 +140,13 @@ def _is_plain_cuda(node: ast.AST) -> bool:
 
 @rule(
     "DDP110",
-    "visible-devices-set-late",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Set CUDA_VISIBLE_DEVICES in the shell (CUDA_VISIBLE_DEVICES=0,1 torchrun ...) or "
         "before any import of torch."
     ),
-    scope="script",
 )
 def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
-    """os.environ["CUDA_VISIBLE_DEVICES"] is assigned after torch is imported or CUDA is used.
-
-    What it finds:
+    """What it finds:
         Assignments to CUDA_VISIBLE_DEVICES (os.environ[...] =, setdefault, putenv) that run
         after `import torch` (or a library that imports it): an error when a torch.cuda call
         already ran before it in the same scope, info when it is inside a function (it works

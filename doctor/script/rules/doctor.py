@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from ddp_doctor.model import Remediation, Severity
-from ddp_doctor.registry import define
+from ddp_doctor.model import Remediation
+from ddp_doctor.registry import describe
 
 SYNTAX_ERROR = "DDP910"
 FILE_UNREADABLE = "DDP911"
 
-define(
+describe(
     SYNTAX_ERROR,
-    "script-syntax-error",
-    Severity.ERROR,
     Remediation("Fix the syntax error; the other rules could not look at this file."),
-    "script",
-    """A Python file does not parse, so no rule could check it.
-
-    What it finds:
+    """What it finds:
         A .py file given to `check` (or found under a directory) that Python's parser rejects,
         with the parser's message, line and column.
     Why it matters:
@@ -29,15 +24,10 @@ define(
     """,
 )
 
-define(
+describe(
     FILE_UNREADABLE,
-    "file-unreadable",
-    Severity.WARNING,
     Remediation("Check the path and its permissions; save Python sources as UTF-8."),
-    "script",
-    """A path given to `check` could not be read as text, so it was skipped.
-
-    What it finds:
+    """What it finds:
         Missing paths, files without read permission, symlink loops, binary files, files that
         are not valid UTF-8 (nor in their declared encoding) and files over the size limit.
     Why it matters:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
@@ -21,18 +21,13 @@ _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefil
 
 @rule(
     "DDP102",
-    "launch-module-deprecated",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Launch with torchrun and read the local rank from os.environ['LOCAL_RANK'].",
         ("torchrun --nproc-per-node=NUM_GPUS train.py",),
     ),
-    scope="script",
 )
 def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
-    """The deprecated `python -m torch.distributed.launch` starts the job.
-
-    What it finds:
+    """What it finds:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
         YAML, Makefile and Markdown files and in Python strings, and imports of the module.
     Why it matters:
@@ -96,18 +91,13 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
 
 @rule(
     "DDP103",
-    "local-rank-argparse-only",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Read int(os.environ['LOCAL_RANK']); if the argument must stay, declare both spellings: "
         "parser.add_argument('--local-rank', '--local_rank', type=int, default=0)."
     ),
-    scope="script",
 )
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
-    """Only `--local_rank` is declared: newer launchers pass `--local-rank` and argparse fails.
-
-    What it finds:
+    """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
         parse_known_args, and no read of the LOCAL_RANK environment variable anywhere.
     Why it matters:
@@ -137,15 +127,10 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP104",
-    "local-rank-not-from-env",
-    Severity.ERROR,
-    fix=Remediation("local_rank = int(os.environ['LOCAL_RANK']) (torchrun sets it per process)."),
-    scope="script",
+    Remediation("local_rank = int(os.environ['LOCAL_RANK']) (torchrun sets it per process)."),
 )
 def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
-    """The GPU index comes from an argparse --local_rank that torchrun never passes.
-
-    What it finds:
+    """What it finds:
         args.local_rank (from parser.add_argument("--local_rank"/"--local-rank")) used to pick
         the device (set_device, torch.device, .cuda(), .to(), DDP device_ids), in a script that
         never reads the LOCAL_RANK environment variable.
@@ -194,17 +179,9 @@ def _uses_local_rank(call: CallSite, aliases: set[str]) -> bool:
     return False
 
 
-@rule(
-    "DDP123",
-    "spawn-without-main-guard",
-    Severity.ERROR,
-    fix=Remediation('Start processes only under `if __name__ == "__main__":`.'),
-    scope="script",
-)
+@rule("DDP123", Remediation('Start processes only under `if __name__ == "__main__":`.'))
 def spawn_without_main_guard(facts: ScriptFacts) -> Iterator[Hit]:
-    """mp.spawn runs from module-level code with no `if __name__ == "__main__":` guard.
-
-    What it finds:
+    """What it finds:
         torch.multiprocessing.spawn / start_processes called at module level, or in a function
         that module-level code calls, outside an `if __name__ == "__main__":` block.
     Why it matters:

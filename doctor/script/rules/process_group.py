@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
@@ -19,18 +19,13 @@ _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 
 @rule(
     "DDP105",
-    "hardcoded-rank-or-world-size",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Leave rank and world_size out under torchrun (env:// reads RANK and WORLD_SIZE), or "
         "pass the values the launcher gives each process."
     ),
-    scope="script",
 )
 def hardcoded_rank_or_world_size(facts: ScriptFacts) -> Iterator[Hit]:
-    """init_process_group gets a literal rank= or world_size=.
-
-    What it finds:
+    """What it finds:
         init_process_group(..., rank=0) or world_size=4 written as a number (directly or
         through a module-level constant). rank=0 with world_size=1 together (a deliberate
         single-process group) is left alone.
@@ -79,17 +74,12 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 
 @rule(
     "DDP106",
-    "nccl-without-fallback",
-    Severity.INFO,
-    fix=Remediation(
+    Remediation(
         'backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"'
     ),
-    scope="script",
 )
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
-    """backend="nccl" is hard-coded with no check that NCCL is available.
-
-    What it finds:
+    """What it finds:
         init_process_group with the literal backend "nccl" (or a variable only ever set to it)
         in a script that never calls torch.cuda.is_available(), dist.is_nccl_available() or
         torch.cuda.device_count().
@@ -122,17 +112,9 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
     return False
 
 
-@rule(
-    "DDP121",
-    "destroy-process-group-missing",
-    Severity.INFO,
-    fix=Remediation("Call dist.destroy_process_group() at the end, in a finally: block."),
-    scope="script",
-)
+@rule("DDP121", Remediation("Call dist.destroy_process_group() at the end, in a finally: block."))
 def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
-    """init_process_group is never matched by destroy_process_group.
-
-    What it finds:
+    """What it finds:
         A script that calls init_process_group and never destroy_process_group.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
@@ -170,18 +152,13 @@ def renamed_variable(name: str) -> str | None:
 
 @rule(
     "DDP124",
-    "deprecated-nccl-env-in-code",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Use the TORCH_NCCL_* names: TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT, "
         "TORCH_NCCL_DESYNC_DEBUG."
     ),
-    scope="script",
 )
 def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
-    """Code (or a launch script) sets an NCCL_* variable that torch renamed to TORCH_NCCL_*.
-
-    What it finds:
+    """What it finds:
         NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT and NCCL_DESYNC_DEBUG as string keys in
         Python (os.environ[...] = ..., setdefault, an env dict), and `export NAME=` or
         `NAME=` in shell, YAML and Makefiles.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
@@ -25,18 +25,13 @@ from ..rankflow import (
 
 @rule(
     "DDP116",
-    "save-on-every-rank",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Save on rank 0 only (if dist.get_rank() == 0: torch.save(...)), then dist.barrier() "
         "before any rank loads it."
     ),
-    scope="script",
 )
 def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
-    """torch.save runs on every rank: all ranks write the same checkpoint file at once.
-
-    What it finds:
+    """What it finds:
         torch.save in a one-process-per-GPU script that is not under a rank-0 guard: not in
         `if rank == 0:` (or is_main_process(), local_rank in [-1, 0], ...), not after
         `if rank != 0: return`, and not in a function that is only called under such a guard.
@@ -74,15 +69,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP117",
-    "state-dict-module-prefix",
-    Severity.WARNING,
-    fix=Remediation("Save model.module.state_dict() (the unwrapped model), not the DDP wrapper's."),
-    scope="script",
+    Remediation("Save model.module.state_dict() (the unwrapped model), not the DDP wrapper's."),
 )
 def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
-    """The DDP wrapper's state_dict() is saved: every key starts with "module.".
-
-    What it finds:
+    """What it finds:
         x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
         where x holds the DDP-wrapped model at that point.
     Why it matters:
@@ -131,17 +121,10 @@ def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool
 
 @rule(
     "DDP118",
-    "load-without-map-location",
-    Severity.WARNING,
-    fix=Remediation(
-        "Pass map_location: torch.load(path, map_location=f'cuda:{local_rank}') or 'cpu'."
-    ),
-    scope="script",
+    Remediation("Pass map_location: torch.load(path, map_location=f'cuda:{local_rank}') or 'cpu'."),
 )
 def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
-    """torch.load without map_location in a multi-GPU script: every rank loads onto cuda:0.
-
-    What it finds:
+    """What it finds:
         torch.load(...) with no map_location (or map_location=None) in a one-process-per-GPU
         CUDA script, outside rank-0-only code.
     Why it matters:
@@ -175,15 +158,10 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 
 @rule(
     "DDP119",
-    "log-on-every-rank",
-    Severity.INFO,
-    fix=Remediation("Log, print, open progress bars and wandb/tensorboard runs on rank 0 only."),
-    scope="script",
+    Remediation("Log, print, open progress bars and wandb/tensorboard runs on rank 0 only."),
 )
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
-    """Printing, logging, progress bars or experiment tracking run on every rank.
-
-    What it finds:
+    """What it finds:
         In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop,
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         Once per function and kind. Skipped where print is overridden off rank 0 or logging is
@@ -248,18 +226,13 @@ def _log_kind(
 
 @rule(
     "DDP120",
-    "collective-under-rank-guard",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Call collectives (barrier, all_reduce, DDP forward) on every rank, "
         "outside `if rank == 0:`."
     ),
-    scope="script",
 )
 def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
-    """A collective runs inside `if rank == 0:` (or another rank guard): the job hangs.
-
-    What it finds:
+    """What it finds:
         dist.barrier, all_reduce, broadcast, all_gather and the other collectives, a call of
         the DDP model outside no_grad, and calls of local helpers that run collectives, inside
         a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,

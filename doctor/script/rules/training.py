@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
@@ -18,15 +18,10 @@ _REDUCTIONS = frozenset({"mean", "sum"})
 
 @rule(
     "DDP125",
-    "dataparallel-loss-not-reduced",
-    Severity.WARNING,
-    fix=Remediation("Reduce the gathered losses first: loss = loss.mean(), then loss.backward()."),
-    scope="script",
+    Remediation("Reduce the gathered losses first: loss = loss.mean(), then loss.backward()."),
 )
 def dataparallel_loss_not_reduced(facts: ScriptFacts) -> Iterator[Hit]:
-    """A loss computed inside a DataParallel model's forward is back-propagated unreduced.
-
-    What it finds:
+    """What it finds:
         loss.backward() where loss comes straight out of a DataParallel-wrapped model's output
         (outputs.loss, outputs[0], outputs["loss"], or the call itself) with no .mean() or
         .sum() on it in that function.
@@ -118,19 +113,14 @@ def _reduced(facts: ScriptFacts, loss: str, backward: CallSite) -> bool:
 
 @rule(
     "DDP126",
-    "reentrant-checkpoint-with-ddp",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Pass use_reentrant=False to torch.utils.checkpoint.checkpoint (or "
         "gradient_checkpointing_kwargs={'use_reentrant': False}), or wrap with "
         "DDP(..., static_graph=True)."
     ),
-    scope="script",
 )
 def reentrant_checkpoint_with_ddp(facts: ScriptFacts) -> Iterator[Hit]:
-    """Activation checkpointing uses the reentrant variant under DDP.
-
-    What it finds:
+    """What it finds:
         In a script that wraps in DDP (without static_graph=True): torch.utils.checkpoint's
         checkpoint()/checkpoint_sequential() without use_reentrant=False, and Hugging Face
         gradient_checkpointing_enable() without gradient_checkpointing_kwargs that set

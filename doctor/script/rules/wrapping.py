@@ -17,18 +17,13 @@ from ..placement import device_state_before, is_hard_coded_index
 
 @rule(
     "DDP101",
-    "data-parallel-used",
-    Severity.WARNING,
-    fix=Remediation(
+    Remediation(
         "Use DistributedDataParallel with one process per GPU, started by torchrun.",
         ("torchrun --nproc-per-node=NUM_GPUS train.py",),
     ),
-    scope="script",
 )
 def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
-    """nn.DataParallel is used: one process drives every GPU and GPU 0 gathers everything.
-
-    What it finds:
+    """What it finds:
         Calls of torch.nn.DataParallel (under any import alias).
     Why it matters:
         DataParallel runs one Python process that scatters each batch, replicates the model
@@ -56,15 +51,10 @@ def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP108",
-    "ddp-device-ids-wrong",
-    Severity.ERROR,
-    fix=Remediation("Pass device_ids=[local_rank] and output_device=local_rank (or leave it out)."),
-    scope="script",
+    Remediation("Pass device_ids=[local_rank] and output_device=local_rank (or leave it out)."),
 )
 def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
-    """device_ids is hard-coded, lists several GPUs, or disagrees with output_device.
-
-    What it finds:
+    """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
         id, or the global rank; DDP or DataParallel whose output_device is not device_ids[0].
     Why it matters:
@@ -156,17 +146,9 @@ def _is_global_rank(facts: ScriptFacts, value: ast.expr) -> bool:
     return isinstance(key, ast.Constant) and key.value == "RANK"
 
 
-@rule(
-    "DDP109",
-    "model-not-on-device",
-    Severity.ERROR,
-    fix=Remediation("Move the model first (model.to(device)), then wrap it in DDP."),
-    scope="script",
-)
+@rule("DDP109", Remediation("Move the model first (model.to(device)), then wrap it in DDP."))
 def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
-    """The model is wrapped in DDP while its parameters are still on the CPU.
-
-    What it finds:
+    """What it finds:
         DistributedDataParallel(model) in a CUDA script where `model` was built in the same
         function and not moved with .to(device) or .cuda() before the wrap (also when it is
         moved only afterwards).
@@ -200,18 +182,13 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
 
 @rule(
     "DDP115",
-    "syncbn-after-ddp",
-    Severity.ERROR,
-    fix=Remediation(
+    Remediation(
         "Convert first: model = nn.SyncBatchNorm.convert_sync_batchnorm(model), "
         "then model.to(device), then DDP(model)."
     ),
-    scope="script",
 )
 def syncbn_after_ddp(facts: ScriptFacts) -> Iterator[Hit]:
-    """convert_sync_batchnorm runs after the DDP wrap.
-
-    What it finds:
+    """What it finds:
         nn.SyncBatchNorm.convert_sync_batchnorm(x) (or apex's convert_syncbn_model) where x is
         already the DDP-wrapped model, or the module that was passed to DDP earlier.
     Why it matters:
