@@ -47,6 +47,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP009", "deprecated-nccl-env", WARNING, "facts", "rules.install", "An NCCL_* variable is set that torch has renamed to TORCH_NCCL_*."),
     Code("DDP010", "jupyter-launch", WARNING, "facts", "rules.install", "Distributed training started from a Jupyter notebook kernel."),
     Code("DDP011", "launch-env-invalid", WARNING, "facts", "rules.environment", "RANK, WORLD_SIZE, LOCAL_RANK or MASTER_PORT in the environment are malformed."),
+    Code("DDP012", "python-unusable", ERROR, "facts", "rules.environment", "The Python that trains does not run, or is too old for the doctor's job."),
     Code("DDP020", "cuda-visible-devices-invalid", ERROR, "facts", "rules.devices", "CUDA_VISIBLE_DEVICES is malformed or names a GPU that does not exist."),
     Code("DDP021", "device-count-mismatch", ERROR, "facts", "rules.devices", "NVML, CUDA_VISIBLE_DEVICES and torch.cuda.device_count() disagree."),
     Code("DDP022", "device-order-not-pci", WARNING, "facts", "rules.devices", "Different GPU models on one machine, and CUDA_DEVICE_ORDER is not PCI_BUS_ID."),

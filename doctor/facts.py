@@ -31,6 +31,40 @@ class HostFacts:
     interfaces: tuple[str, ...] = ()  # network interface names (socket.if_nameindex)
 
 
+OLDEST_PATIENT_PYTHON = (3, 9)  # the payload's syntax; torch itself needs 3.10 since 2.9
+
+
+@dataclass(frozen=True)
+class PythonFacts:
+    """The patient: the interpreter whose torch is examined and which runs the job."""
+
+    executable: str
+    chosen_by: str  # "--python", "VIRTUAL_ENV is set", "python3 on PATH" ...
+    runs: bool = True
+    error: str | None = None  # why it does not run
+    version: str | None = None
+    implementation: str | None = None
+    prefix: str | None = None
+    virtual_env: bool = False
+    torch_origin: str | None = None  # where `import torch` would load from; None: no torch
+    os_release: str | None = None
+    libc: str | None = None
+    packages: Mapping[str, str] = field(default_factory=dict)  # around DDP: name -> version
+    nccl_libraries: tuple[str, ...] = ()  # libnccl files the nvidia-nccl wheels install
+
+    @property
+    def version_tuple(self) -> tuple[int, ...] | None:
+        try:
+            return tuple(int(part) for part in (self.version or "").split("."))
+        except ValueError:
+            return None
+
+    @property
+    def too_old(self) -> bool:
+        version = self.version_tuple
+        return version is not None and version[:2] < OLDEST_PATIENT_PYTHON
+
+
 @dataclass(frozen=True)
 class TorchDevice:
     index: int
@@ -56,6 +90,7 @@ class TorchFacts:
     gloo_available: bool = False
     nccl_version: str | None = None
     cuda_error: str | None = None  # why CUDA could not be initialised, if it could not
+    location: str | None = None  # the folder torch was imported from
 
     @property
     def major_minor(self) -> tuple[int, int] | None:
@@ -116,6 +151,7 @@ class PlanFacts:
     sizes: str | None = None
     iters: int | None = None
     timeout_s: float | None = None
+    python: str | None = None  # --python as given; the python probe says which one ran
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -131,6 +167,7 @@ def parse_major_minor(version: str | None) -> tuple[int, int] | None:
 
 FACT_TYPES: dict[str, type] = {
     "host": HostFacts,
+    "python": PythonFacts,
     "torch": TorchFacts,
     "nvml": NvmlFacts,
     "env": EnvFacts,
@@ -158,6 +195,10 @@ class FactSet:
     @property
     def host(self) -> HostFacts | None:
         return self.facts("host")
+
+    @property
+    def python(self) -> PythonFacts | None:
+        return self.facts("python")
 
     @property
     def torch(self) -> TorchFacts | None:

@@ -11,9 +11,6 @@ from .jobfacts import JobFacts
 CPU_SIZES, CPU_ITERS = "1K:4M:4", 5
 GPU_SIZES, GPU_ITERS = "1M:256M:4", 20
 CPU_RANKS = 2
-# Tests only: "RANK:STAGE:ACTION" makes that rank fail on purpose (probes/test_faults.py).
-# Deliberately no CLI option and no environment variable, so no user sets it by accident.
-JOB_TEST_FAULT: str | None = None
 
 
 def visible_gpu_count(nvml: NvmlFacts | None, env: EnvFacts) -> int:
@@ -22,8 +19,9 @@ def visible_gpu_count(nvml: NvmlFacts | None, env: EnvFacts) -> int:
     return parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), nvml.gpus).count
 
 
-def job_config(plan: PlanFacts, gpus: int, timeout_s: float) -> JobConfig:
+def job_config(plan: PlanFacts, gpus: int, timeout_s: float, python: str) -> JobConfig:
     return JobConfig(
+        python=python,
         nproc=plan.nproc or gpus or CPU_RANKS,
         backend=plan.backend or "auto",
         master_addr=plan.master_addr,
@@ -32,7 +30,6 @@ def job_config(plan: PlanFacts, gpus: int, timeout_s: float) -> JobConfig:
         iters=plan.iters or (GPU_ITERS if gpus else CPU_ITERS),
         timeout_s=timeout_s,
         init_timeout_s=min(30.0, max(5.0, timeout_s / 4)),
-        test_fault=JOB_TEST_FAULT,
     )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from ddp_doctor.jobfacts import JobFacts, Preflight
 
 from .job_results import collect_ranks, identities_of, rows_of, torch_exit_codes
+from .payload import PACKAGE, install_payload, patient_environment
 from .runner import has_exited, kill_group, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -38,7 +39,10 @@ class JobConfig:
     iters: int = 10
     timeout_s: float = 60.0
     init_timeout_s: float = 10.0
-    test_fault: str | None = None  # tests only: "RANK:STAGE:ACTION" (test_faults.py)
+    python: str = sys.executable  # the patient's interpreter: torchrun and the ranks run in it
+    # The test suite's fault injector travels in the payload only when it asks for it.
+    extra_modules: tuple[Path, ...] = ()
+    test_fault: str | None = None  # "RANK:STAGE:ACTION", read by that injector
 
 
 def preflight(config: JobConfig, nccl_missing: bool = False) -> Preflight:
@@ -115,7 +119,7 @@ def _reason_not_to_launch(checks: Preflight) -> str | None:
 
 def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path) -> list[str]:
     argv = [
-        sys.executable,
+        config.python,
         "-m",
         "torch.distributed.run",
         "--nnodes",
@@ -139,7 +143,7 @@ def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path
         "--monitor-interval",
         "0.1",
         "-m",
-        "ddp_doctor.probes.worker",
+        f"{PACKAGE}.worker",
         "--out",
         str(journal_dir),
         "--backend",
@@ -177,6 +181,7 @@ def _launch_and_collect(
 ) -> JobFacts:
     journals = workdir / "ranks"
     journals.mkdir()
+    payload = install_payload(workdir / "payload", config.extra_modules)
     output_path = workdir / "torchrun.log"
     started = time.monotonic()
     with output_path.open("wb") as output:
@@ -185,7 +190,7 @@ def _launch_and_collect(
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=job_environment(workdir),
+            env=patient_environment(job_environment(workdir), payload),
             cwd=workdir,
             start_new_session=True,
         )

@@ -1,4 +1,4 @@
-"""The job's body, one process per rank: `torchrun ... -m ddp_doctor.probes.worker --out DIR`.
+"""The job's body, one process per rank: `torchrun ... -m ddp_doctor_patient.worker --out DIR`.
 
 Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory. Each writes
 its start and its result to the rank's own journal the moment it happens (journal.py), so a
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from .journal import Journal
-from .test_faults import Fault, parse_fault
+from .watchdog import watch_doctor
 
 Stage = Callable[[], dict[str, Any]]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ddp_doctor.probes.worker")
+    parser = argparse.ArgumentParser(prog="ddp_doctor_patient.worker")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--init-timeout", type=float, default=10.0)
@@ -43,7 +43,7 @@ class Worker:
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.journal = Journal(args.out / f"rank{self.rank}.jsonl")
-        self.fault: Fault | None = parse_fault(args.test_fault)
+        self.fault: Any = _load_fault(args.test_fault)
         self.torch: Any = None
         self.device: Any = None
         self.backend = args.backend
@@ -111,7 +111,7 @@ class Worker:
         me = describe_rank(self.torch, self.rank, self.world_size, self.local_rank, self.device)
         data: dict[str, Any] = {"identity": me}
         if self.rank == 0:
-            from .torch_info import describe_torch
+            from .torch_describe import describe_torch
 
             data["torch"] = describe_torch()
         data["identities"] = gather_identities(
@@ -176,7 +176,16 @@ def _warm_up_ddp_imports() -> None:
         import torch._dynamo  # noqa: F401
 
 
+def _load_fault(spec: str | None) -> Any:
+    if not spec:
+        return None
+    from .job_faults import parse_fault  # only in the payload the test suite makes
+
+    return parse_fault(spec)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    watch_doctor()
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return Worker(args).run()

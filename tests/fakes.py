@@ -7,13 +7,18 @@ test_probes_nvml.py checks every name against the real module where it is instal
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ddp_doctor import jobplan
 from ddp_doctor.facts import TorchFacts
+from ddp_doctor.probes.launch import JobConfig
 from ddp_doctor.probes.runner import CommandResult
 
 MIB = 1024**2
@@ -298,3 +303,28 @@ def collect_torch_returning(facts: TorchFacts = CPU_TORCH) -> Callable[..., Torc
         return facts
 
     return collect
+
+
+FAULTS_MODULE = Path(__file__).with_name("job_faults.py")
+
+
+def with_fault(config: JobConfig, fault: str | None) -> JobConfig:
+    """The job config with the test suite's fault injector in its payload."""
+    if fault is None:
+        return config
+    return dataclasses.replace(config, extra_modules=(FAULTS_MODULE,), test_fault=fault)
+
+
+@contextlib.contextmanager
+def job_fault(fault: str | None) -> Iterator[None]:
+    """`run` plans its job with this fault ("RANK:STAGE:ACTION", tests/job_faults.py)."""
+    original = jobplan.job_config
+
+    def planned_with_fault(*args: Any, **kwargs: Any) -> JobConfig:
+        return with_fault(original(*args, **kwargs), fault)
+
+    jobplan.job_config = planned_with_fault
+    try:
+        yield
+    finally:
+        jobplan.job_config = original

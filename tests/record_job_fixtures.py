@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
+from fakes import job_fault
 
-from ddp_doctor import cli, jobplan
+from ddp_doctor import cli
 
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "jobs"
 SCENARIOS = {
@@ -42,9 +43,8 @@ SCENARIOS = {
 
 
 def record(name: str, fault: str | None, expect: list[str], description: str, *extra: str) -> None:
-    jobplan.JOB_TEST_FAULT = fault
     args = ["run", "--format", "json", "--timeout", "20", "--sizes", "1K:64K:8", "--iters", "2"]
-    with socket.socket() as listener:  # holds a port for the port-in-use scenario
+    with socket.socket() as listener, job_fault(fault):  # holds a port for the port-in-use scenario
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         taken = str(listener.getsockname()[1])

@@ -10,14 +10,16 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakes import job_fault, with_fault
 
-from ddp_doctor import cli, jobplan
+from ddp_doctor import cli
 from ddp_doctor.probes.launch import JobConfig, preflight, run_job
 
 FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
@@ -30,14 +32,11 @@ def runner() -> CliRunner:
 
 
 def doctor_run(runner: CliRunner, *args: str, fault: str | None = None) -> tuple[dict, int, float]:
-    jobplan.JOB_TEST_FAULT = fault
     started = time.monotonic()
-    try:
+    with job_fault(fault):
         result = runner.invoke(
             cli.cli, ["run", "--format", "json", "--timeout", str(TIMEOUT_S), *FAST, *args]
         )
-    finally:
-        jobplan.JOB_TEST_FAULT = None
     elapsed = time.monotonic() - started
     assert "Traceback" not in result.stderr  # the job's own output may hold torch tracebacks
     return json.loads(result.stdout), result.exit_code, elapsed
@@ -185,19 +184,18 @@ def _worker_pids(marker: str) -> Iterator[int]:
                 continue
 
 
-def test_job_past_its_timeout_is_killed_with_all_ranks() -> None:
+def test_job_past_its_timeout_is_killed_with_all_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The group timeout (60 s) outlasts the job's bound (15 s): the parent must kill it all."""
-    config = JobConfig(
-        nproc=2,
-        sizes="1K:1K:2",
-        iters=1,
-        timeout_s=15,
-        init_timeout_s=60,
-        test_fault="1:allreduce:stall",
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the job's folder marks its ranks
+    config = with_fault(
+        JobConfig(nproc=2, sizes="1K:1K:2", iters=1, timeout_s=15, init_timeout_s=60),
+        "1:allreduce:stall",
     )
     started = time.monotonic()
     job = run_job(config, preflight(config))
     assert time.monotonic() - started < config.timeout_s + 5
     assert job.timed_out and job.exit_code is None
     assert {r.rank: r.last_started.stage for r in job.ranks} == {0: "allreduce", 1: "allreduce"}
-    assert not list(_worker_pids("1:allreduce:stall"))
+    assert not list(_worker_pids(str(tmp_path)))

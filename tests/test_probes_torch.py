@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
-import sys
+import os
+from pathlib import Path
 
 import pytest
 from fakes import torch_json, torch_runner
@@ -46,18 +47,24 @@ def probe_result(runner):  # type: ignore[no-untyped-def]
     return run_probe(Probe("torch", lambda: collect_torch(timeout_s=5.0, runner=runner), 5.0))
 
 
-def test_the_child_runs_this_python_with_the_probe_module() -> None:
-    seen = {}
+def test_the_child_runs_the_patients_python_from_the_payload() -> None:
+    seen: dict = {}
 
-    def runner(argv, timeout_s, **_):  # type: ignore[no-untyped-def]
-        seen.update(argv=list(argv), timeout_s=timeout_s)
+    def runner(argv, timeout_s, env, cwd):  # type: ignore[no-untyped-def]
+        first_path = env["PYTHONPATH"].split(os.pathsep)[0]
+        seen.update(
+            argv=list(argv),
+            timeout_s=timeout_s,
+            payload=sorted(p.name for p in (Path(first_path) / "ddp_doctor_patient").iterdir()),
+            doctor_on_path=any("site-packages" in p for p in env["PYTHONPATH"].split(os.pathsep)),
+        )
         return torch_runner(torch_json(**CU124))(argv, timeout_s)
 
-    collect_torch(timeout_s=7.5, runner=runner)
-    assert seen == {
-        "argv": [sys.executable, "-m", "ddp_doctor.probes.torch_info"],
-        "timeout_s": 7.5,
-    }
+    collect_torch("/opt/patient/bin/python", timeout_s=7.5, runner=runner)
+    assert seen["argv"] == ["/opt/patient/bin/python", "-m", "ddp_doctor_patient.torch_describe"]
+    assert seen["timeout_s"] == 7.5
+    assert "torch_describe.py" in seen["payload"] and "__init__.py" in seen["payload"]
+    assert not seen["doctor_on_path"]
 
 
 def test_cuda_build_facts() -> None:

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import click
 
+from ddp_doctor.checkup import collect
 from ddp_doctor.cli import ReportOptions, finish, report_options
-from ddp_doctor.engine import PendingProbes, Probe, judge, make_report, run_probe
-from ddp_doctor.facts import PlanFacts, TorchFacts
-from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.engine import judge, make_report
+from ddp_doctor.facts import PlanFacts
 from ddp_doctor.progress import Progress
-
-DEFAULT_PROBE_TIMEOUT_S = 20.0
-TORCH_PROBE_TIMEOUT_S = 40.0
-DATAPARALLEL_TIMEOUT_S = 90.0
-TORCH_RESERVE_S = 8.0
-JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
-PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
 
 
 @click.command("run")
@@ -71,6 +61,14 @@ PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
     metavar="GBPS",
     help="Flag all-reduce bus bandwidth below this (GB/s) at the largest size.",
 )
+@click.option(
+    "--python",
+    "python",
+    default=None,
+    metavar="PATH",
+    help="The Python to examine and run the job with [default: the active virtualenv or "
+    "conda env, else this Python if it has torch, else python3 on PATH].",
+)
 @click.option("--no-jobs", is_flag=True, help="Only the in-process probes; launch nothing.")
 def run_command(
     report_options: ReportOptions,
@@ -83,6 +81,7 @@ def run_command(
     sizes: str | None,
     iters: int | None,
     min_busbw: float | None,
+    python: str | None,
     no_jobs: bool,
 ) -> None:
     """Probe this machine's torch, CUDA, NCCL and GPUs, launch a small torchrun job, and print
@@ -99,93 +98,11 @@ def run_command(
         sizes=sizes,
         iters=iters,
         timeout_s=timeout,
+        python=python,
     )
     results = collect(plan, timeout, Progress.to_stderr())
     report = make_report(results, judge(results, report_options.selector))
     finish(report, report_options)
-
-
-def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
-    """The quick probes first (in threads), then the job, torch last if the job did not
-    describe it; every step gets what is left of `timeout`."""
-    from ddp_doctor.jobplan import visible_gpu_count
-    from ddp_doctor.probes.dataparallel import collect_dataparallel
-    from ddp_doctor.probes.environment import collect_environment
-    from ddp_doctor.probes.host import collect_host
-    from ddp_doctor.probes.nvml import collect_nvml
-
-    deadline = time.monotonic() + timeout
-
-    def left() -> float:
-        return max(1.0, deadline - time.monotonic())
-
-    quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
-    torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be known before launch
-    pending = PendingProbes(
-        [Probe("plan", lambda: plan, quick), Probe("host", collect_host, quick)]
-        + ([_torch_probe(left())] if torch_first else [])
-    )
-    env_result = run_probe(Probe("env", collect_environment, quick))
-    progress.say("probing: NVML")
-    nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
-    gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
-    results = [env_result, nvml_result, *(pending.wait() if torch_first else [])]
-    if plan.jobs:
-        # Keep time for the torch probe in case the job ends before rank 0 describes torch.
-        reserve = 0.0 if torch_first or left() < 3 * TORCH_RESERVE_S else TORCH_RESERVE_S
-        job_budget = left() - reserve
-        results.append(_job(plan, gpus, _facts_of(results, "torch"), job_budget, progress))
-    if not torch_first:
-        results += pending.wait()
-    if not any(r.probe == "torch" for r in results):
-        results.append(_torch_from_job(results) or run_probe(_torch_probe(left())))
-    if plan.jobs:
-        progress.say("probing: DataParallel")
-        limit = min(DATAPARALLEL_TIMEOUT_S, left())
-        results.append(
-            run_probe(Probe("dataparallel", lambda: collect_dataparallel(gpus, limit), limit + 2))
-        )
-    progress.done()
-    return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
-
-
-def _job(
-    plan: PlanFacts, gpus: int, torch: TorchFacts | None, left: float, progress: Progress
-) -> ProbeResult:
-    from ddp_doctor.jobplan import job_config, run_job_probe
-
-    nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
-    config = job_config(plan, gpus, left)
-    return run_probe(
-        Probe("job", lambda: run_job_probe(config, nccl_missing, progress.say), left + JOB_GRACE_S)
-    )
-
-
-def _torch_probe(left: float) -> Probe:
-    from ddp_doctor.probes.torch_info import collect_torch
-
-    limit = min(TORCH_PROBE_TIMEOUT_S, left)
-    return Probe("torch", lambda: collect_torch(timeout_s=limit), limit + 2)
-
-
-def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
-    """Rank 0 of the job already described its torch: no second import of torch needed."""
-    from ddp_doctor.codec import CodecError, from_jsonable
-    from ddp_doctor.probes.job_results import torch_facts_from_job
-
-    job = _facts_of(results, "job")
-    described = torch_facts_from_job(job.ranks) if job else None
-    if not described:
-        return None
-    try:
-        facts = from_jsonable(TorchFacts, described)
-    except CodecError:
-        return None
-    return ProbeResult("torch", ProbeStatus.OK, facts, 0.0, None)
-
-
-def _facts_of(results: list[ProbeResult], probe: str) -> Any:
-    return next((r.facts for r in results if r.probe == probe), None)
 
 
 def _checked_sizes(sizes: str | None) -> str | None:

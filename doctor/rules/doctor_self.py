@@ -70,13 +70,14 @@ describe(
     ),
 )
 def probe_failed(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: a probe that failed with a reason (other than torch, which has DDP001).
+    """What it finds: a probe that failed with a reason (other than python, torch and the job,
+    which have DDP012, DDP001 and the job codes).
     Why it matters: a clean report is then not proof that this part of the setup is fine.
     Example: NVML answering "Unknown Error" for the device count.
     Fix: the probe's error names the cause; fix it and run again.
     """
     for result in facts.results.values():
-        if result.status is ProbeStatus.FAILED and result.probe not in ("torch", "job"):
+        if result.status is ProbeStatus.FAILED and result.probe not in ("torch", "job", "python"):
             yield Hit(
                 f"probe {result.probe!r} failed: {result.error}",
                 {"probe": result.probe, "error": result.error},

@@ -1,10 +1,10 @@
-"""DDP011: the launcher variables in the environment are not what torchrun would set."""
+"""DDP011-DDP012: the launcher variables and the Python that trains."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts import OLDEST_PATIENT_PYTHON, FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
@@ -52,3 +52,37 @@ def launch_env_invalid(facts: FactSet) -> Iterator[Hit]:
                 f"{rank}={numbers[rank]} is not below {size}={numbers[size]}",
                 {"variable": rank, "value": numbers[rank], "limit": numbers[size]},
             )
+
+
+@rule(
+    "DDP012",
+    Remediation(
+        "Point the doctor at the interpreter you train with (`ddp-doctor run --python "
+        "PATH/TO/python`, or activate its virtualenv or conda env first); that Python needs "
+        f"{OLDEST_PATIENT_PYTHON[0]}.{OLDEST_PATIENT_PYTHON[1]} or newer (current torch needs "
+        "3.10 or newer).",
+        ("which -a python3 python", "python3 -c 'import sys; print(sys.version)'"),
+    ),
+)
+def python_unusable(facts: FactSet) -> Iterator[Hit]:
+    """What it finds: the Python chosen as the patient (`--python`, the active virtualenv or
+    conda env, or python3 on PATH) is missing, does not start, or is older than the job needs.
+    Why it matters: nothing of torch could be examined and no job was launched, so the report
+    says nothing about the environment you train in.
+    Example: `--python ~/venvs/old/bin/python` naming a deleted venv; a Python 3.7 on PATH.
+    Fix: name the interpreter you train with; upgrade a Python that is too old.
+    """
+    python = facts.python
+    if python is None:
+        return
+    evidence = {"python": python.executable, "chosen_by": python.chosen_by}
+    if not python.runs:
+        yield Hit(
+            f"{python.executable} ({python.chosen_by}) does not run: {python.error}", evidence
+        )
+    elif python.too_old:
+        yield Hit(
+            f"{python.executable} is Python {python.version}, older than "
+            f"{OLDEST_PATIENT_PYTHON[0]}.{OLDEST_PATIENT_PYTHON[1]}",
+            {**evidence, "version": python.version},
+        )

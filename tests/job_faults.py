@@ -1,7 +1,8 @@
 """Faults the test suite injects into a rank, to prove each failure is named.
 
-Only `launch.JobConfig.test_fault` sets them (no CLI option, no environment variable), so a
-user cannot trigger one by accident. Spec: "RANK:STAGE:ACTION", ACTION one of crash (raise),
+Not shipped: the test suite copies this module into the job's payload
+(`JobConfig.extra_modules`) and names the fault with `JobConfig.test_fault`, so no user can
+trigger one. Spec: "RANK:STAGE:ACTION", ACTION one of crash (raise),
 exit (exit code 7), kill (SIGKILL itself), stall (sleep until killed), corrupt (add 1 to its
 all-reduce contribution; only at stage allreduce).
 """

@@ -1,0 +1,166 @@
+"""The `run` operation: which probes run in which order, and what time each one gets.
+
+The quick probes first (in threads), the patient's Python described before anything imports
+torch, then the job, torch last if the job did not describe it, DataParallel after the job;
+every step gets what is left of the run's time limit. Commands print; this decides.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .engine import PendingProbes, Probe, run_probe
+from .facts import PlanFacts, PythonFacts, TorchFacts
+from .model import ProbeResult, ProbeStatus
+from .progress import Progress
+
+DEFAULT_PROBE_TIMEOUT_S = 20.0
+TORCH_PROBE_TIMEOUT_S = 40.0
+DATAPARALLEL_TIMEOUT_S = 90.0
+TORCH_RESERVE_S = 8.0
+JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
+PROBE_ORDER = ("plan", "env", "host", "python", "nvml", "torch", "job", "dataparallel")
+
+
+class Budget:
+    """What is left of the run's time limit; never less than a second for the next step."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+
+def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
+    from ddp_doctor.jobplan import visible_gpu_count
+    from ddp_doctor.probes.environment import collect_environment
+    from ddp_doctor.probes.host import collect_host
+    from ddp_doctor.probes.nvml import collect_nvml
+    from ddp_doctor.probes.patient import choose_python, collect_python
+
+    budget = Budget(timeout)
+    quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
+    python, chosen_by = choose_python(plan.python, os.environ)
+    pending = PendingProbes(
+        [
+            Probe("plan", lambda: plan, quick),
+            Probe("host", collect_host, quick),
+            Probe("python", lambda: collect_python(python, chosen_by, quick), quick),
+        ]
+    )
+    env_result = run_probe(Probe("env", collect_environment, quick))
+    progress.say("probing: NVML")
+    nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
+    gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
+    results = [env_result, nvml_result, *pending.wait()]
+    unusable = why_patient_unusable(_facts_of(results, "python"), python)
+    if unusable is not None:
+        results += without_patient(unusable, plan)
+    else:
+        results += _with_patient(plan, python, gpus, budget, progress)
+    progress.done()
+    return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
+
+
+def why_patient_unusable(facts: PythonFacts | None, python: str) -> tuple[str, bool] | None:
+    """(why nothing can run in the patient, whether it is torch that is missing), or None."""
+    if facts is None or not facts.runs:
+        return f"the Python {python!r} does not run", False
+    if facts.too_old:
+        return f"Python {facts.version} at {python!r} is too old for the job", False
+    if facts.torch_origin is None:
+        return f"No module named 'torch' in {python!r}", True
+    return None
+
+
+def without_patient(unusable: tuple[str, bool], plan: PlanFacts) -> list[ProbeResult]:
+    """No torch, or no runnable Python: the torch probe says so, nothing is launched."""
+    reason, torch_missing = unusable
+    if torch_missing:
+        torch = ProbeResult(
+            "torch",
+            ProbeStatus.FAILED,
+            TorchFacts(importable=False, import_error=reason),
+            0.0,
+            f"torch does not import: {reason}",
+        )
+    else:
+        torch = ProbeResult("torch", ProbeStatus.SKIPPED, None, 0.0, reason)
+    skipped = [torch]
+    if plan.jobs:
+        for probe in ("job", "dataparallel"):
+            skipped.append(ProbeResult(probe, ProbeStatus.SKIPPED, None, 0.0, reason))
+    return skipped
+
+
+def _with_patient(
+    plan: PlanFacts, python: str, gpus: int, budget: Budget, progress: Progress
+) -> list[ProbeResult]:
+    from ddp_doctor.probes.dataparallel import collect_dataparallel
+
+    results: list[ProbeResult] = []
+    torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be known before launch
+    if torch_first:
+        results.append(run_probe(_torch_probe(python, budget.left())))
+    if plan.jobs:
+        # Keep time for the torch probe in case the job ends before rank 0 describes torch.
+        spare = budget.left() < 3 * TORCH_RESERVE_S
+        reserve = 0.0 if torch_first or spare else TORCH_RESERVE_S
+        torch = _facts_of(results, "torch")
+        results.append(_job(plan, python, gpus, torch, budget.left() - reserve, progress))
+    if not torch_first:
+        results.append(_torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
+    if plan.jobs:
+        progress.say("probing: DataParallel")
+        limit = min(DATAPARALLEL_TIMEOUT_S, budget.left())
+        measure: Callable[[], Any] = lambda: collect_dataparallel(gpus, limit, python)  # noqa: E731
+        results.append(run_probe(Probe("dataparallel", measure, limit + 2)))
+    return results
+
+
+def _job(
+    plan: PlanFacts,
+    python: str,
+    gpus: int,
+    torch: TorchFacts | None,
+    left: float,
+    progress: Progress,
+) -> ProbeResult:
+    from ddp_doctor.jobplan import job_config, run_job_probe
+
+    nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
+    config = job_config(plan, gpus, left, python)
+    return run_probe(
+        Probe("job", lambda: run_job_probe(config, nccl_missing, progress.say), left + JOB_GRACE_S)
+    )
+
+
+def _torch_probe(python: str, left: float) -> Probe:
+    from ddp_doctor.probes.torch_info import collect_torch
+
+    limit = min(TORCH_PROBE_TIMEOUT_S, left)
+    return Probe("torch", lambda: collect_torch(python, timeout_s=limit), limit + 2)
+
+
+def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
+    """Rank 0 of the job already described its torch: no second import of torch needed."""
+    from ddp_doctor.codec import CodecError, from_jsonable
+    from ddp_doctor.probes.job_results import torch_facts_from_job
+
+    job = _facts_of(results, "job")
+    described = torch_facts_from_job(job.ranks) if job else None
+    if not described:
+        return None
+    try:
+        facts = from_jsonable(TorchFacts, described)
+    except CodecError:
+        return None
+    return ProbeResult("torch", ProbeStatus.OK, facts, 0.0, None)
+
+
+def _facts_of(results: list[ProbeResult], probe: str) -> Any:
+    return next((r.facts for r in results if r.probe == probe), None)

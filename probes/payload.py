@@ -1,0 +1,70 @@
+"""The code that runs inside the patient's Python, copied into a temporary folder per use.
+
+The patient is the interpreter that trains (`run --python`, else the active environment). The
+doctor need not be installed there, and its own site-packages never go on that interpreter's
+path (they could shadow the user's packages): the modules below import only the standard
+library, torch (pynvml where the patient has it) and each other, and travel as a package of
+their own, `ddp_doctor_patient`, on PYTHONPATH. tests/test_payload.py holds them to that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .watchdog import WATCH_VARIABLE
+
+PACKAGE = "ddp_doctor_patient"
+PATIENT_MODULES = (
+    "bandwidth",
+    "collectives",
+    "dataparallel_steps",
+    "ddp_step",
+    "gpu_memory",
+    "identity",
+    "journal",
+    "python_describe",
+    "torch_describe",
+    "watchdog",
+    "worker",
+)
+HERE = Path(__file__).resolve().parent
+
+
+def install_payload(folder: Path, extra_modules: Sequence[Path] = ()) -> Path:
+    """Copies the patient-side modules (and `extra_modules`, the test suite's fault injector)
+    into folder/ddp_doctor_patient; returns `folder`, the entry for PYTHONPATH."""
+    package = folder / PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('"""ddp-doctor\'s probes inside the patient."""\n')
+    for name in PATIENT_MODULES:
+        shutil.copyfile(HERE / f"{name}.py", package / f"{name}.py")
+    for extra in extra_modules:
+        shutil.copyfile(extra, package / extra.name)
+    return folder
+
+
+def patient_environment(base: Mapping[str, str], payload_root: Path) -> dict[str, str]:
+    """`base` with the payload first on PYTHONPATH (the user's own entries kept after it) and
+    the doctor's pid for the watchdog."""
+    env = dict(base)
+    paths = [str(payload_root), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[WATCH_VARIABLE] = watch_token(os.getpid())
+    return env
+
+
+def watch_token(pid: int) -> str:
+    """ "PID:STARTTIME": the start time tells a reused pid apart from the doctor."""
+    return f"{pid}:{process_start_time(pid) or 0}"
+
+
+def process_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[19]) if len(fields) > 19 else None

@@ -1,0 +1,61 @@
+"""Inside the patient: end this process soon after the doctor that started it dies.
+
+torchrun starts each rank in a session of its own, so a SIGKILL of the doctor (or of a shell
+that held it) would leave the ranks running until their own timeouts. Every patient-side
+entry point calls `watch_doctor()`: a daemon thread that checks twice a second whether the
+doctor's process (pid and start time, from DDP_DOCTOR_WATCH) still exists, and SIGKILLs its
+own process group and itself when it does not. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+WATCH_VARIABLE = "DDP_DOCTOR_WATCH"
+INTERVAL_S = 0.5
+
+
+def watch_doctor(environ: dict | None = None) -> bool:
+    """Starts the watchdog when the variable names a doctor; True when it is watching."""
+    token = (environ if environ is not None else os.environ).get(WATCH_VARIABLE, "")
+    pid, _, started = token.partition(":")
+    if not pid.isdigit():
+        return False
+    thread = threading.Thread(
+        target=_watch, args=(int(pid), started), name="ddp-doctor-watchdog", daemon=True
+    )
+    thread.start()
+    return True
+
+
+def doctor_alive(pid: int, started: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return _exists(pid)  # no /proc (macOS): the pid alone
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields and fields[0] == "Z":
+        return False
+    return started in ("", "0") or (len(fields) > 19 and fields[19] == started)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch(pid: int, started: str) -> None:
+    while doctor_alive(pid, started):
+        time.sleep(INTERVAL_S)
+    if os.getpgid(0) == os.getpid():  # this process leads its group (a rank): take it along
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,178 @@
+"""The patient's Python: which one is chosen, how it is described, and what runs inside it."""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.probes import payload
+from ddp_doctor.probes.base import ProbeFailed
+from ddp_doctor.probes.patient import choose_python, collect_python, run_in_patient
+
+PROBES = Path(payload.__file__).resolve().parent
+STDLIB = set(sys.stdlib_module_names)
+ALLOWED_THIRD_PARTY = {"torch", "pynvml"}
+TEST_SUITE_ONLY = {"job_faults"}  # the fault injector the tests add to a payload
+
+
+def fake_python(folder: Path, body: str) -> str:
+    """An executable that stands in for an interpreter (a shell script)."""
+    path = folder / "python"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+# --- choosing ------------------------------------------------------------------------------
+def test_explicit_python_wins(tmp_path: Path) -> None:
+    chosen = choose_python(str(tmp_path / "py"), {"VIRTUAL_ENV": "/x"}, lambda: True)
+    assert chosen == (str(tmp_path / "py"), "--python")
+
+
+def test_active_virtualenv_then_conda(tmp_path: Path) -> None:
+    venv, conda = tmp_path / "venv", tmp_path / "conda"
+    for prefix in (venv, conda):
+        fake_python((prefix / "bin").mkdir(parents=True) or prefix / "bin", "exit 0")
+    both = {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}
+    assert choose_python(None, both, lambda: True) == (
+        str(venv / "bin" / "python"),
+        "VIRTUAL_ENV is set",
+    )
+    assert choose_python(None, {"CONDA_PREFIX": str(conda)}, lambda: True)[1] == (
+        "CONDA_PREFIX is set"
+    )
+
+
+def test_a_variable_naming_no_python_is_passed_over(tmp_path: Path) -> None:
+    python, why = choose_python(None, {"VIRTUAL_ENV": str(tmp_path)}, lambda: True)
+    assert (python, why) == (sys.executable, "the doctor's own Python has torch")
+
+
+def test_without_torch_here_python3_on_path_is_taken() -> None:
+    python, why = choose_python(None, {}, lambda: False)
+    assert why == "python3 on PATH" and os.path.basename(python).startswith("python")
+
+
+# --- describing ----------------------------------------------------------------------------
+def test_this_python_describes_itself_and_finds_torch() -> None:
+    facts = collect_python(sys.executable, "test")
+    assert facts.runs and facts.version == ".".join(map(str, sys.version_info[:3]))
+    assert facts.torch_origin and facts.torch_origin.endswith("__init__.py")
+    assert facts.packages.get("torch") and facts.executable == sys.executable
+
+
+def test_a_missing_python_is_a_fact_not_a_crash(tmp_path: Path) -> None:
+    with pytest.raises(ProbeFailed) as failed:
+        collect_python(str(tmp_path / "nope"), "--python")
+    assert failed.value.facts.runs is False and failed.value.facts.chosen_by == "--python"
+
+
+def test_a_python_that_cannot_run_the_payload_is_described_as_broken(tmp_path: Path) -> None:
+    broken = fake_python(tmp_path, 'echo "SyntaxError: invalid syntax" >&2; exit 1')
+    with pytest.raises(ProbeFailed) as failed:
+        collect_python(broken, "--python")
+    assert failed.value.facts.runs is False
+    assert "SyntaxError" in (failed.value.facts.error or "")
+
+
+def test_an_old_python_is_described_with_its_version(tmp_path: Path) -> None:
+    old = fake_python(tmp_path, """echo '{"version": "3.7.17", "torch_origin": null}'""")
+    facts = collect_python(old, "python3 on PATH")
+    assert facts.too_old and facts.torch_origin is None
+
+
+# --- the payload ---------------------------------------------------------------------------
+@pytest.mark.parametrize("module", payload.PATIENT_MODULES)
+def test_patient_modules_import_only_stdlib_torch_and_each_other(module: str) -> None:
+    tree = ast.parse((PROBES / f"{module}.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            top = (node.module or "").split(".")[0]
+        elif isinstance(node, ast.Import):
+            top = node.names[0].name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.module in {*payload.PATIENT_MODULES, *TEST_SUITE_ONLY}, node.module
+            continue
+        else:
+            continue
+        assert top in STDLIB | ALLOWED_THIRD_PARTY | {"__future__"}, f"{module} imports {top}"
+
+
+def test_the_python_describer_parses_as_old_python() -> None:
+    source = (PROBES / "python_describe.py").read_text()
+    ast.parse(source, feature_version=(3, 6))
+
+
+def test_payload_runs_without_the_doctor_installed(tmp_path: Path) -> None:
+    """`-I`-like isolation: the patient sees the payload, not ddp_doctor."""
+    program = "import importlib.util as u; print(u.find_spec('ddp_doctor') is None)"
+    root = payload.install_payload(tmp_path)
+    (root / payload.PACKAGE / "probe_check.py").write_text(program + "\n")
+    env = payload.patient_environment({"PATH": os.environ.get("PATH", "")}, root)
+    done = subprocess.run(
+        [sys.executable, "-S", "-m", f"{payload.PACKAGE}.probe_check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.stdout.strip() == "True", done.stderr
+
+
+def test_run_in_patient_removes_its_folder() -> None:
+    seen: list[str] = []
+
+    def runner(argv, timeout_s, env, cwd):  # type: ignore[no-untyped-def]
+        seen.append(cwd)
+        from ddp_doctor.probes.runner import CommandResult
+
+        return CommandResult(tuple(argv), 0, "{}", "", 0.0)
+
+    run_in_patient(sys.executable, "torch_describe", 5.0, runner)
+    assert seen and not Path(seen[0]).exists()
+
+
+# --- the watchdog --------------------------------------------------------------------------
+def test_patient_process_dies_soon_after_the_doctor(tmp_path: Path) -> None:
+    doctor = subprocess.Popen(["sleep", "60"])
+    root = payload.install_payload(tmp_path)
+    env = payload.patient_environment(dict(os.environ), root)
+    env[payload.WATCH_VARIABLE] = payload.watch_token(doctor.pid)
+    program = (
+        f"from {payload.PACKAGE}.watchdog import watch_doctor\n"
+        "import time\nassert watch_doctor()\nprint('watching', flush=True)\ntime.sleep(60)\n"
+    )
+    patient = subprocess.Popen(
+        [sys.executable, "-c", program],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert patient.stdout is not None and patient.stdout.readline().strip() == "watching"
+        doctor.kill()
+        doctor.wait()
+        killed_at = time.monotonic()
+        code = patient.wait(timeout=10)
+        assert code == -signal.SIGKILL and time.monotonic() - killed_at < 5
+    finally:
+        for process in (doctor, patient):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_no_watch_variable_means_no_watchdog() -> None:
+    from ddp_doctor.probes.watchdog import watch_doctor
+
+    assert watch_doctor({}) is False
+    assert watch_doctor({payload.WATCH_VARIABLE: "junk"}) is False
