@@ -108,7 +108,7 @@ def run_command(
 def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
     """The quick probes first (in threads), then the job, torch last if the job did not
     describe it; every step gets what is left of `timeout`."""
-    from ddp_doctor.jobplan import visible_gpu_count
+    from ddp_doctor.jobplan import visible_gpu_count, visible_gpus
     from ddp_doctor.probes.dataparallel import collect_dataparallel
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
@@ -129,6 +129,7 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     progress.say("probing: NVML")
     nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
+    sample = visible_gpus(nvml_result.facts, env_result.facts)
     results = [env_result, nvml_result, *(pending.wait() if torch_first else [])]
     if plan.jobs:
         # Keep time for the torch probe in case the job ends before rank 0 describes torch.
@@ -143,7 +144,9 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
         progress.say("probing: DataParallel")
         limit = min(DATAPARALLEL_TIMEOUT_S, left())
         results.append(
-            run_probe(Probe("dataparallel", lambda: collect_dataparallel(gpus, limit), limit + 2))
+            run_probe(
+                Probe("dataparallel", lambda: collect_dataparallel(gpus, limit, sample), limit + 2)
+            )
         )
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
