@@ -246,6 +246,12 @@ def _dp_gpu0_heavy(report: dict) -> None:
     gpu_node.dataparallel(report, 4, first_peak=2254 * MIB)
 
 
+def _dp_output_elsewhere(report: dict) -> None:
+    gpu_node.on_gpu_node(report, gpus=2, ranks=2)
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(2))
+    gpu_node.dataparallel(report, 2, output_on="cuda:1")
+
+
 def _dp_small_batch(report: dict) -> None:
     gpu_node.on_gpu_node(report, gpus=8, ranks=8)
     gpu_node.set_gpu_processes(report, _own_gpu_rows(8))
@@ -295,6 +301,11 @@ DERIVED = {
         _dp_gpu0_heavy,
         ["DDP401"],
         "DataParallel on 4 H100s: GPU 0 peaks at 2.2 GiB where a healthy step needs 0.15 GiB",
+    ),
+    "dataparallel-2gpu-output-elsewhere": (
+        _dp_output_elsewhere,
+        ["DDP405"],
+        "the probe asked for output_device 0 and got its output on cuda:1",
     ),
     "dataparallel-8gpu-small-batch": (
         _dp_small_batch,

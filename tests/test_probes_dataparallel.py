@@ -200,3 +200,32 @@ def test_cpu_torch_child_reports_no_cuda() -> None:
     """The real child on this machine's CPU torch: it says why, and the probe fails."""
     with pytest.raises(ProbeFailed, match="is_available"):
         collect_dataparallel(1, 120)
+
+
+def test_run_samples_the_gpus_cuda_visible_devices_leaves(invoke, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`ddp-doctor run` hands the probe NVML's visible GPUs (here GPU 1 of 2) to sample."""
+    from fakes import collect_torch_returning
+
+    from ddp_doctor.commands import run as run_command_module
+    from ddp_doctor.facts import TorchFacts
+    from ddp_doctor.model import ProbeResult, ProbeStatus
+    from ddp_doctor.probes import dataparallel, torch_info
+    from ddp_doctor.probes.runner import CommandResult
+
+    fake = FakeNvml(gpus=two_gpus(utilization=40))
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module())
+    cuda_torch = TorchFacts(importable=True, version="2.5.1+cu124", cuda_version="12.4")
+    monkeypatch.setattr(torch_info, "collect_torch", collect_torch_returning(cuda_torch))
+    skipped_job = ProbeResult("job", ProbeStatus.SKIPPED, None, 0.0, "not in this test")
+    monkeypatch.setattr(run_command_module, "_job", lambda *_: skipped_job)
+    output = child_output(device_ids=[0], peak_allocated_bytes=[90 * MIB], forward_devices=[0])
+    output["device_bus_ids"] = [BUSES[1]]
+
+    def child(argv: object, timeout_s: float, **_: object) -> CommandResult:
+        return CommandResult(("child",), 0, json.dumps(output) + "\n", "", 0.1)
+
+    monkeypatch.setattr(dataparallel, "run_command", child)
+    result = invoke("run", "--format", "json", env={"CUDA_VISIBLE_DEVICES": "1"})
+    probes = {p["probe"]: p for p in json.loads(result.stdout)["probes"]}
+    gpus = probes["dataparallel"]["facts"]["gpus"]
+    assert [(g["nvml_index"], g["device_id"]) for g in gpus] == [(1, 0)]

@@ -136,3 +136,18 @@ def test_output_on_the_wrong_device_is_torchs_mismatch() -> None:
         "model_device": "cuda:0",
         "output_device": "cuda:0",
     }
+
+
+def test_the_report_shows_which_gpus_took_part() -> None:
+    from ddp_doctor.render.dataparallel_table import render_dataparallel_text
+    from ddp_doctor.render.markdown import render_markdown
+
+    dp = dataparallel("dataparallel-8gpu-small-batch")
+    rows = [line.split() for line in render_dataparallel_text(dp).splitlines()[2:]]
+    assert [(row[0], row[-1]) for row in rows] == [(str(i), "yes") for i in range(6)] + [
+        ("6", "NO"),
+        ("7", "NO"),
+    ]
+    document = json.loads((JOBS / "dataparallel-8gpu-small-batch.json").read_text())
+    markdown = render_markdown(document)
+    assert "### DataParallel" in markdown and "00000000:DB:00.0" in markdown
