@@ -72,7 +72,7 @@ def _sampler(
     sample: Sequence[GpuFacts], nvml: ModuleType | None
 ) -> tuple[NvmlSampler | None, str | None]:
     if not sample:
-        return None, "NVML lists no visible GPU to sample"
+        return None, "NVML lists no whole GPU to sample here (none visible, or only MIG slices)"
     if nvml is None:
         try:
             import pynvml as nvml

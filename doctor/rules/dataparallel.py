@@ -46,8 +46,8 @@ def dataparallel_gpu0_imbalance(facts: FactSet) -> Iterator[Hit]:
     Why it matters: DataParallel always loads GPU 0 more (it gathers outputs and holds the
     master weights), but this much more, with the doctor's small model, means torch or the
     machine holds memory there that it should not: GPU 0 runs out first in training.
-    Example: a torch build whose DataParallel keeps every step's gathered outputs alive: GPU 0
-    at 9 GiB, the replicas at 3 GiB.
+    Example: GPU 0 at 9 GiB while each replica peaks at 3 GiB, with a model of 32 MiB:
+    more than DataParallel's design explains.
     Fix: reinstall or upgrade torch; DDP for training.
     """
     dp = facts.dataparallel
@@ -86,8 +86,8 @@ def dp_output_device_mismatch(facts: FactSet) -> Iterator[Hit]:
     Why it matters: the doctor placed everything correctly, so torch (or the CUDA device
     numbering under it) misplaces tensors here: training code gets outputs where its loss does
     not expect them, or crashes at the first forward.
-    Example: a torch build that gathers onto the last replica's device: output on cuda:1 with
-    output_device 0.
+    Example: the output on cuda:1 although output_device is 0, or the model found on cuda:1
+    after the steps.
     Fix: reinstall or upgrade torch; in scripts, model on device_ids[0] before wrapping.
     """
     dp = facts.dataparallel
@@ -116,7 +116,7 @@ def dp_output_device_mismatch(facts: FactSet) -> Iterator[Hit]:
         "Make every GPU visible to torch (compare `nvidia-smi -L` with "
         "torch.cuda.device_count(); check CUDA_VISIBLE_DEVICES and the container's GPUs) and "
         "run `ddp-doctor run` again. In training code, leave device_ids unset (or list every "
-        "GPU) and keep each batch at least as large as the number of GPUs (drop_last=True).",
+        "GPU) and keep each batch at least as large as the number of GPUs (DataLoader drop_last=True).",
         ("nvidia-smi -L", "python -c 'import torch; print(torch.cuda.device_count())'"),
     ),
 )

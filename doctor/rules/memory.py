@@ -56,8 +56,8 @@ def ddp_gradients_not_synced(facts: FactSet) -> Iterator[Hit]:
         "The doctor's job calls torch.cuda.set_device(local_rank) before anything else, so "
         "torch, NCCL or the driver opened the extra context: upgrade torch (older releases "
         "guessed the device from the rank in dist.barrier()) and check that CUDA_VISIBLE_DEVICES "
-        "is the same for every rank. In training code, also call set_device first, pass "
-        "device_id= to init_process_group (torch >= 2.3) and load checkpoints with map_location."
+        "is the same for every rank. In training code, also call set_device first and load "
+        "checkpoints with map_location."
     ),
 )
 def stray_context_on_gpu0(facts: FactSet) -> Iterator[Hit]:
