@@ -147,8 +147,9 @@ def measure(batch: int = BATCH, seconds: float = STEP_SECONDS) -> dict[str, Any]
         output_on = str(output.device)
     except RuntimeError as failure:
         error = f"{type(failure).__name__}: {failure}"[:500]
-    for index in device_ids:
-        torch.cuda.synchronize(index)
+    if error is None:  # after a CUDA error, synchronising would only raise it again
+        for index in device_ids:
+            torch.cuda.synchronize(index)
     return {
         "device_ids": device_ids,
         "output_device": device_ids[0],
