@@ -18,6 +18,19 @@ timeout 150 ddp-doctor run --format json --timeout 120 >"$out/run.json" 2>"$out/
 echo "run exit: $?"
 timeout 150 ddp-doctor run --timeout 120 -o "$out/run.txt"; cat "$out/run.txt"
 
+echo "== DataParallel: NVML samples per visible GPU (from run.json)"
+python3 - "$out/run.json" <<'PY'
+import json, sys
+probes = {p["probe"]: p for p in json.load(open(sys.argv[1]))["probes"]}
+dp = probes.get("dataparallel", {})
+facts = dp.get("facts") or {}
+print("status:", dp.get("status"), dp.get("error") or "", "sampling_error:", facts.get("sampling_error"))
+print("steps:", facts.get("steps"), "forward_devices:", facts.get("forward_devices"))
+print("peaks:", facts.get("peak_allocated_bytes"))
+for gpu in facts.get("gpus", []):
+    print(gpu)
+PY
+
 echo "== ddp-doctor run --nproc 2 on one GPU (must name DDP305)"
 CUDA_VISIBLE_DEVICES=0 timeout 150 ddp-doctor run --nproc 2 --backend nccl --timeout 90 \
   --format json >"$out/run-2ranks-1gpu.json" 2>&1

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .engine import PendingProbes, Probe, run_probe
-from .facts import PlanFacts, PythonFacts, TorchFacts
+from .facts import GpuFacts, PlanFacts, PythonFacts, TorchFacts
 from .model import ProbeResult, ProbeStatus
 from .progress import Progress
 
@@ -36,7 +35,7 @@ class Budget:
 
 
 def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
-    from ddp_doctor.jobplan import visible_gpu_count
+    from ddp_doctor.jobplan import visible_gpu_count, visible_gpus
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
     from ddp_doctor.probes.nvml import collect_nvml
@@ -55,13 +54,14 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     env_result = run_probe(Probe("env", collect_environment, quick))
     progress.say("probing: NVML")
     nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
-    gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
+    gpus = visible_gpu_count(nvml_result.facts, env_result.facts)  # MIG slices count here
+    sample = visible_gpus(nvml_result.facts, env_result.facts)  # whole GPUs NVML can sample
     results = [env_result, nvml_result, *pending.wait()]
     unusable = why_patient_unusable(_facts_of(results, "python"), python)
     if unusable is not None:
         results += without_patient(unusable, plan)
     else:
-        results += _with_patient(plan, python, gpus, budget, progress)
+        results += _with_patient(plan, python, (gpus, sample), budget, progress)
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -98,10 +98,15 @@ def without_patient(unusable: tuple[str, bool], plan: PlanFacts) -> list[ProbeRe
 
 
 def _with_patient(
-    plan: PlanFacts, python: str, gpus: int, budget: Budget, progress: Progress
+    plan: PlanFacts,
+    python: str,
+    visible: tuple[int, tuple[GpuFacts, ...]],
+    budget: Budget,
+    progress: Progress,
 ) -> list[ProbeResult]:
     from ddp_doctor.probes.dataparallel import collect_dataparallel
 
+    gpus, sample = visible
     results: list[ProbeResult] = []
     torch_first = not plan.jobs or plan.backend == "nccl"  # nccl must be known before launch
     if torch_first:
@@ -117,7 +122,10 @@ def _with_patient(
     if plan.jobs:
         progress.say("probing: DataParallel")
         limit = min(DATAPARALLEL_TIMEOUT_S, budget.left())
-        measure: Callable[[], Any] = lambda: collect_dataparallel(gpus, limit, python)  # noqa: E731
+
+        def measure() -> Any:
+            return collect_dataparallel(gpus, limit, sample, python=python)
+
         results.append(run_probe(Probe("dataparallel", measure, limit + 2)))
     return results
 

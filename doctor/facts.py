@@ -29,6 +29,9 @@ class HostFacts:
     shm_total_bytes: int | None = None  # statvfs("/dev/shm"); None where there is none
     jupyter_kernel: bool = False
     interfaces: tuple[str, ...] = ()  # network interface names (socket.if_nameindex)
+    # NVIDIA device nodes in /dev (nvidia0, nvidiactl, nvidia-uvm; dxg under WSL2); None where
+    # /dev was not read (not Linux)
+    gpu_device_nodes: tuple[str, ...] | None = None
 
 
 OLDEST_PATIENT_PYTHON = (3, 9)  # the payload's syntax; torch itself needs 3.10 since 2.9

@@ -96,6 +96,20 @@ class JobFacts:
 
 
 @dataclass(frozen=True)
+class DataParallelGpu:
+    """One visible GPU as NVML sampled it while the DataParallel probe ran (about 20 samples
+    a second, from before the probe's process started until it ended)."""
+
+    nvml_index: int
+    pci_bus_id: str  # nvmlPciInfo_t.busId
+    device_id: int | None = None  # torch's index of this GPU; None: torch does not see it
+    samples: int = 0
+    memory_used_min_bytes: int | None = None  # nvmlMemory_t.used, lowest sample
+    memory_used_max_bytes: int | None = None  # nvmlMemory_t.used, highest sample
+    utilization_gpu_max_percent: int | None = None  # nvmlUtilization_t.gpu; None: unsupported
+
+
+@dataclass(frozen=True)
 class DataParallelFacts:
     device_ids: tuple[int, ...]
     output_device: int
@@ -103,3 +117,11 @@ class DataParallelFacts:
     output_on: str
     peak_allocated_bytes: tuple[int, ...]  # per device in device_ids, in that order
     error: str | None = None
+    batch: int | None = None  # samples per step, scattered over device_ids
+    steps: int | None = None
+    forward_devices: tuple[int, ...] | None = None  # where a replica's forward ran; None: unknown
+    device_bus_ids: tuple[str | None, ...] = ()  # PCI bus id of each device in device_ids
+    parameter_bytes: int | None = None  # the model's parameters (the master copy on GPU 0)
+    batch_bytes: int | None = None  # one input batch plus its gathered output
+    gpus: tuple[DataParallelGpu, ...] = ()  # every visible GPU, as NVML saw it
+    sampling_error: str | None = None  # why NVML could not sample, if it could not

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.facts import EnvFacts, NvmlFacts, PlanFacts
+from ddp_doctor.facts import EnvFacts, GpuFacts, NvmlFacts, PlanFacts
 from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
 from ddp_doctor.visible_devices import parse_visible_devices
 
@@ -17,6 +17,13 @@ def visible_gpu_count(nvml: NvmlFacts | None, env: EnvFacts) -> int:
     if nvml is None:
         return 0
     return parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), nvml.gpus).count
+
+
+def visible_gpus(nvml: NvmlFacts | None, env: EnvFacts) -> tuple[GpuFacts, ...]:
+    """The whole GPUs this process may use, as NVML lists them, in CUDA's order."""
+    if nvml is None:
+        return ()
+    return parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), nvml.gpus).gpus
 
 
 def job_config(plan: PlanFacts, gpus: int, timeout_s: float, python: str) -> JobConfig:

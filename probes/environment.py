@@ -23,6 +23,7 @@ EXACT_NAMES = (
     "GLOO_DEVICE_TRANSPORT",
     "USE_LIBUV",
     "OMP_NUM_THREADS",
+    "NVIDIA_VISIBLE_DEVICES",  # which GPUs the NVIDIA container runtime passes in
 )
 PREFIXES = ("NCCL_", "TORCH_NCCL_")
 

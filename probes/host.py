@@ -29,6 +29,7 @@ def collect_host(root: Path = Path("/")) -> HostFacts:
         shm_total_bytes=shm_total_bytes(root),
         jupyter_kernel=in_jupyter_kernel(),
         interfaces=interface_names(),
+        gpu_device_nodes=gpu_device_nodes(root) if platform.system() == "Linux" else None,
     )
 
 
@@ -81,6 +82,16 @@ def detect_container(root: Path) -> str | None:
         if marker in cgroup:
             return "kubernetes" if marker == "kubepods" else marker
     return None
+
+
+def gpu_device_nodes(root: Path) -> tuple[str, ...] | None:
+    """What the NVIDIA driver (or, under WSL2, the dxg bridge) put in /dev: a container
+    started without its GPUs has none of them."""
+    try:
+        names = [entry.name for entry in (root / "dev").iterdir()]
+    except OSError:
+        return None
+    return tuple(sorted(name for name in names if name.startswith("nvidia") or name == "dxg"))
 
 
 def detect_wsl(root: Path) -> bool:

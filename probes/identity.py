@@ -34,13 +34,18 @@ def describe_rank(
     return identity
 
 
+def pci_bus_id(props: Any) -> str | None:
+    """A torch device's PCI bus id written as NVML writes it (00000000:18:00.0)."""
+    if not hasattr(props, "pci_bus_id"):
+        return None
+    return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+
+
 def _gpu_identity(torch: Any, device: Any) -> dict[str, Any]:
-    props = torch.cuda.get_device_properties(device)
     facts: dict[str, Any] = {}
-    if hasattr(props, "pci_bus_id"):
-        facts["pci_bus_id"] = (
-            f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-        )
+    bus_id = pci_bus_id(torch.cuda.get_device_properties(device))
+    if bus_id:
+        facts["pci_bus_id"] = bus_id
     with contextlib.suppress(Exception):
         facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     try:

@@ -142,6 +142,7 @@ class FakeGpu:
     compute_mode: int | None = 0
     ecc_uncorrected: int | None = 0
     processes: tuple[tuple[int, int | None], ...] = ()  # (pid, usedGpuMemory)
+    utilization: int | None = 0  # nvmlUtilization_t.gpu, percent
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,10 @@ class FakeNvml:
         return types.SimpleNamespace(
             total=gpu.memory_total, used=gpu.memory_used, free=gpu.memory_total - gpu.memory_used
         )
+
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> types.SimpleNamespace:
+        busy = self._supported(self._gpu(handle).utilization)
+        return types.SimpleNamespace(gpu=busy, memory=busy // 2)
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: _Handle) -> tuple[int, int]:
         return self._supported(self._gpu(handle).capability)

@@ -12,6 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
+import gpu_node_fixtures as gpu_node
 from click.testing import CliRunner
 from fakes import job_fault
 
@@ -57,6 +58,7 @@ def record(name: str, fault: str | None, expect: list[str], description: str, *e
 
 
 GIB = 1024**3
+MIB = 1024**2
 
 
 def probe(report: dict, name: str) -> dict:
@@ -194,6 +196,68 @@ def _unused_parameters(report: dict) -> None:
     )
 
 
+HOST_PID = 3412017  # NVML's pid of rank 0 as the host numbers it; the ranks see 23187...
+RANK_USED = 1210 * MIB
+STRAY_USED = 504 * MIB
+
+
+def _own_gpu_rows(ranks: int) -> list[tuple[int, int, int]]:
+    return [(rank, HOST_PID + rank, RANK_USED) for rank in range(ranks)]
+
+
+def _stray_context_container(report: dict) -> None:
+    """4 ranks in a container: ranks 1-3 also open a context on GPU 0."""
+    gpu_node.on_gpu_node(report, gpus=4, ranks=4)
+    strays = [(0, HOST_PID + rank, STRAY_USED) for rank in (1, 2, 3)]
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(4) + strays)
+
+
+def _contexts_container_healthy(report: dict) -> None:
+    """4 ranks in a container, each on its own GPU; another user's DataParallel job holds GPUs
+    0 and 1 since before the job, and a process of no rank starts on GPU 2 meanwhile."""
+    gpu_node.on_gpu_node(report, gpus=4, ranks=4)
+    foreign = 2977310
+    gpu_node.set_processes_before(report, 0, [(foreign, 6144 * MIB)])
+    gpu_node.set_processes_before(report, 1, [(foreign, 3072 * MIB)])
+    others = [(0, foreign, 6144 * MIB), (1, foreign, 3072 * MIB), (2, 3419950, 700 * MIB)]
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(4) + others)
+
+
+def _dp_healthy(gpus: int) -> object:
+    def edit(report: dict) -> None:
+        gpu_node.on_gpu_node(report, gpus=gpus, ranks=gpus)
+        gpu_node.set_gpu_processes(report, _own_gpu_rows(gpus))
+        gpu_node.dataparallel(report, gpus)
+
+    return edit
+
+
+def _dp_torch_sees_three(report: dict) -> None:
+    gpu_node.on_gpu_node(report, gpus=4, ranks=3)
+    torch = gpu_node.probe(report, "torch")["facts"]
+    torch.update(device_count=3, devices=torch["devices"][:3])
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(3))
+    gpu_node.dataparallel(report, 3)
+
+
+def _dp_gpu0_heavy(report: dict) -> None:
+    gpu_node.on_gpu_node(report, gpus=4, ranks=4)
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(4))
+    gpu_node.dataparallel(report, 4, first_peak=2254 * MIB)
+
+
+def _dp_output_elsewhere(report: dict) -> None:
+    gpu_node.on_gpu_node(report, gpus=2, ranks=2)
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(2))
+    gpu_node.dataparallel(report, 2, output_on="cuda:1")
+
+
+def _dp_small_batch(report: dict) -> None:
+    gpu_node.on_gpu_node(report, gpus=8, ranks=8)
+    gpu_node.set_gpu_processes(report, _own_gpu_rows(8))
+    gpu_node.dataparallel(report, 8, batch=6)
+
+
 # Facts a CPU machine cannot produce, made by editing the healthy recording.
 DERIVED = {
     "duplicate-gpu": (_duplicate_gpu, ["DDP305"], "two ranks on one GPU (PCI bus id)"),
@@ -208,6 +272,47 @@ DERIVED = {
     "hostname-is-loopback": (_hostname_loopback, ["DDP204", "DDP208"], "host name -> 127.0.1.1"),
     "socket-ifname-missing": (_socket_ifname, ["DDP205"], "NCCL_SOCKET_IFNAME=ib9, no ib9"),
     "world-size-mismatch": (_world_size, ["DDP207"], "WORLD_SIZE=16, LOCAL_WORLD_SIZE=6"),
+    "stray-context-container": (
+        _stray_context_container,
+        ["DDP403"],
+        "4 ranks in a Docker container (NVML's pids are the host's): ranks 1-3 also hold a "
+        "context on GPU 0",
+    ),
+    "contexts-container-healthy": (
+        _contexts_container_healthy,
+        [],
+        "4 ranks in a Docker container, each on its own GPU; another job on GPUs 0-1 since "
+        "before, and a process of no rank starting on GPU 2",
+    ),
+    "dataparallel-2gpu-healthy": (
+        _dp_healthy(2),
+        [],
+        "DataParallel on 2 H100s as a healthy run puts memory: GPU 0 holds the master weights, "
+        "their gradients and the gathered output on top of a replica",
+    ),
+    "dataparallel-4gpu-healthy": (_dp_healthy(4), [], "DataParallel on 4 H100s, every GPU busy"),
+    "dataparallel-8gpu-healthy": (_dp_healthy(8), [], "DataParallel on 8 H100s, every GPU busy"),
+    "dataparallel-4gpu-torch-sees-3": (
+        _dp_torch_sees_three,
+        ["DDP406"],
+        "NVML lists 4 visible GPUs, torch.cuda.device_count() is 3: GPU 3 never works",
+    ),
+    "dataparallel-4gpu-gpu0-heavy": (
+        _dp_gpu0_heavy,
+        ["DDP401"],
+        "DataParallel on 4 H100s: GPU 0 peaks at 2.2 GiB where a healthy step needs 0.15 GiB",
+    ),
+    "dataparallel-2gpu-output-elsewhere": (
+        _dp_output_elsewhere,
+        ["DDP405"],
+        "the probe asked for output_device 0 and got its output on cuda:1",
+    ),
+    "dataparallel-8gpu-small-batch": (
+        _dp_small_batch,
+        ["DDP406"],
+        "the probe's steps with a batch of 6 on 8 GPUs (measure(batch=6)): scatter makes 6 "
+        "chunks, GPUs 6 and 7 get no replica",
+    ),
     "unused-parameters": (
         _unused_parameters,
         ["DDP307"],

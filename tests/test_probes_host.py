@@ -156,3 +156,23 @@ def test_collect_host_on_an_empty_tree(root: Path) -> None:
     assert facts.container is None
     assert facts.shm_total_bytes is None
     assert facts.wsl is False
+
+
+def test_gpu_device_nodes_are_listed(root: Path) -> None:
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null", "shm/x"):
+        write(root, f"dev/{name}")
+    assert host.gpu_device_nodes(root) == ("nvidia-uvm", "nvidia0", "nvidia1", "nvidiactl")
+
+
+def test_a_container_without_gpus_has_no_device_nodes(root: Path) -> None:
+    write(root, "dev/null")
+    assert host.gpu_device_nodes(root) == ()
+
+
+def test_wsl2_gpu_bridge_counts_as_a_device_node(root: Path) -> None:
+    write(root, "dev/dxg")
+    assert host.gpu_device_nodes(root) == ("dxg",)
+
+
+def test_unreadable_dev_is_unknown(root: Path) -> None:
+    assert host.gpu_device_nodes(root / "missing") is None

@@ -115,6 +115,29 @@ EVIDENCE: dict[str, list[tuple[str, Severity | None, dict[str, object]]]] = {
         ("DDP011", Severity.WARNING, {"variable": "LOCAL_RANK", "value": "-1"}),
     ],
     "jupyter-kernel": [("DDP010", Severity.WARNING, {})],
+    "container-without-gpus-docker": [
+        (
+            "DDP029",
+            Severity.WARNING,
+            {
+                "container": "docker",
+                "device_nodes": [],
+                "nvml": "no NVIDIA driver: NVML Shared Library Not Found",
+                "nvidia_visible_devices": "all",
+                "shm_bytes": 64 * 1024**2,
+            },
+        )
+    ],
+    "container-without-gpus-kubernetes": [
+        ("DDP029", Severity.WARNING, {"container": "kubernetes", "shm_bytes": None})
+    ],
+    "container-without-gpus-podman": [
+        (
+            "DDP029",
+            Severity.WARNING,
+            {"container": "podman", "device_nodes": ["nvidia-uvm", "nvidia0", "nvidiactl"]},
+        )
+    ],
     "torch-import-fails": [("DDP001", Severity.ERROR, {})],
     "probe-crashed": [("DDP901", Severity.WARNING, {"probe": "nvml"})],
     "probe-timed-out": [("DDP902", Severity.WARNING, {"probe": "nvml", "seconds": 20.0})],
@@ -208,6 +231,27 @@ def test_import_error_is_the_evidence() -> None:
     assert torch["status"] == "failed" and torch["facts"]["importable"] is False
     (finding,) = [f for f in findings_for("torch-import-fails") if f.code == "DDP001"]
     assert finding.evidence == {"error": torch["facts"]["import_error"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "runtime_fix", "shm_fix"),
+    [
+        ("container-without-gpus-docker", "docker run --rm --gpus all", "--ipc=host"),
+        ("container-without-gpus-podman", "nvidia-ctk cdi list", "--ipc=host"),
+        ("container-without-gpus-kubernetes", "nvidia.com/gpu", None),
+    ],
+)
+def test_container_without_gpus_is_fixed_the_way_its_runtime_does_it(
+    invoke, name: str, runtime_fix: str, shm_fix: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    """Through `ddp-doctor diagnose`, as a user replays a saved report: DDP029 with the runtime's
+    own way of passing GPUs in, and --ipc=host in the same advice when /dev/shm is small."""
+    result: Result = invoke("diagnose", str(FACT_FIXTURES / f"{name}.json"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "DDP029"]
+    fix = finding["fix"]["text"] + " ".join(finding["fix"]["commands"])
+    assert runtime_fix in fix
+    assert (shm_fix in fix) if shm_fix else ("/dev/shm" not in fix)
 
 
 def test_healthy_node_has_nothing_at_warning_or_above() -> None:

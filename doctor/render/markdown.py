@@ -30,6 +30,15 @@ def render_markdown(document: dict[str, Any]) -> str:
         )
         if job is not None:
             lines += ["### Job", "", "```", render_job_text(job), "```", ""]
+        dataparallel = next(
+            (p["facts"] for p in document["probes"] if p["probe"] == "dataparallel" and p["facts"]),
+            None,
+        )
+        if dataparallel is not None:
+            from .dataparallel_table import render_dataparallel_text  # `check` never needs it
+
+            text = render_dataparallel_text(dataparallel)
+            lines += ["### DataParallel", "", "```", text, "```", ""]
         for probe in document["probes"]:
             if probe["facts"] is not None:
                 lines += _details(f"{probe['probe']} facts", probe["facts"])

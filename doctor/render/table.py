@@ -26,6 +26,11 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
         parts.append(render_job_text(to_jsonable(job.facts)))
+    dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
+    if dataparallel is not None:
+        from .dataparallel_table import render_dataparallel_text  # `check` never needs it
+
+        parts.append(render_dataparallel_text(dataparallel.facts))
     for severity in sorted(Severity, reverse=True):
         findings = [f for f in report.findings if f.severity is severity]
         if findings:

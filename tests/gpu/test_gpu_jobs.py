@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ddp_doctor.engine import judge
+from ddp_doctor.jobplan import visible_gpus as visible_gpus_of
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.probes.dataparallel import collect_dataparallel
+from ddp_doctor.probes.environment import collect_environment
 from ddp_doctor.probes.launch import JobConfig, preflight, run_job
+from ddp_doctor.probes.nvml import collect_nvml
+from ddp_doctor.rules.participation import gpu_parts
 
 pytestmark = pytest.mark.gpu
 
@@ -44,6 +50,19 @@ def test_one_rank_per_gpu_nccl_job_passes_every_stage(gpu_count: int) -> None:
     assert not codes & {"DDP301", "DDP302", "DDP305", "DDP307", "DDP402", "DDP403"}
 
 
+def test_a_healthy_job_holds_one_context_per_rank(gpu_count: int) -> None:
+    """DDP403 counts the contexts NVML lists per GPU against the ranks there, with the
+    processes that were on the GPUs before the job (NVML probe) left out."""
+    _, before = visible_gpus()
+    result = job(gpu_count)
+    nvml = ProbeResult("nvml", ProbeStatus.OK, before, 0.0)
+    rows = result.facts.rank(0).stage("memory").data["gpu_processes"]
+    earlier = {p.pid for gpu in before.gpus for p in gpu.processes}
+    new_pids = {row["pid"] for row in rows} - earlier
+    assert len(new_pids) == gpu_count  # one process per rank, wherever its pid namespace
+    assert "DDP403" not in {f.code for f in judge([nvml, result])}
+
+
 def test_two_ranks_on_one_gpu_are_named_ddp305(
     gpu_count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -53,12 +72,44 @@ def test_two_ranks_on_one_gpu_are_named_ddp305(
     assert finding.evidence["ranks"] == [0, 1]
 
 
-def test_dataparallel_probe_measures_every_visible_gpu(gpu_count: int) -> None:
-    facts = collect_dataparallel(gpu_count)
-    assert facts.error is None
+def visible_gpus() -> tuple:
+    """Every GPU this process may use, as NVML lists them (CUDA_VISIBLE_DEVICES applied)."""
+    nvml = collect_nvml()
+    return visible_gpus_of(nvml, collect_environment()), nvml
+
+
+def test_dataparallel_probe_samples_every_visible_gpu_and_each_takes_part(gpu_count: int) -> None:
+    sample, _ = visible_gpus()
+    facts = collect_dataparallel(gpu_count, 120, sample)
+    assert facts.error is None and facts.sampling_error is None
     assert facts.device_ids == tuple(range(gpu_count))
-    assert facts.output_on == f"cuda:{facts.output_device}"
-    assert facts.model_device == "cuda:0"
+    assert facts.output_on == f"cuda:{facts.output_device}" and facts.model_device == "cuda:0"
+    assert facts.forward_devices == tuple(range(gpu_count))
+    assert facts.steps and facts.steps >= 2 and facts.parameter_bytes == 8_393_728 * 4
     assert len(facts.peak_allocated_bytes) == gpu_count and facts.peak_allocated_bytes[0] > 0
+    assert len(facts.gpus) == len(sample) == gpu_count
+    for gpu in facts.gpus:
+        assert gpu.device_id is not None and gpu.samples >= 10, gpu
+        assert gpu.memory_used_max_bytes - gpu.memory_used_min_bytes >= 16 * 1024**2, gpu
+    assert all(part.took_part for part in gpu_parts(facts)), facts.gpus
     result = ProbeResult("dataparallel", ProbeStatus.OK, facts, 0.0)
-    assert "DDP405" not in {f.code for f in judge([result])}
+    assert not {f.code for f in judge([result])} & {"DDP401", "DDP405", "DDP406"}
+
+
+def test_a_batch_smaller_than_the_gpu_count_leaves_gpus_idle(gpu_count: int) -> None:
+    """scatter makes one chunk per sample: with a batch of 1 only device_ids[0] works."""
+    if gpu_count < 2:
+        pytest.skip("needs 2 GPUs")
+    sample, _ = visible_gpus()
+    child = [sys.executable, "-c", BATCH_OF_ONE]
+    facts = collect_dataparallel(gpu_count, 120, sample, command=child)
+    assert facts.forward_devices == (0,)
+    found = [f for f in judge([ProbeResult("dataparallel", ProbeStatus.OK, facts, 0.0)])]
+    idle = sorted(f.evidence["device_id"] for f in found if f.code == "DDP406")
+    assert idle == list(range(1, gpu_count))
+
+
+BATCH_OF_ONE = (
+    "import json; from ddp_doctor.probes.dataparallel_steps import measure; "
+    "print(json.dumps(measure(batch=1)))"
+)
