@@ -11,15 +11,16 @@ import importlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
 from . import __version__, exitcodes
-from .model import Report, Severity
-from .registry import Selector, UnknownSelector
+
+if TYPE_CHECKING:  # imported where used: `--help` needs neither
+    from .model import Report
+    from .registry import Selector
 
 REPORT_FORMATS = ("table", "json", "markdown")
 EXIT_CODES_HELP = (
@@ -28,8 +29,7 @@ EXIT_CODES_HELP = (
 )
 
 
-@dataclass(frozen=True)
-class LazyCommand:
+class LazyCommand(NamedTuple):
     """A command in its own module, imported only when it runs (`--help` imports none)."""
 
     module: str
@@ -127,8 +127,7 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
     return decorate
 
 
-@dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(NamedTuple):
     """The shared output options, parsed and checked, as one value for the command."""
 
     fmt: str
@@ -139,10 +138,14 @@ class ReportOptions:
     redact_hosts: bool
 
     def fails(self, report: Report) -> bool:
+        from .model import Severity
+
         return report.fails_at(Severity.from_word(self.fail_on))
 
 
 def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
+    from .registry import Selector, UnknownSelector
+
     try:
         return Selector.parse(select, ignore)
     except UnknownSelector as error:

@@ -7,14 +7,12 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped, ProbeTimedOut
 
-from . import __version__
 from .facts import FactSet
-from .model import Finding, ProbeResult, ProbeStatus, Report
+from .model import Finding, ProbeResult, ProbeStatus, make_report, sort_findings
 from .registry import Hit, Selector, rules_judged, spec_for
 
 
@@ -116,15 +114,4 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
     return selector.filter(sort_findings(findings))
 
 
-def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Worst first, then by code; ties keep the order the rules gave (root cause first)."""
-    return sorted(findings, key=lambda f: (-f.severity, f.code))
-
-
-def make_report(results: Sequence[ProbeResult], findings: Sequence[Finding]) -> Report:
-    return Report(
-        tool_version=__version__,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        probes=tuple(results),
-        findings=tuple(findings),
-    )
+__all__ = ["PendingProbes", "Probe", "judge", "make_report", "run_probe", "run_probes"]

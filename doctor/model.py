@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum, IntEnum
 from typing import Any
+
+from . import __version__
 
 
 class Severity(IntEnum):
@@ -122,3 +125,17 @@ class Report:
 
     def fails_at(self, threshold: Severity) -> bool:
         return any(f.severity >= threshold for f in self.findings)
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first, then by code; ties keep the order the rules gave (root cause first)."""
+    return sorted(findings, key=lambda f: (-f.severity, f.code))
+
+
+def make_report(results: Sequence[ProbeResult], findings: Sequence[Finding]) -> Report:
+    return Report(
+        tool_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        probes=tuple(results),
+        findings=tuple(findings),
+    )

@@ -23,3 +23,15 @@ def test_readme_names_every_command() -> None:
     text = README.read_text()
     for command in ("run", "check", "logs", "diagnose", "explain", "rules"):
         assert f"### `ddp-doctor {command}" in text or f"`ddp-doctor {command}" in text, command
+
+
+def _fenced_commands(section: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)\n```", section, flags=re.S)
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    quick_start = README.read_text(encoding="utf-8").split("## Quick start", 1)[1]
+    setup_and_run, test_command = _fenced_commands(quick_start)[:2]
+    assert "ddp-doctor run" in setup_and_run and "python3 -m venv" in setup_and_run
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.rstrip().splitlines()[-1] == test_command

@@ -37,7 +37,7 @@ def check_command(
     Makefile and Markdown files are scanned for the deprecated launcher. Suppress a finding
     with `# ddp-doctor: ignore[CODE]` on its line; configure in [tool.ddp-doctor].
     """
-    from ddp_doctor.engine import make_report
+    from ddp_doctor.model import make_report
     from ddp_doctor.script.config import ConfigError
     from ddp_doctor.script.runner import CheckOptions, check_paths
 

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 
 import click
-from tabulate import tabulate
 
 from ddp_doctor import exitcodes
 from ddp_doctor.codes import CODES, Code
 from ddp_doctor.registry import RuleSpec, lookup
+from ddp_doctor.render.columns import plain_table
 
 
 @click.command("explain")
@@ -67,7 +67,7 @@ def rules_command(fmt: str) -> None:
         click.echo(rules_markdown(specs))
         return
     table = [(s.code, s.name, s.severity.word, s.summary) for s in specs]
-    click.echo(tabulate(table, headers=("code", "name", "severity", "summary"), tablefmt="plain"))
+    click.echo(plain_table(table, headers=("code", "name", "severity", "summary")))
 
 
 def rules_markdown(specs: Sequence[Code]) -> str:

@@ -17,8 +17,8 @@ from ddp_doctor.cli import (
     finish,
     report_options,
 )
-from ddp_doctor.engine import make_report
 from ddp_doctor.logscan import LogScan, scan_stream
+from ddp_doctor.model import make_report
 
 STDIN = "-"
 

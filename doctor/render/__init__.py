@@ -1,6 +1,7 @@
 """Renderers: table for terminals, json for machines, markdown for support issues.
 
-json and markdown are shareable, so they are always redacted (redact.py).
+json and markdown are shareable, so they are always redacted (redact.py). Each renderer is
+imported when used: `check` and `logs` start without the job tables' tabulate.
 """
 
 from __future__ import annotations
@@ -9,26 +10,28 @@ import json
 from typing import Any
 
 from ddp_doctor.model import Report
-from ddp_doctor.redact import Redactor
-from ddp_doctor.report_io import report_to_json
-
-from .markdown import render_markdown
-from .table import render_table
 
 
 def render(report: Report, fmt: str, verbose: bool = False, redact_hosts: bool = False) -> str:
     if fmt == "table":
+        from .table import render_table
+
         return render_table(report, verbose=verbose)
     document = shareable_document(report, redact_hosts)
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "markdown":
+        from .markdown import render_markdown
+
         return render_markdown(document)
     raise ValueError(f"unknown format {fmt!r}")
 
 
 def shareable_document(report: Report, redact_hosts: bool = False) -> dict[str, Any]:
     """The report's JSON form with secrets (and on request hosts) replaced."""
+    from ddp_doctor.redact import Redactor
+    from ddp_doctor.report_io import report_to_json
+
     redactor = Redactor.for_this_machine(redact_hosts, hostnames=_reported_hostnames(report))
     return redactor.document(report_to_json(report))
 

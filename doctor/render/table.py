@@ -8,12 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
-from tabulate import tabulate
 
-from ddp_doctor.codec import to_jsonable
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
 
-from .job_tables import render_job_text
+from .columns import plain_table
 
 SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -25,6 +23,10 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
         parts.append(_probe_table(report.probes))
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
+        from ddp_doctor.codec import to_jsonable
+
+        from .job_tables import render_job_text  # tabulate: only where a job ran
+
         parts.append(render_job_text(to_jsonable(job.facts)))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
@@ -63,7 +65,7 @@ def _probe_table(results: Iterable[ProbeResult]) -> str:
         (r.probe, r.status.value, f"{r.duration_s:.2f} s", _one_line(r.error or ""))
         for r in results
     ]
-    return tabulate(rows, headers=("probe", "status", "time", "note"), tablefmt="plain")
+    return plain_table(rows, headers=("probe", "status", "time", "note"))
 
 
 def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -> str:
@@ -79,6 +81,8 @@ def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -
 
 
 def _facts_block(result: ProbeResult) -> str:
+    from ddp_doctor.codec import to_jsonable
+
     facts = to_jsonable(result.facts)
     lines = [f"{result.probe} facts:"]
     lines.extend(f"  {key}: {_compact(value)}" for key, value in facts.items())
