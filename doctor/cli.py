@@ -182,7 +182,12 @@ def emit(text: str, output: Path | None) -> None:
 
 def finish(report: Report, options: ReportOptions) -> None:
     """Renders, writes, and exits with the documented code."""
+    import dataclasses
+
     from .render import render
+
+    if report.command is None and INVOCATION:
+        report = dataclasses.replace(report, command=INVOCATION[0])
 
     text = render(report, options.fmt, verbose=options.verbose, redact_hosts=options.redact_hosts)
     emit(text, options.output)
@@ -198,11 +203,19 @@ class DoctorError(click.ClickException):
         click.echo(f"ddp-doctor: error: {self.message}", err=True)
 
 
+# The command line of this process, as the reader of a report needs it (set by main()).
+INVOCATION: list[str] = []
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    import shlex
+
+    args = list(argv) if argv is not None else sys.argv[1:]
+    INVOCATION[:] = [shlex.join(["ddp-doctor", *args])]
     _interrupt_on_sigterm()
     try:
         returned = cli.main(
-            args=list(argv) if argv is not None else None,
+            args=args,
             prog_name="ddp-doctor",
             standalone_mode=False,
         )

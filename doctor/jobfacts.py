@@ -90,6 +90,8 @@ class JobFacts:
     bandwidth: tuple[BandwidthRow, ...] = ()
     output_tail: str = ""  # the end of torchrun's stdout and stderr, for the log patterns
     not_launched_reason: str | None = None
+    sizes: str | None = None  # the sweep used, MIN:MAX:FACTOR
+    iters: int | None = None
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.facts import EnvFacts, GpuFacts, NvmlFacts, PlanFacts
+from ddp_doctor.probes.base import ProbeFailed
 from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
 from ddp_doctor.visible_devices import parse_visible_devices
 
@@ -41,4 +42,9 @@ def job_config(plan: PlanFacts, gpus: int, timeout_s: float, python: str) -> Job
 
 
 def run_job_probe(config: JobConfig, nccl_missing: bool, progress: Progress | None) -> JobFacts:
-    return run_job(config, preflight(config, nccl_missing), progress)
+    """The job's facts; a job that was not launched is a failed probe (with its preflight
+    facts, which the rendezvous rules read), never an ok one."""
+    facts = run_job(config, preflight(config, nccl_missing), progress)
+    if not facts.launched:
+        raise ProbeFailed(f"not launched: {facts.not_launched_reason}", facts)
+    return facts

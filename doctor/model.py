@@ -122,6 +122,18 @@ class Report:
     created: str
     probes: tuple[ProbeResult, ...]
     findings: tuple[Finding, ...]
+    command: str | None = None  # the command line that made it, for the reader of a report
+    subject: str | None = None  # what was read, where no probe says it: "1200 lines of x.log"
+
+    @property
+    def nothing_found(self) -> str:
+        """The closing line when there is no finding: what was examined, not "all is well"."""
+        if self.subject:
+            return f"No known failure pattern in {self.subject}."
+        return "No problems found."
+
+    def probe(self, name: str) -> ProbeResult | None:
+        return next((result for result in self.probes if result.probe == name), None)
 
     def fails_at(self, threshold: Severity) -> bool:
         return any(f.severity >= threshold for f in self.findings)
@@ -132,10 +144,13 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (-f.severity, f.code))
 
 
-def make_report(results: Sequence[ProbeResult], findings: Sequence[Finding]) -> Report:
+def make_report(
+    results: Sequence[ProbeResult], findings: Sequence[Finding], subject: str | None = None
+) -> Report:
     return Report(
         tool_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         probes=tuple(results),
         findings=tuple(findings),
+        subject=subject,
     )

@@ -23,6 +23,8 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool_version": report.tool_version,
         "created": report.created,
+        "command": report.command,
+        "subject": report.subject,
         "probes": [probe_to_json(result) for result in report.probes],
         "findings": [finding.to_json() for finding in report.findings],
     }
@@ -72,6 +74,8 @@ def report_from_json(data: Any) -> Report:
             created=str(data.get("created", "")),
             probes=tuple(probe_from_json(item) for item in probes),
             findings=tuple(Finding.from_json(item) for item in findings),
+            command=_optional_text(data.get("command")),
+            subject=_optional_text(data.get("subject")),
         )
     except (CodecError, KeyError, TypeError, ValueError) as error:
         raise ReportError(f"malformed report: {_describe(error)}") from None
@@ -92,6 +96,10 @@ def probe_from_json(data: Any) -> ProbeResult:
     if error is not None and not isinstance(error, str):
         raise CodecError(f"{name}: error is not a string")
     return ProbeResult(name, status, facts, float(duration), error)
+
+
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _describe(error: Exception) -> str:

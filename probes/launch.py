@@ -96,6 +96,8 @@ def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = No
         nproc=config.nproc,
         init_timeout_s=config.init_timeout_s,
         timeout_s=config.timeout_s,
+        sizes=config.sizes,
+        iters=config.iters,
     )
     reason = _reason_not_to_launch(checks)
     if reason:

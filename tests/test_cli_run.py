@@ -24,7 +24,15 @@ from ddp_doctor.registry import all_rules, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 FACT_FIXTURES = ROOT / "fixtures" / "facts"
-REPORT_KEYS = {"schema_version", "tool_version", "created", "probes", "findings"}
+REPORT_KEYS = {
+    "schema_version",
+    "tool_version",
+    "created",
+    "command",
+    "subject",
+    "probes",
+    "findings",
+}
 PROBE_KEYS = {"probe", "status", "duration_s", "facts", "error"}
 FINDING_KEYS = {"code", "name", "severity", "message", "fix", "location", "evidence"}
 USAGE = 2

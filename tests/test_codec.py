@@ -256,7 +256,15 @@ def test_report_round_trips(name: str) -> None:
 
 def test_report_document_has_the_schema_keys() -> None:
     document = report_to_json(fixture_report("windows-laptop-1gpu"))
-    assert set(document) == {"schema_version", "tool_version", "created", "probes", "findings"}
+    assert set(document) == {
+        "schema_version",
+        "tool_version",
+        "created",
+        "command",
+        "subject",
+        "probes",
+        "findings",
+    }
     assert document["schema_version"] == 1
     for probe in document["probes"]:
         assert set(probe) == {"probe", "status", "duration_s", "facts", "error"}

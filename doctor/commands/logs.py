@@ -39,7 +39,8 @@ def logs_command(
     """
     scan = _scan(log)
     _check_scanned(scan, _display_name(log))
-    report = make_report((), report_options.selector.filter(scan.findings))
+    subject = f"{scan.lines} lines of {_display_name(log)}"
+    report = make_report((), report_options.selector.filter(scan.findings), subject)
     finish(report, report_options)
 
 

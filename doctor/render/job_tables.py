@@ -60,8 +60,9 @@ def job_summary(job: dict[str, Any]) -> str:
     if not job.get("launched"):
         return f"job: not launched ({job.get('not_launched_reason')})"
     state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
+    sweep = f", sizes {job['sizes']} x {job.get('iters')} iters" if job.get("sizes") else ""
     return (
-        f"job: {job.get('nproc')} ranks, {job.get('backend')}, {state}, "
+        f"job: {job.get('nproc')} ranks, {job.get('backend')}{sweep}, {state}, "
         f"{job.get('duration_s', 0):.1f} s"
     )
 

@@ -1,72 +1,135 @@
-"""A report ready to paste into a GitHub issue: findings with fixes, facts in <details>."""
+"""A report ready to paste into a GitHub issue: what ran where, the findings with their evidence
+and fixes, the job's tables once, and the facts folded in <details>, compact."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .job_tables import render_job_text
+from .facts_text import compact_facts, evidence_line, header_rows
+
+OUTPUT_LINES = 40  # of a failed job's output, folded
+FOLDED_SHARE = 0.2  # of the report's length, at most, for the folded facts
+SECTION_ORDER = ("env", "nvml", "host", "torch", "python", "plan", "dataparallel")
 
 
 def render_markdown(document: dict[str, Any]) -> str:
     findings = document["findings"]
-    lines = [
-        "## ddp-doctor report",
-        "",
-        f"ddp-doctor {document['tool_version']}, {document['created']}: {_counts(findings)}.",
-        "",
-    ]
-    lines += _findings_table(findings) if findings else ["No problems found.", ""]
-    if document["probes"]:
-        lines += ["### Probes", "", "| probe | status | time | note |", "|---|---|---|---|"]
-        for probe in document["probes"]:
-            lines.append(
-                f"| {probe['probe']} | {probe['status']} | {probe['duration_s']:.2f} s "
-                f"| {_cell(probe['error'] or '')} |"
-            )
-        lines.append("")
-        job = next(
-            (p["facts"] for p in document["probes"] if p["probe"] == "job" and p["facts"]), None
-        )
-        if job is not None:
-            lines += ["### Job", "", "```", render_job_text(job), "```", ""]
-        dataparallel = next(
-            (p["facts"] for p in document["probes"] if p["probe"] == "dataparallel" and p["facts"]),
-            None,
-        )
-        if dataparallel is not None:
-            from .dataparallel_table import render_dataparallel_text  # `check` never needs it
-
-            text = render_dataparallel_text(dataparallel)
-            lines += ["### DataParallel", "", "```", text, "```", ""]
-        for probe in document["probes"]:
-            if probe["facts"] is not None:
-                lines += _details(f"{probe['probe']} facts", probe["facts"])
+    probes = {probe["probe"]: probe for probe in document["probes"]}
+    lines = ["## ddp-doctor report", "", "| | |", "|---|---|"]
+    lines += [f"| {name} | {_cell(value)} |" for name, value in header_rows(document)]
+    lines += ["", f"**{_counts(findings)}.**", ""]
+    lines += _findings_table(findings) if findings else [_nothing_found(document), ""]
+    if probes:
+        lines += _probe_table(document["probes"])
+        lines += _job(probes.get("job"))
+        lines += _dataparallel(probes.get("dataparallel"))
+        lines += _folded_facts(document["probes"], sum(len(line) + 1 for line in lines))
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _nothing_found(document: dict[str, Any]) -> str:
+    subject = document.get("subject")
+    return f"No known failure pattern in {subject}." if subject else "No problems found."
+
+
 def _findings_table(findings: list[dict[str, Any]]) -> list[str]:
-    lines = ["| severity | code | name | where | message | fix |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| severity | code | name | where | message | evidence | fix |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in findings:
         fix = f["fix"] or {"text": "", "commands": []}
         commands = "<br>".join(f"`{_cell(c)}`" for c in fix["commands"])
         fix_text = _cell(fix["text"]) + (f"<br>{commands}" if commands else "")
+        evidence = evidence_line(f.get("evidence") or {})
         lines.append(
             f"| {f['severity']} | {f['code']} | {f['name']} | {_cell(_where(f['location']))} "
-            f"| {_cell(f['message'])} | {fix_text} |"
+            f"| {_cell(f['message'])} | {_code_cell(evidence)} | {fix_text} |"
         )
     return [*lines, ""]
 
 
-def _details(title: str, facts: Any) -> list[str]:
-    body = json.dumps(facts, indent=2, ensure_ascii=False)
+def _probe_table(probes: list[dict[str, Any]]) -> list[str]:
+    lines = ["### Probes", "", "| probe | status | time | note |", "|---|---|---|---|"]
+    for probe in probes:
+        lines.append(
+            f"| {probe['probe']} | {probe['status']} | {probe['duration_s']:.2f} s "
+            f"| {_cell(probe['error'] or '')} |"
+        )
+    return [*lines, ""]
+
+
+def _job(probe: dict[str, Any] | None) -> list[str]:
+    if not probe or not probe.get("facts"):
+        return []
+    from .job_tables import render_job_text
+
+    return ["### Job", "", "```", render_job_text(probe["facts"]), "```", ""]
+
+
+def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
+    if not probe or not probe.get("facts"):
+        return []
+    from .dataparallel_table import render_dataparallel_text
+
+    text = render_dataparallel_text(probe["facts"])
+    return ["### DataParallel", "", "```", text, "```", ""]
+
+
+def _folded_facts(probes: list[dict[str, Any]], visible_chars: int) -> list[str]:
+    """The facts, compact and folded, within FOLDED_SHARE of the whole report: most useful
+    first (a failed job's output, then the variables, GPUs, host, torch, Python); what does not
+    fit is counted, and `--format json` has all of it."""
+    budget = int(visible_chars * FOLDED_SHARE / (1 - FOLDED_SHARE))
+    lines: list[str] = []
+    for title, body in _fact_sections(probes):
+        note = "... 999999 more lines: --format json has them"
+        wrapper = sum(len(line) + 1 for line in _details(title, note, "text"))
+        kept, dropped = _fit(body.splitlines(), budget - wrapper)
+        if not kept:
+            break
+        if dropped:
+            kept.append(f"... {dropped} more lines: --format json has them")
+        block = _details(title, "\n".join(kept), "text")
+        budget -= sum(len(line) + 1 for line in block)
+        lines += block
+    return lines
+
+
+def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    by_name = {p["probe"]: p.get("facts") or {} for p in probes}
+    sections = []
+    job = by_name.get("job", {})
+    failed = job.get("timed_out") or job.get("exit_code") not in (None, 0)
+    if failed and (job.get("output_tail") or "").strip():
+        tail = job["output_tail"].rstrip().splitlines()[-OUTPUT_LINES:]
+        sections.append((f"job output (last {len(tail)} lines)", "\n".join(tail)))
+    for name in SECTION_ORDER:
+        body = compact_facts(by_name.get(name) or {})
+        if body:
+            sections.append((f"{name} facts", body))
+    return sections
+
+
+def _fit(lines: list[str], budget: int) -> tuple[list[str], int]:
+    kept, used = [], 0
+    for line in lines:
+        used += len(line) + 1
+        if used > budget:
+            break
+        kept.append(line)
+    return kept, len(lines) - len(kept)
+
+
+def _details(title: str, body: str, language: str) -> list[str]:
+    fence = "````" if "```" in body else "```"
     return [
         "<details>",
         f"<summary>{title}</summary>",
         "",
-        "```json",
+        fence + language,
         body,
-        "```",
+        fence,
         "",
         "</details>",
         "",
@@ -80,11 +143,16 @@ def _where(location: dict[str, Any] | None) -> str:
 
 
 def _counts(findings: list[dict[str, Any]]) -> str:
-    words = [
-        f"{sum(f['severity'] == s for f in findings)} {s}" for s in ("error", "warning", "info")
-    ]
+    counts = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")}
+    words = [f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in counts.items()]
     return ", ".join(words)
 
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code_cell(text: str) -> str:
+    if not text:
+        return ""
+    return "`" + _cell(text).replace("`", "'") + "`"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any
 
 import click
 
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
 
 from .columns import plain_table
+from .facts_text import compact_facts, evidence_line, header_rows
 
 SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -38,12 +38,12 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
         if findings:
             parts.append(_severity_block(severity, findings, colour))
     if verbose:
-        parts.extend(
-            _facts_block(r) for r in report.probes if r.facts is not None and r.probe != "job"
-        )
+        parts.append(_header(report))
+        blocks = (_facts_block(r) for r in report.probes if r.facts and r.probe != "job")
+        parts.extend(block for block in blocks if block)
         if job is not None and job.facts.output_tail:
             parts.append("job output (end):\n" + _indent(job.facts.output_tail[-4000:]))
-    parts.append(summary_line(report.findings))
+    parts.append(summary_line(report.findings) if report.findings else report.nothing_found)
     return "\n\n".join(parts) + "\n"
 
 
@@ -74,6 +74,9 @@ def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -
     for finding in findings:
         where = f"{finding.location}: " if finding.location else ""
         lines.append(f"  {finding.code} {finding.name}: {where}{finding.message}")
+        evidence = evidence_line(finding.evidence)
+        if evidence:
+            lines.append(f"    evidence: {evidence}")
         if finding.fix:
             lines.append(f"    fix: {finding.fix.text}")
             lines.extend(f"      $ {command}" for command in finding.fix.commands)
@@ -83,20 +86,19 @@ def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -
 def _facts_block(result: ProbeResult) -> str:
     from ddp_doctor.codec import to_jsonable
 
-    facts = to_jsonable(result.facts)
-    lines = [f"{result.probe} facts:"]
-    lines.extend(f"  {key}: {_compact(value)}" for key, value in facts.items())
-    return "\n".join(lines)
+    body = compact_facts(to_jsonable(result.facts), "  ")
+    return f"{result.probe} facts:\n{body}" if body else ""
+
+
+def _header(report: Report) -> str:
+    from ddp_doctor.report_io import report_to_json
+
+    rows = header_rows(report_to_json(report))
+    return "\n".join(f"{name}: {value.replace('`', '')}" for name, value in rows)
 
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.rstrip().splitlines())
-
-
-def _compact(value: Any) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _one_line(text: str, limit: int = 100) -> str:

@@ -1,0 +1,97 @@
+"""Facts as a reader wants them in a report: the header (what ran where), one line of
+evidence per finding, and compact facts without empty values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+EVIDENCE_CHARS = 160
+VALUE_CHARS = 200
+
+
+def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The versions and places a maintainer asks for first, from whatever probes ran."""
+    facts = {p["probe"]: p.get("facts") or {} for p in document.get("probes", [])}
+    rows = []
+    if document.get("command"):
+        rows.append(("command", f"`{document['command']}`"))
+    rows.append(("ddp-doctor", f"{document.get('tool_version')}, {document.get('created')}"))
+    python = facts.get("python", {})
+    if python:
+        version = python.get("version") or "?"
+        rows.append(
+            ("Python", f"{version} at `{python.get('executable')}` ({python.get('chosen_by')})")
+        )
+    torch = facts.get("torch", {})
+    if torch.get("version"):
+        cuda = torch.get("cuda_version") or "none"
+        nccl = torch.get("nccl_version") or ("none" if not torch.get("nccl_available") else "?")
+        where = f" at `{torch['location']}`" if torch.get("location") else ""
+        rows.append(("torch", f"{torch['version']} (CUDA {cuda}, NCCL {nccl}){where}"))
+    host = facts.get("host", {})
+    if host:
+        system = " ".join(str(host.get(k) or "") for k in ("system", "release")).strip()
+        distro = python.get("os_release")
+        libc = python.get("libc")
+        rows.append(("system", ", ".join(p for p in (system, distro, libc) if p)))
+    nvml = facts.get("nvml", {})
+    if nvml.get("driver_version"):
+        models = sorted({gpu.get("name") for gpu in nvml.get("gpus", []) if gpu.get("name")})
+        count = len(nvml.get("gpus", []))
+        gpus = f", {count} GPU{'s' if count != 1 else ''}: {', '.join(models)}" if models else ""
+        cuda = nvml.get("cuda_driver_version")
+        rows.append(("driver", f"{nvml['driver_version']} (CUDA {cuda}){gpus}"))
+    packages = python.get("packages") or {}
+    if packages:
+        rows.append(("packages", ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))))
+    return rows
+
+
+def evidence_line(evidence: Mapping[str, Any]) -> str:
+    """`line N: text` where a finding came from a log line, else its evidence values."""
+    if evidence.get("text"):
+        where = f"line {evidence['line']}: " if evidence.get("line") else ""
+        return _short(f"{where}{evidence['text']}", EVIDENCE_CHARS)
+    parts = [f"{key}={_value(value)}" for key, value in evidence.items() if _kept(value)]
+    return _short(", ".join(parts), EVIDENCE_CHARS)
+
+
+def compact_facts(facts: Mapping[str, Any], indent: str = "") -> str:
+    """`key: value` lines; nested mappings indented; empty, null and false values left out."""
+    lines = []
+    for key, value in facts.items():
+        if not _kept(value):
+            continue
+        if isinstance(value, Mapping):
+            inner = compact_facts(value, indent + "  ")
+            if inner:
+                lines += [f"{indent}{key}:", inner]
+        elif isinstance(value, list) and all(isinstance(item, Mapping) for item in value):
+            lines.append(f"{indent}{key}:")
+            lines += [f"{indent}  - {_one_line(item)}" for item in value]
+        else:
+            lines.append(f"{indent}{key}: {_short(_value(value), VALUE_CHARS)}")
+    return "\n".join(lines)
+
+
+def _one_line(item: Mapping[str, Any]) -> str:
+    parts = [f"{key}={_value(value)}" for key, value in item.items() if _kept(value)]
+    return _short(", ".join(parts), 2 * VALUE_CHARS)
+
+
+def _kept(value: Any) -> bool:
+    """Zero is a value; None, False and empty texts or containers are not."""
+    if value is None or value is False:
+        return False
+    return not (isinstance(value, (str, list, tuple, dict)) and not value)
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
