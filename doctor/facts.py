@@ -12,6 +12,7 @@ from typing import Any
 
 from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult
+from .topofacts import TopologyFacts
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class PlanFacts:
     sizes: str | None = None
     iters: int | None = None
     timeout_s: float | None = None
+    ops: tuple[str, ...] = ()  # collectives to sweep; empty: all_reduce only
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -133,6 +135,7 @@ FACT_TYPES: dict[str, type] = {
     "host": HostFacts,
     "torch": TorchFacts,
     "nvml": NvmlFacts,
+    "topology": TopologyFacts,
     "env": EnvFacts,
     "plan": PlanFacts,
     "job": JobFacts,
@@ -166,6 +169,10 @@ class FactSet:
     @property
     def nvml(self) -> NvmlFacts | None:
         return self.facts("nvml")
+
+    @property
+    def topology(self) -> TopologyFacts | None:
+        return self.facts("topology")
 
     @property
     def env(self) -> EnvFacts:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ddp_doctor.facts import EnvFacts, NvmlFacts, PlanFacts
-from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
+from ddp_doctor.probes.bandwidth import DEFAULT_OPS
+from ddp_doctor.probes.launch import JobConfig, Progress, StageWatcher, preflight, run_job
 from ddp_doctor.visible_devices import parse_visible_devices
 
 from .jobfacts import JobFacts
@@ -30,11 +31,17 @@ def job_config(plan: PlanFacts, gpus: int, timeout_s: float) -> JobConfig:
         master_port=plan.master_port,
         sizes=plan.sizes or (GPU_SIZES if gpus else CPU_SIZES),
         iters=plan.iters or (GPU_ITERS if gpus else CPU_ITERS),
+        ops=plan.ops or DEFAULT_OPS,
         timeout_s=timeout_s,
         init_timeout_s=min(30.0, max(5.0, timeout_s / 4)),
         test_fault=JOB_TEST_FAULT,
     )
 
 
-def run_job_probe(config: JobConfig, nccl_missing: bool, progress: Progress | None) -> JobFacts:
-    return run_job(config, preflight(config, nccl_missing), progress)
+def run_job_probe(
+    config: JobConfig,
+    nccl_missing: bool,
+    progress: Progress | None,
+    watcher: StageWatcher | None = None,
+) -> JobFacts:
+    return run_job(config, preflight(config, nccl_missing), progress, watcher)

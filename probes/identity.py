@@ -28,19 +28,48 @@ def describe_rank(
         "device": str(device),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
+        "cpu_affinity": _cpu_affinity(),
     }
     if device.type == "cuda":
         identity.update(_gpu_identity(torch, device))
     return identity
 
 
+def _cpu_affinity() -> str | None:
+    """The CPUs this rank may run on (taskset, numactl, a scheduler's binding); Linux only."""
+    from ddp_doctor.cpulist import format_cpus
+
+    getter = getattr(os, "sched_getaffinity", None)
+    return format_cpus(getter(0)) if getter else None
+
+
+def peer_access(torch: Any) -> list[dict[str, Any]]:
+    """torch.cuda.can_device_access_peer for every ordered pair of the GPUs this rank sees."""
+    cuda = torch.cuda
+    bus_ids = [_bus_id(cuda.get_device_properties(i)) for i in range(cuda.device_count())]
+    return [
+        {
+            "bus_id": bus_ids[a],
+            "peer_bus_id": bus_ids[b],
+            "can_access": cuda.can_device_access_peer(a, b),
+        }
+        for a in range(len(bus_ids))
+        for b in range(len(bus_ids))
+        if a != b and bus_ids[a] and bus_ids[b]
+    ]
+
+
+def _bus_id(props: Any) -> str | None:
+    if not hasattr(props, "pci_bus_id"):
+        return None
+    return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+
+
 def _gpu_identity(torch: Any, device: Any) -> dict[str, Any]:
-    props = torch.cuda.get_device_properties(device)
     facts: dict[str, Any] = {}
-    if hasattr(props, "pci_bus_id"):
-        facts["pci_bus_id"] = (
-            f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-        )
+    bus_id = _bus_id(torch.cuda.get_device_properties(device))
+    if bus_id:
+        facts["pci_bus_id"] = bus_id
     with contextlib.suppress(Exception):
         facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from ddp_doctor.cli import ReportOptions, finish, report_options
 from ddp_doctor.engine import PendingProbes, Probe, judge, make_report, run_probe
 from ddp_doctor.facts import PlanFacts, TorchFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.probes.pcie_load import with_load_samples
 from ddp_doctor.progress import Progress
 
 DEFAULT_PROBE_TIMEOUT_S = 20.0
@@ -18,7 +20,7 @@ TORCH_PROBE_TIMEOUT_S = 40.0
 DATAPARALLEL_TIMEOUT_S = 90.0
 TORCH_RESERVE_S = 8.0
 JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
-PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
+PROBE_ORDER = ("plan", "env", "host", "nvml", "topology", "torch", "job", "dataparallel")
 
 
 @click.command("run")
@@ -65,6 +67,13 @@ PROBE_ORDER = ("plan", "env", "host", "nvml", "torch", "job", "dataparallel")
     help="Timed iterations per size.",
 )
 @click.option(
+    "--ops",
+    default=None,
+    metavar="OP[,OP...]",
+    help="Collectives to sweep: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all "
+    "[default: all_reduce].",
+)
+@click.option(
     "--min-busbw",
     type=click.FloatRange(min=0),
     default=None,
@@ -82,6 +91,7 @@ def run_command(
     master_port: int | None,
     sizes: str | None,
     iters: int | None,
+    ops: str | None,
     min_busbw: float | None,
     no_jobs: bool,
 ) -> None:
@@ -99,6 +109,7 @@ def run_command(
         sizes=sizes,
         iters=iters,
         timeout_s=timeout,
+        ops=_checked_ops(ops),
     )
     results = collect(plan, timeout, Progress.to_stderr())
     report = make_report(results, judge(results, report_options.selector))
@@ -128,13 +139,21 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     env_result = run_probe(Probe("env", collect_environment, quick))
     progress.say("probing: NVML")
     nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
+    topology_result = _topology(nvml_result, quick)
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)
     results = [env_result, nvml_result, *(pending.wait() if torch_first else [])]
     if plan.jobs:
         # Keep time for the torch probe in case the job ends before rank 0 describes torch.
         reserve = 0.0 if torch_first or left() < 3 * TORCH_RESERVE_S else TORCH_RESERVE_S
         job_budget = left() - reserve
-        results.append(_job(plan, gpus, _facts_of(results, "torch"), job_budget, progress))
+        job_result, topology_result = _job(
+            plan, gpus, _facts_of(results, "torch"), job_budget, progress, topology_result
+        )
+        results.append(job_result)
+    elif topology_result.facts is not None:
+        facts = with_load_samples(topology_result.facts, {}, "not sampled: no job ran (--no-jobs)")
+        topology_result = dataclasses.replace(topology_result, facts=facts)
+    results.append(topology_result)
     if not torch_first:
         results += pending.wait()
     if not any(r.probe == "torch" for r in results):
@@ -149,16 +168,41 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
 
+def _topology(nvml: ProbeResult, limit: float) -> ProbeResult:
+    from ddp_doctor.probes.topology import collect_topology
+
+    if not nvml.ok:
+        why = nvml.error or f"the NVML probe {nvml.status.value}"
+        return ProbeResult("topology", ProbeStatus.SKIPPED, None, 0.0, f"no NVML: {why}")
+    return run_probe(Probe("topology", collect_topology, limit))
+
+
 def _job(
-    plan: PlanFacts, gpus: int, torch: TorchFacts | None, left: float, progress: Progress
-) -> ProbeResult:
+    plan: PlanFacts,
+    gpus: int,
+    torch: TorchFacts | None,
+    left: float,
+    progress: Progress,
+    topology: ProbeResult,
+) -> tuple[ProbeResult, ProbeResult]:
+    """The job, and the topology with the PCIe links as they were while it ran."""
     from ddp_doctor.jobplan import job_config, run_job_probe
+    from ddp_doctor.probes.launch import StageWatcher
+    from ddp_doctor.probes.pcie_load import PcieLoadSampler
 
     nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
     config = job_config(plan, gpus, left)
-    return run_probe(
-        Probe("job", lambda: run_job_probe(config, nccl_missing, progress.say), left + JOB_GRACE_S)
-    )
+
+    def job(watcher: StageWatcher | None) -> ProbeResult:
+        collect = lambda: run_job_probe(config, nccl_missing, progress.say, watcher)  # noqa: E731
+        return run_probe(Probe("job", collect, left + JOB_GRACE_S))
+
+    if topology.facts is None:
+        return job(None), topology
+    with PcieLoadSampler() as sampler:
+        result = job(sampler.on_stage)
+    facts = with_load_samples(topology.facts, sampler.best, sampler.note())
+    return result, dataclasses.replace(topology, facts=facts)
 
 
 def _torch_probe(left: float) -> Probe:
@@ -186,6 +230,17 @@ def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
 
 def _facts_of(results: list[ProbeResult], probe: str) -> Any:
     return next((r.facts for r in results if r.probe == probe), None)
+
+
+def _checked_ops(ops: str | None) -> tuple[str, ...]:
+    from ddp_doctor.probes.bandwidth import SizesError, parse_ops
+
+    if ops is None:
+        return ()
+    try:
+        return parse_ops(ops)
+    except SizesError as error:
+        raise click.BadParameter(str(error), param_hint="--ops") from None
 
 
 def _checked_sizes(sizes: str | None) -> str | None:

@@ -29,7 +29,8 @@ def render_markdown(document: dict[str, Any]) -> str:
             (p["facts"] for p in document["probes"] if p["probe"] == "job" and p["facts"]), None
         )
         if job is not None:
-            lines += ["### Job", "", "```", render_job_text(job), "```", ""]
+            text = render_job_text(job, document.get("bandwidth"))
+            lines += ["### Job", "", "```", text, "```", ""]
         for probe in document["probes"]:
             if probe["facts"] is not None:
                 lines += _details(f"{probe['probe']} facts", probe["facts"])

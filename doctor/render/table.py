@@ -11,6 +11,8 @@ import click
 from tabulate import tabulate
 
 from ddp_doctor.codec import to_jsonable
+from ddp_doctor.expected_busbw import bandwidth_tables
+from ddp_doctor.facts import FactSet
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
 
 from .job_tables import render_job_text
@@ -25,7 +27,8 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
         parts.append(_probe_table(report.probes))
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
-        parts.append(render_job_text(to_jsonable(job.facts)))
+        tables = bandwidth_tables(FactSet.of(report.probes))
+        parts.append(render_job_text(to_jsonable(job.facts), tables))
     for severity in sorted(Severity, reverse=True):
         findings = [f for f in report.findings if f.severity is severity]
         if findings:
