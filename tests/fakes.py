@@ -2,17 +2,26 @@
 
 The fake pynvml has the function names, exception classes, error codes and constants of
 nvidia-ml-py (module `pynvml`), so the NVML probe runs unchanged against it;
-test_probes_nvml.py checks every name against the real module where it is installed.
+test_probes_nvml.py checks every name against the real module where it is installed. The
+topology queries live in fake_topology.py, which FakeNvml inherits.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from fake_topology import (
+    TOPOLOGY_CONSTANTS,
+    FakeNvLink,
+    FakePair,
+    TopologyQueries,
+    c_nvmlGpuFabricInfo_t,
+    c_nvmlGpuFabricInfoV_t,
+)
 
 from ddp_doctor.facts import TorchFacts
 from ddp_doctor.probes.runner import CommandResult
@@ -52,58 +61,8 @@ CONSTANTS = {
     "NVML_COMPUTEMODE_EXCLUSIVE_THREAD": 1,
     "NVML_COMPUTEMODE_PROHIBITED": 2,
     "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS": 3,
-    # Topology (probes/topology.py). nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as the
-    # tuple (0,) (a stray comma); the fake keeps that, so the probe must cope with it.
-    "NVML_FEATURE_DISABLED": 0,
-    "NVML_FEATURE_ENABLED": 1,
-    "NVML_NVLINK_MAX_LINKS": 36,
-    "NVML_NVLINK_DEVICE_TYPE_GPU": 0x00,
-    "NVML_NVLINK_DEVICE_TYPE_IBMNPU": 0x01,
-    "NVML_NVLINK_DEVICE_TYPE_SWITCH": 0x02,
-    "NVML_NVLINK_DEVICE_TYPE_UNKNOWN": 0xFF,
-    "NVML_NVLINK_VERSION_3_0": 4,
-    "NVML_NVLINK_VERSION_4_0": 6,
-    "NVML_TOPOLOGY_INTERNAL": 0,
-    "NVML_TOPOLOGY_SINGLE": 10,
-    "NVML_TOPOLOGY_MULTIPLE": 20,
-    "NVML_TOPOLOGY_HOSTBRIDGE": 30,
-    "NVML_TOPOLOGY_NODE": 40,
-    "NVML_TOPOLOGY_SYSTEM": 50,
-    "NVML_P2P_CAPS_INDEX_READ": (0,),
-    "NVML_P2P_CAPS_INDEX_WRITE": 1,
-    "NVML_P2P_CAPS_INDEX_NVLINK": 2,
-    "NVML_P2P_STATUS_OK": 0,
-    "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED": 1,
-    "NVML_P2P_STATUS_GPU_NOT_SUPPORTED": 2,
-    "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED": 3,
-    "NVML_P2P_STATUS_DISABLED_BY_REGKEY": 4,
-    "NVML_P2P_STATUS_NOT_SUPPORTED": 5,
-    "NVML_P2P_STATUS_UNKNOWN": 6,
-    "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED": 0,
-    "NVML_GPU_FABRIC_STATE_NOT_STARTED": 1,
-    "NVML_GPU_FABRIC_STATE_IN_PROGRESS": 2,
-    "NVML_GPU_FABRIC_STATE_COMPLETED": 3,
-    "NVML_AFFINITY_SCOPE_NODE": 0,
-    "NVML_AFFINITY_SCOPE_SOCKET": 1,
+    **TOPOLOGY_CONSTANTS,
 }
-TOPOLOGY_LEVELS = {
-    "internal": 0,
-    "single": 10,
-    "multiple": 20,
-    "hostbridge": 30,
-    "node": 40,
-    "system": 50,
-}
-P2P_CODES = {
-    "ok": 0,
-    "chipset-not-supported": 1,
-    "gpu-not-supported": 2,
-    "ioh-topology-not-supported": 3,
-    "disabled-by-regkey": 4,
-    "not-supported": 5,
-    "unknown": 6,
-}
-FABRIC_STATES = {"not-supported": 0, "not-started": 1, "in-progress": 2, "completed": 3}
 COMPUTE_MODE_CODES = {"default": 0, "exclusive-thread": 1, "prohibited": 2, "exclusive-process": 3}
 
 ERROR_STRINGS = {
@@ -202,51 +161,13 @@ class FakeGpu:
 
 
 @dataclass(frozen=True)
-class FakeNvLink:
-    active: bool = True
-    remote_bus_id: str = "00000000:05:00.0"
-    remote_type: int = 0x02  # NVML_NVLINK_DEVICE_TYPE_SWITCH
-    version: int = 6  # NVML_NVLINK_VERSION_4_0
-
-
-@dataclass(frozen=True)
-class FakePair:
-    """What NVML answers for two GPUs: the common ancestor and the P2P statuses."""
-
-    ancestor: str = "node"
-    read: str = "ok"
-    write: str = "ok"
-    nvlink: str = "not-supported"
-
-
-class c_nvmlGpuFabricInfo_t(ctypes.Structure):
-    _fields_ = [
-        ("clusterUuid", ctypes.c_uint8 * 16),
-        ("status", ctypes.c_uint),
-        ("cliqueId", ctypes.c_uint32),
-        ("state", ctypes.c_uint),
-    ]
-
-
-class c_nvmlGpuFabricInfoV_t(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("clusterUuid", ctypes.c_uint8 * 16),
-        ("status", ctypes.c_uint),
-        ("cliqueId", ctypes.c_uint32),
-        ("state", ctypes.c_uint),
-        ("healthMask", ctypes.c_uint32),
-    ]
-
-
-@dataclass(frozen=True)
 class _Handle:
     index: int
     mig_slot: int | None = None
 
 
 @dataclass
-class FakeNvml:
+class FakeNvml(TopologyQueries):
     """Builds a module that behaves like pynvml on a machine with these GPUs.
 
     `init_error` makes nvmlInit raise that code; `errors` maps a function name to the code it
@@ -260,7 +181,7 @@ class FakeNvml:
     errors: dict[str, int] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     pairs: dict[tuple[int, int], FakePair] = field(default_factory=dict)  # (low, high) index
-    default_pair: FakePair = FakePair()
+    default_pair: FakePair = field(default_factory=FakePair)
     under_load: bool = False  # the current PCIe link readings: idle or loaded
     old_nvidia_ml_py: bool = False  # no fabric queries, as before nvidia-ml-py 12.535
 
@@ -357,86 +278,6 @@ class FakeNvml:
             for pid, used in self._gpu(handle).processes
         ]
 
-    # --- topology (probes/topology.py, probes/pcie_load.py) ------------------------------------
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: _Handle) -> int:
-        return self._supported(self._current_link(handle))[0]
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: _Handle) -> int:
-        return self._supported(self._current_link(handle))[1]
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: _Handle) -> int:
-        return self._supported(self._gpu(handle).pcie_max)[0]
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: _Handle) -> int:
-        return self._supported(self._gpu(handle).pcie_max)[1]
-
-    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: _Handle) -> int:
-        return self._supported(self._gpu(handle).gpu_max_gen)
-
-    def nvmlDeviceGetNumaNodeId(self, handle: _Handle) -> int:
-        return self._supported(self._gpu(handle).numa_node)
-
-    def nvmlDeviceGetMemoryAffinity(self, handle: _Handle, words: int, scope: int) -> list[int]:
-        assert scope == CONSTANTS["NVML_AFFINITY_SCOPE_NODE"]
-        return _mask_words(self._supported(self._gpu(handle).memory_nodes), words)
-
-    def nvmlDeviceGetCpuAffinity(self, handle: _Handle, words: int) -> list[int]:
-        return _mask_words(self._supported(self._gpu(handle).cpus), words)
-
-    def nvmlDeviceGetNvLinkState(self, handle: _Handle, link: int) -> int:
-        return int(self._nvlink(handle, link).active)
-
-    def nvmlDeviceGetNvLinkVersion(self, handle: _Handle, link: int) -> int:
-        return self._nvlink(handle, link).version
-
-    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: _Handle, link: int) -> types.SimpleNamespace:
-        nvlink = self._nvlink(handle, link)
-        if not nvlink.active:
-            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        return types.SimpleNamespace(busId=nvlink.remote_bus_id)
-
-    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: _Handle, link: int) -> int:
-        return self._nvlink(handle, link).remote_type
-
-    def nvmlDeviceGetGpuFabricInfoV(self, handle: _Handle, info: Any) -> int:
-        return self._fill_fabric(handle, info)
-
-    def nvmlDeviceGetGpuFabricInfo(self, handle: _Handle, info: Any) -> int:
-        return self._fill_fabric(handle, info)
-
-    def nvmlDeviceGetTopologyCommonAncestor(self, first: _Handle, second: _Handle) -> int:
-        return TOPOLOGY_LEVELS[self._pair(first, second).ancestor]
-
-    def nvmlDeviceGetP2PStatus(self, first: _Handle, second: _Handle, index: int) -> int:
-        if not isinstance(index, int):  # what ctypes does with the tuple NVML_P2P_CAPS_INDEX_READ
-            raise ctypes.ArgumentError(
-                "argument 3: TypeError: Don't know how to convert parameter 3"
-            )
-        pair = self._pair(first, second)
-        return P2P_CODES[(pair.read, pair.write, pair.nvlink)[index]]
-
-    def _current_link(self, handle: _Handle) -> tuple[int, int] | None:
-        gpu = self._gpu(handle)
-        return gpu.pcie_loaded if self.under_load else gpu.pcie_idle
-
-    def _nvlink(self, handle: _Handle, link: int) -> FakeNvLink:
-        links = self._gpu(handle).nvlinks
-        if not links:
-            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        if link >= len(links):
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return links[link]
-
-    def _fill_fabric(self, handle: _Handle, ref: Any) -> int:
-        state, status = self._supported(self._gpu(handle).fabric)
-        ref._obj.state = FABRIC_STATES[state]  # ctypes.byref(info)._obj is info itself
-        ref._obj.status = status
-        return NVML_SUCCESS
-
-    def _pair(self, first: _Handle, second: _Handle) -> FakePair:
-        key = (min(first.index, second.index), max(first.index, second.index))
-        return self.pairs.get(key, self.default_pair)
-
     def _gpu(self, handle: _Handle) -> FakeGpu:
         return self.gpus[handle.index]
 
@@ -446,14 +287,9 @@ class FakeNvml:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return value
 
-
-def _mask_words(members: tuple[int, ...], words: int) -> list[int]:
-    """CPUs or NUMA nodes as NVML returns them: 64-bit words, bit i of word j is j*64+i."""
-    mask = [0] * words
-    for member in members:
-        if member // 64 < words:
-            mask[member // 64] |= 1 << (member % 64)
-    return mask
+    @staticmethod
+    def _refuse(code: int) -> Any:
+        raise NVMLError(code)
 
 
 def fake_nvml_module(*gpus: FakeGpu, **options: Any) -> types.ModuleType:

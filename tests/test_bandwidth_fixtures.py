@@ -9,6 +9,7 @@ from pathlib import Path
 
 import make_bandwidth_fixtures
 import pytest
+from bandwidth_machines import MACHINES
 
 from ddp_doctor.engine import judge
 from ddp_doctor.expected_busbw import bandwidth_tables
@@ -31,7 +32,7 @@ def findings(name: str) -> list[Finding]:
 
 
 def test_every_machine_of_the_issue_is_here() -> None:
-    assert set(NAMES) == set(make_bandwidth_fixtures.MACHINES)
+    assert set(NAMES) == set(MACHINES)
     assert len(NAMES) >= 10
 
 
@@ -48,7 +49,7 @@ def test_fixture_gives_its_verdict(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_fixture_facts_are_what_the_probes_produce_today(name: str) -> None:
     """Rebuilt from the machine description, the probes' facts are the saved ones."""
-    rebuilt = make_bandwidth_fixtures.build(make_bandwidth_fixtures.MACHINES[name])
+    rebuilt = make_bandwidth_fixtures.build(MACHINES[name])
     assert rebuilt["probes"] == document(name)["probes"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import fake_topology
 import fakes
 import pytest
 from fakes import FakeGpu, FakeNvLink, FakeNvml, FakePair
@@ -84,7 +85,7 @@ def test_p2p_read_index_is_unwrapped_from_nvidia_ml_pys_tuple() -> None:
     assert all(pair.p2p_read == "ok" for pair in facts.pairs)
 
 
-@pytest.mark.parametrize("status", sorted(fakes.P2P_CODES))
+@pytest.mark.parametrize("status", sorted(fake_topology.P2P_CODES))
 def test_each_p2p_status_keeps_nvmls_name(status: str) -> None:
     fake = FakeNvml(gpus=[h100(0), h100(1)], default_pair=FakePair("single", status, status))
     (pair,) = collect_topology(fake.module()).pairs
@@ -181,7 +182,7 @@ def test_fake_fabric_structures_match_nvidia_ml_py() -> None:
     real = pytest.importorskip("pynvml")
     for name in ("c_nvmlGpuFabricInfo_t", "c_nvmlGpuFabricInfoV_t"):
         real_fields = {field[0] for field in getattr(real, name)._fields_}
-        fake_fields = {field[0] for field in getattr(fakes, name)._fields_}
+        fake_fields = {field[0] for field in getattr(fake_topology, name)._fields_}
         assert fake_fields <= real_fields, name
         assert {"state", "status"} <= fake_fields
 

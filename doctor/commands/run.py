@@ -173,7 +173,7 @@ def _topology(nvml: ProbeResult, limit: float) -> ProbeResult:
 
     if not nvml.ok:
         why = nvml.error or f"the NVML probe {nvml.status.value}"
-        return ProbeResult("topology", ProbeStatus.SKIPPED, None, 0.0, f"no NVML: {why}")
+        return ProbeResult("topology", ProbeStatus.SKIPPED, None, 0.0, f"needs NVML ({why})")
     return run_probe(Probe("topology", collect_topology, limit))
 
 
