@@ -1,14 +1,18 @@
 """The GPUs' PCIe links read under load: sampled from the parent while the job's bandwidth
 stage runs, since an idle GPU drops its link to a lower generation to save power.
 
-The parent samples (no torch import, no work inside the ranks); the fastest state seen per
-GPU is what counts, so one sample taken as the load ramps up does no harm.
+The parent samples (no torch import, no work inside the ranks): the job's wait loop reports
+rank 0's stage every 50 ms, and while that is the bandwidth stage a thread of the sampler reads
+every GPU's link every 10 ms (the stage can last a fraction of a second on NVLink machines).
+The fastest state seen per GPU is what counts, so a sample taken as the load ramps up does no
+harm.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +22,7 @@ from .base import ProbeSkipped
 from .nvml import import_pynvml
 
 LOAD_STAGE = "bandwidth"
+SAMPLE_INTERVAL_S = 0.01
 
 
 class PcieLoadSampler:
@@ -30,6 +35,8 @@ class PcieLoadSampler:
         self.error: str | None = None
         self.saw_load_stage = False
         self.started = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> PcieLoadSampler:
         try:
@@ -49,15 +56,29 @@ class PcieLoadSampler:
         return self
 
     def __exit__(self, *_: object) -> None:
+        self._stop_sampling()
         if self.nvml is not None and self.started:
             with contextlib.suppress(self.nvml.NVMLError):
                 self.nvml.nvmlShutdown()
 
     def on_stage(self, stage: str | None) -> None:
         """Called by the job's wait loop with the stage rank 0 is in."""
-        if stage == LOAD_STAGE:
+        if stage == LOAD_STAGE and self._thread is None:
             self.saw_load_stage = True
+            self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+            self._thread.start()
+        elif stage != LOAD_STAGE:
+            self._stop_sampling()
+
+    def _sample_until_stopped(self) -> None:
+        self.sample()
+        while not self._stop.wait(SAMPLE_INTERVAL_S):
             self.sample()
+
+    def _stop_sampling(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
 
     def sample(self) -> None:
         if self.error or self.nvml is None:

@@ -52,8 +52,8 @@ def nvml_results(machine: Machine) -> list[ProbeResult]:
     if machine.jobs:
         fake.under_load = True
         with PcieLoadSampler(fake.module()) as sampler:
-            for _ in range(3):  # three polls of the job's wait loop during the sweep
-                sampler.on_stage("bandwidth")
+            for _ in range(3):  # three readings while the sweep ran
+                sampler.sample()
         topology = with_load_samples(topology, sampler.best, sampler.note())
     else:
         topology = with_load_samples(topology, {}, "not sampled: no job ran (--no-jobs)")

@@ -10,12 +10,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakes import FakeGpu, FakeNvml
 
 from ddp_doctor import cli, jobplan
 from ddp_doctor.probes.launch import JobConfig, preflight, run_job
@@ -76,6 +78,22 @@ def test_healthy_job_reaches_every_stage(runner: CliRunner) -> None:
     assert table["basis"].startswith("no expectation") and "gloo" in table["basis"]
     assert all(row["percent_of_expected"] is None for row in table["rows"])
     assert not findings(report, "DDP303")
+
+
+def test_links_are_sampled_while_the_bandwidth_stage_runs(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With (fake) NVIDIA GPUs beside a gloo job, the parent reads the PCIe links during the
+    job's bandwidth stage; the ranks ran on CPUs, so the readings are not judged."""
+    gpus = [FakeGpu(bus_id=f"00000000:{bus}:00.0") for bus in ("18", "2A")]
+    fake = FakeNvml(gpus=gpus, under_load=True)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module())
+    report, _, _ = doctor_run(runner, "--sizes", "1M:4M:4", "--iters", "5", "--backend", "gloo")
+    topology = next(p for p in report["probes"] if p["probe"] == "topology")["facts"]
+    assert topology["under_load"].startswith("sampled"), topology["under_load"]
+    assert all(gpu["pcie_under_load"]["gen"] == 4 for gpu in topology["gpus"])
+    assert report["bandwidth"][0]["expected_gbps"] is None  # gloo: no expectation
+    assert not findings(report, "DDP320") and not findings(report, "DDP303")
 
 
 def test_every_collective_is_swept_with_its_bus_factor() -> None:

@@ -4,6 +4,7 @@ enum values and quirks), and the fake's topology part against the real module.""
 from __future__ import annotations
 
 import inspect
+import time
 
 import fake_topology
 import fakes
@@ -145,20 +146,35 @@ def test_no_driver_is_skipped_and_a_lost_gpu_fails() -> None:
 # --- the PCIe links under load ------------------------------------------------------------------
 
 
-def test_sampler_keeps_the_fastest_state_seen_during_the_bandwidth_stage() -> None:
+def test_sampler_keeps_the_fastest_state_seen() -> None:
     fake = four_h100()
     with PcieLoadSampler(fake.module()) as sampler:
-        sampler.on_stage("ddp")  # not the load stage: not sampled
-        assert sampler.best == {}
-        sampler.on_stage("bandwidth")  # still idle at the first poll
+        sampler.sample()  # still idle at the first reading
         fake.under_load = True
-        sampler.on_stage("bandwidth")
+        sampler.sample()
     assert fake.calls[-1] == "nvmlShutdown"
     sample = sampler.best[str(normal_bus_id("00000000:18:00.0"))]
     assert sample == PcieSample(gen=5, width=16, samples=2)
     topology = with_load_samples(collect_topology(fake.module()), sampler.best, sampler.note())
     assert all(gpu.pcie_under_load == sample for gpu in topology.gpus)
     assert topology.under_load.startswith("sampled 2 times")
+
+
+def test_sampler_reads_only_while_rank_0_is_in_the_bandwidth_stage() -> None:
+    fake = four_h100(under_load=True)
+    with PcieLoadSampler(fake.module()) as sampler:
+        sampler.on_stage("ddp")
+        assert sampler.best == {}
+        sampler.on_stage("bandwidth")
+        deadline = time.monotonic() + 10
+        while not sampler.best and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sampler.on_stage(None)  # the stage ended
+        counts = {s.samples for s in sampler.best.values()}
+        time.sleep(0.05)
+        assert {s.samples for s in sampler.best.values()} == counts  # no reading after it
+    assert counts and min(counts) >= 1
+    assert fake.calls[-1] == "nvmlShutdown"
 
 
 def test_sampler_notes_why_it_has_nothing() -> None:

@@ -186,6 +186,7 @@ def _job(
     topology: ProbeResult,
 ) -> tuple[ProbeResult, ProbeResult]:
     """The job, and the topology with the PCIe links as they were while it ran."""
+    from ddp_doctor.jobfacts import JobFacts
     from ddp_doctor.jobplan import job_config, run_job_probe
     from ddp_doctor.probes.launch import StageWatcher
     from ddp_doctor.probes.pcie_load import PcieLoadSampler
@@ -194,7 +195,9 @@ def _job(
     config = job_config(plan, gpus, left)
 
     def job(watcher: StageWatcher | None) -> ProbeResult:
-        collect = lambda: run_job_probe(config, nccl_missing, progress.say, watcher)  # noqa: E731
+        def collect() -> JobFacts:
+            return run_job_probe(config, nccl_missing, progress.say, watcher)
+
         return run_probe(Probe("job", collect, left + JOB_GRACE_S))
 
     if topology.facts is None:
