@@ -59,6 +59,10 @@ class GpuTopology:
     cpu_affinity: str | None = None  # nvmlDeviceGetCpuAffinity as a CPU list, e.g. "0-55,112-167"
     nvlinks: tuple[NvLink, ...] = ()
     fabric: Fabric | None = None
+    # Linux sysfs, where the IOMMU is on: the GPU's IOMMU group and its default domain type
+    # (/sys/kernel/iommu_groups/N/type: "DMA", "DMA-FQ" translated, "identity" passthrough).
+    iommu_group: int | None = None
+    iommu_type: str | None = None
 
     @property
     def active_nvlinks(self) -> tuple[NvLink, ...]:

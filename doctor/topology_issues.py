@@ -62,6 +62,8 @@ def degraded_links(facts: FactSet) -> list[DegradedLink]:
 
 
 def nvlinks_down(facts: FactSet) -> list[LinksDown]:
+    """GPUs with fewer active NVLinks than another GPU of the same model here. A count that is
+    low on every GPU (an H800's 8 links, a single bridge) is the machine, not a fault."""
     topology = facts.topology
     if topology is None:
         return []
@@ -71,16 +73,20 @@ def nvlinks_down(facts: FactSet) -> list[LinksDown]:
     found = []
     for gpu in topology.gpus:
         down = tuple(link.link for link in gpu.nvlinks if not link.active)
-        active = len(gpu.active_nvlinks)
-        behind_switch = switch_links(gpu) > 0 and bool(down)
-        if active < usual[gpu.name] or behind_switch:
-            found.append(LinksDown(gpu, active, max(usual[gpu.name], active + len(down)), down))
+        if len(gpu.active_nvlinks) < usual[gpu.name]:
+            found.append(LinksDown(gpu, len(gpu.active_nvlinks), usual[gpu.name], down))
     return found
 
 
+ACS_ISOLATES = (
+    "ACS isolates them in separate IOMMU groups, so the switch sends their P2P to the CPU"
+)
+
+
 def blocked_p2p(facts: FactSet) -> list[BlockedP2p]:
-    """Pairs under one PCIe switch (no NVLink between them) that cannot use P2P, though the
-    GPUs could: NVML says the platform blocks it, or CUDA refused peer access in the job."""
+    """Pairs under one PCIe switch (no NVLink between them) that cannot use P2P the direct way,
+    though the GPUs could: ACS isolates them (Linux gave them separate IOMMU groups), NVML says
+    the platform blocks P2P, or CUDA refused peer access in the job."""
     topology = facts.topology
     if topology is None:
         return []
@@ -97,6 +103,8 @@ def blocked_p2p(facts: FactSet) -> list[BlockedP2p]:
         blocked = sorted(s for s in statuses if s in PLATFORM_BLOCKS)
         if blocked:
             found.append(BlockedP2p(pair, f"NVML P2P status {'/'.join(blocked)}"))
+        elif None not in (a.iommu_group, b.iommu_group) and a.iommu_group != b.iommu_group:
+            found.append(BlockedP2p(pair, ACS_ISOLATES))
         elif (pair.a, pair.b) in denied and statuses == {"ok"}:
             found.append(BlockedP2p(pair, "CUDA refused peer access although NVML reports OK"))
     return found

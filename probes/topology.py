@@ -4,6 +4,9 @@ and `nvidia-smi topo -p2p` show them).
 
 The pynvml module is passed in so that tests can hand a fake at this boundary. Queries a GPU
 does not support answer NVMLError: that is "unknown" for the one value, not a failed probe.
+Each GPU's IOMMU group comes from sysfs (read only; absent where the IOMMU is off): Linux puts
+two GPUs under one PCIe switch in separate groups only when ACS isolates them, that is when
+the switch sends their P2P traffic up to the CPU.
 """
 
 from __future__ import annotations
@@ -14,11 +17,20 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from itertools import combinations
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ddp_doctor.cpulist import cpus_from_mask_words, format_cpus
-from ddp_doctor.topofacts import Fabric, GpuPair, GpuTopology, NvLink, PcieLink, TopologyFacts
+from ddp_doctor.topofacts import (
+    Fabric,
+    GpuPair,
+    GpuTopology,
+    NvLink,
+    PcieLink,
+    TopologyFacts,
+    normal_bus_id,
+)
 
 from .base import ProbeFailed, ProbeSkipped
 from .nvml import import_pynvml
@@ -61,24 +73,26 @@ def nvml_session(nvml: ModuleType) -> Iterator[None]:
             nvml.nvmlShutdown()
 
 
-def collect_topology(nvml: ModuleType | None = None) -> TopologyFacts:
+def collect_topology(nvml: ModuleType | None = None, sysfs: Path = Path("/sys")) -> TopologyFacts:
     nvml = nvml or import_pynvml()
     with nvml_session(nvml):
         count = nvml.nvmlDeviceGetCount()
         if count == 0:
             raise ProbeSkipped("the NVIDIA driver is loaded but sees no GPU")
         handles = [nvml.nvmlDeviceGetHandleByIndex(index) for index in range(count)]
-        gpus = tuple(_gpu(nvml, index, handle) for index, handle in enumerate(handles))
+        gpus = tuple(_gpu(nvml, index, handle, sysfs) for index, handle in enumerate(handles))
         pairs = tuple(_pair(nvml, handles, a, b) for a, b in combinations(range(count), 2))
     return TopologyFacts(gpus=gpus, pairs=pairs)
 
 
-def _gpu(nvml: ModuleType, index: int, handle: Any) -> GpuTopology:
+def _gpu(nvml: ModuleType, index: int, handle: Any, sysfs: Path) -> GpuTopology:
     capability = _query(nvml, lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
     affinity = _cpu_affinity(nvml, handle)
+    bus_id = _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+    group, group_type = iommu_group(sysfs, bus_id)
     return GpuTopology(
         index=index,
-        pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+        pci_bus_id=bus_id,
         name=_text(nvml.nvmlDeviceGetName(handle)),
         compute_capability=tuple(capability) if capability else None,
         pcie=_pcie(nvml, handle),
@@ -86,7 +100,23 @@ def _gpu(nvml: ModuleType, index: int, handle: Any) -> GpuTopology:
         cpu_affinity=format_cpus(affinity) if affinity else None,
         nvlinks=_nvlinks(nvml, handle),
         fabric=_fabric(nvml, handle),
+        iommu_group=group,
+        iommu_type=group_type,
     )
+
+
+def iommu_group(sysfs: Path, bus_id: str) -> tuple[int | None, str | None]:
+    """The device's IOMMU group number and the group's domain type; (None, None) without one."""
+    device = sysfs / "bus" / "pci" / "devices" / str(normal_bus_id(bus_id))
+    try:
+        group = int(Path(os.readlink(device / "iommu_group")).name)
+    except (OSError, ValueError):
+        return None, None
+    try:
+        kind = (sysfs / "kernel" / "iommu_groups" / str(group) / "type").read_text().strip()
+    except OSError:
+        kind = None
+    return group, kind or None
 
 
 def _pcie(nvml: ModuleType, handle: Any) -> PcieLink:

@@ -32,6 +32,7 @@ class Machine:
     rank_cpus: list[str] | None = None  # each rank's allowed CPUs; None: all of them
     jobs: bool = True
     torch_error: str | None = None
+    iommu_groups: dict[str, tuple[int, str]] = field(default_factory=dict)  # bus id: group, type
 
 
 def cpus(*ranges: tuple[int, int]) -> tuple[int, ...]:
@@ -281,17 +282,21 @@ MACHINES: dict[str, Machine] = {
         verdict={"all_reduce": 24.0},
     ),
     "acs-blocks-p2p": Machine(
-        description="The 4x A100 PCIe machine as a KVM guest with the GPUs passed through "
-        "without a virtual switch: NVML reports P2P as chipset-not-supported (CNS) for every "
-        "pair, NCCL goes up and down the switch's uplink through host memory: 9.6 GB/s at 256 "
-        "MiB against the 24 GB/s P2P would give. Verdict: DDP322 for each pair, and DDP303 "
-        "naming them.",
+        description="The 4x A100 PCIe machine with the IOMMU on and ACS left enabled on the "
+        "PCIe switch's downstream ports (the BIOS default on many servers): Linux gives each "
+        "GPU its own IOMMU group, NVML still reports P2P as OK, but the switch sends every P2P "
+        "request up to the CPU: 9.6 GB/s at 256 MiB against the 24 GB/s of direct P2P. "
+        "Verdict: DDP322 for the 6 pairs, and DDP303 naming them.",
         gpus=A100_PCIE_4X,
-        pairs=sockets_pairs(4, [0] * 4, [0] * 4, single="chipset-not-supported"),
+        pairs=PCIE_SWITCH_4X,
         cpu_model="Intel(R) Xeon(R) Gold 6348 CPU @ 2.60GHz",
         cpu_count=112,
         busbw={"all_reduce": [2.3, 5.6, 8.3, 9.3, 9.6]},
         expect=["DDP303", "DDP322"],
         verdict={"all_reduce": 24.0},
+        iommu_groups={
+            f"0000:{bus.lower()}:00.0": (41 + i, "DMA-FQ")
+            for i, bus in enumerate(("4F", "52", "56", "57"))
+        },
     ),
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 NOT_SUPPORTED, INVALID_ARGUMENT = 3, 2  # NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT
@@ -209,3 +210,15 @@ def _mask_words(members: tuple[int, ...], words: int) -> list[int]:
         if member // 64 < words:
             mask[member // 64] |= 1 << (member % 64)
     return mask
+
+
+def fake_sysfs(root: Path, groups: dict[str, tuple[int, str]]) -> Path:
+    """A /sys with the IOMMU group of each PCI device: {"0000:4f:00.0": (41, "DMA-FQ")}."""
+    for bus_id, (group, kind) in groups.items():
+        group_dir = root / "kernel" / "iommu_groups" / str(group)
+        group_dir.mkdir(parents=True, exist_ok=True)
+        (group_dir / "type").write_text(kind + "\n")
+        device = root / "bus" / "pci" / "devices" / bus_id
+        device.mkdir(parents=True, exist_ok=True)
+        (device / "iommu_group").symlink_to(group_dir)
+    return root

@@ -16,9 +16,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from bandwidth_machines import MACHINES, Machine
+from fake_topology import fake_sysfs
 from fakes import MIB, FakeNvml, FakePair
 
 from ddp_doctor.engine import judge, make_report
@@ -48,7 +50,8 @@ STAGES = ("init", "identity", "allreduce", "ddp", "bandwidth", "memory")
 def nvml_results(machine: Machine) -> list[ProbeResult]:
     fake = FakeNvml(gpus=machine.gpus, pairs=machine.pairs)
     nvml = collect_nvml(fake.module())
-    topology = collect_topology(fake.module())
+    with tempfile.TemporaryDirectory() as sysfs:
+        topology = collect_topology(fake.module(), fake_sysfs(Path(sysfs), machine.iommu_groups))
     if machine.jobs:
         fake.under_load = True
         with PcieLoadSampler(fake.module()) as sampler:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from pathlib import Path
 
 import fake_topology
 import fakes
@@ -130,6 +131,16 @@ def test_cpu_numbers_past_64_are_read() -> None:
     gpu = h100(0, cpus=(*range(56, 112), *range(168, 224)))
     facts = collect_topology(fakes.fake_nvml_module(gpu))
     assert facts.gpus[0].cpu_affinity == "56-111,168-223"
+
+
+def test_iommu_groups_from_sysfs(tmp_path: Path) -> None:
+    groups = {"0000:18:00.0": (41, "DMA-FQ"), "0000:2a:00.0": (42, "identity")}
+    sysfs = fake_topology.fake_sysfs(tmp_path, groups)
+    facts = collect_topology(four_h100().module(), sysfs=sysfs)
+    found = [(g.iommu_group, g.iommu_type) for g in facts.gpus]
+    assert found == [(41, "DMA-FQ"), (42, "identity"), (None, None), (None, None)]
+    without = collect_topology(four_h100().module(), sysfs=tmp_path / "no-such-sys")
+    assert {g.iommu_group for g in without.gpus} == {None}
 
 
 def test_no_driver_is_skipped_and_a_lost_gpu_fails() -> None:

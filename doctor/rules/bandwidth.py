@@ -115,7 +115,9 @@ def likely_causes(facts: FactSet, expectation: Expectation) -> list[str]:
         ]
         blocked = [f"{b.pair.a}-{b.pair.b}" for b in blocked_p2p(facts)]
         if blocked:
-            causes.append(f"no P2P between GPUs {', '.join(blocked)} behind one switch (DDP322)")
+            causes.append(
+                f"no direct P2P between GPUs {', '.join(blocked)} under one switch (DDP322)"
+            )
     far = [str(f.identity.rank) for f in far_ranks(facts)]
     if far:
         causes.append(f"ranks {', '.join(far)} run on CPUs far from their GPUs (DDP323)")

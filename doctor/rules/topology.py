@@ -70,9 +70,10 @@ def pcie_link_degraded(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def nvlink_down(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: NVLinks NVML reports inactive on a GPU that reaches an NVSwitch, and a GPU
-    with fewer active NVLinks than the other GPUs of its model here (a link, bridge or whole
-    GPU-to-GPU connection missing).
+    """What it finds: a GPU with fewer active NVLinks (nvmlDeviceGetNvLinkState) than another GPU
+    of its model here: a link, a bridge or a whole GPU-to-GPU connection missing. The links
+    NVML reports inactive are named. A count that is low on every GPU alike (an H800's 8 links)
+    is how the machine is built, not reported.
     Why it matters: every ring through that GPU runs at its reduced NVLink bandwidth (17 of 18
     links is ~6% less; a missing bridge sends the pair over PCIe), and a training job's
     all-reduce slows for all GPUs.
@@ -99,43 +100,50 @@ def nvlink_down(facts: FactSet) -> Iterator[Hit]:
     "DDP322",
     Remediation(
         "Let the PCIe switch route P2P itself: disable ACS on the switch's downstream ports "
-        "(BIOS: PCIe ACS off; or as NCCL's troubleshooting guide shows with setpci), and boot "
-        "with the IOMMU off or in passthrough (intel_iommu=on iommu=pt, amd_iommu=on iommu=pt). "
-        "In a VM, place both GPUs behind one virtual PCIe switch. A driver registry key "
-        "(disabled-by-regkey) is set in the nvidia module options.",
+        "(BIOS: PCIe ACS off; or with setpci as NCCL's troubleshooting guide shows; once it is "
+        "off, the GPUs of one switch share an IOMMU group), and boot with the IOMMU off or in "
+        "passthrough (intel_iommu=on iommu=pt, amd_iommu=on iommu=pt). In a VM, place both GPUs "
+        "behind one virtual PCIe switch. A driver registry key (disabled-by-regkey) is set in "
+        "the nvidia module options.",
         (
             "nvidia-smi topo -p2p rw",
             "sudo lspci -vvv | grep -i acsctl",
             "cat /proc/cmdline",
+            "ls -l /sys/bus/pci/devices/*/iommu_group",
         ),
     ),
 )
 def p2p_blocked_behind_switch(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: two GPUs under one PCIe switch (NVML common ancestor SINGLE or
-    MULTIPLE, no NVLink between them) for which NVML reports P2P as not supported by the
-    chipset or topology, disabled by a registry key, or unknown; or for which CUDA refused
-    peer access in the job (torch.cuda.can_device_access_peer) although NVML allowed it. GPUs
-    that do not support P2P themselves (GeForce: GPU_NOT_SUPPORTED) are not reported.
-    Why it matters: NCCL then sends their traffic up to the CPU and back through the switch's
-    uplink, halving the bandwidth; with ACS redirecting P2P that NVML still allows, transfers
-    can hang or return garbage (DDP301/DDP302).
-    Example: 4 A100 PCIe under one PLX switch, `lspci -vvv` shows "ACSCtl: SrcValid+ ...
-    ReqRedir+", and `nvidia-smi topo -p2p r` shows CNS.
+    """What it finds: two GPUs under one PCIe switch (NVML common ancestor SINGLE or MULTIPLE,
+    no NVLink between them) that cannot use P2P the direct way: Linux put them in separate
+    IOMMU groups (it does so only when ACS isolates them, and ACS then redirects their P2P
+    requests up to the CPU's root complex); NVML reports P2P as not supported by the chipset
+    or topology, disabled by a registry key, or unknown; or CUDA refused peer access in the job
+    (torch.cuda.can_device_access_peer) although NVML allowed it. GPUs that do not support P2P
+    themselves (GeForce: GPU_NOT_SUPPORTED) are not reported.
+    Why it matters: their traffic goes up to the CPU and back through the switch's uplink,
+    halving the bandwidth at best; where ACS redirects P2P that NVML still reports as OK,
+    transfers can hang or return garbage (DDP301/DDP302).
+    Example: 4 A100 PCIe under one PLX switch, IOMMU on, `lspci -vvv` shows "ACSCtl: SrcValid+
+    ReqRedir+ CmpltRedir+" on the switch's downstream ports; each GPU has its own IOMMU group.
     Fix: ACS off on the switch ports, IOMMU off or passthrough, both GPUs behind one switch
     in a VM.
     """
     groups: dict[str, list[GpuPair]] = {}
     for found in blocked_p2p(facts):
         groups.setdefault(found.why, []).append(found.pair)
+    iommu = {gpu.index: gpu.iommu_group for gpu in facts.topology.gpus} if facts.topology else {}
     for why, pairs in groups.items():
         listed = ", ".join(f"{p.a}-{p.b}" for p in pairs)
+        gpus = sorted({gpu for p in pairs for gpu in (p.a, p.b)})
         yield Hit(
             f"{plural(len(pairs), 'pair')} of GPUs under one PCIe switch cannot use P2P "
-            f"({why}): GPUs {listed}",
+            f"directly: {why}; GPUs {listed}",
             {
                 "pairs": [[p.a, p.b] for p in pairs],
                 "common_ancestors": sorted({str(p.common_ancestor) for p in pairs}),
                 "why": why,
+                "iommu_groups": {str(gpu): iommu.get(gpu) for gpu in gpus},
             },
         )
 
