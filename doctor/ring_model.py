@@ -9,6 +9,7 @@ reflects the slowest link of the ring NCCL builds (nccl-tests doc/PERFORMANCE.md
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .topofacts import GpuPair, GpuTopology, TopologyFacts, normal_bus_id
@@ -28,6 +29,7 @@ SOCKET_LINKS = {"intel": "Intel UPI", "amd": "AMD Infinity Fabric", "arm": "ARM"
 # Where NCCL uses P2P without NVLink (paths.cc, ncclTopoCheckP2p): on Intel and ARM CPUs only
 # below one PCIe switch (PATH_PXB), on AMD across the whole machine; NVML must also say OK.
 SWITCH_LEVELS = ("internal", "single", "multiple")
+MAX_SEARCHED_GPUS = 8
 P2P_EVERYWHERE = ("amd",)
 # NVML P2P statuses that the platform causes (ACS redirect, the IOMMU, a VM's emulated chipset,
 # a driver registry key), unlike GPU_NOT_SUPPORTED, the card itself (GeForce). Below one PCIe
@@ -160,24 +162,42 @@ def _p2p_expected(pair: GpuPair, vendor: str | None, peer_denied: bool) -> bool:
 
 
 def best_ring(edges: dict[tuple[int, int], Edge], gpus: list[int]) -> Ring:
-    """The ring through `gpus` whose slowest edge is fastest. Every ring is tried up to 8 GPUs
-    (5040 rings); beyond that the given order is used."""
+    """The ring through `gpus` whose slowest edge is fastest: for each edge speed from the
+    fastest down, look for a ring that uses only edges at least that fast. Up to 8 GPUs the
+    search is exhaustive; beyond, the given order is used."""
 
-    def key(a: int, b: int) -> tuple[int, int]:
-        return (a, b) if a < b else (b, a)
+    def edge_of(a: int, b: int) -> Edge:
+        return edges[(a, b) if a < b else (b, a)]
 
     def slowest(order: tuple[int, ...]) -> Edge:
         hops = zip(order, order[1:] + order[:1], strict=True)
-        return min((edges[key(a, b)] for a, b in hops), key=lambda e: e.gbps)
+        return min((edge_of(a, b) for a, b in hops), key=lambda e: e.gbps)
 
-    first, rest = gpus[0], gpus[1:]
-    orders = (
-        [(first, *perm) for perm in itertools.permutations(rest)]
-        if len(gpus) <= 8
-        else [tuple(gpus)]
-    )
-    best = max(orders, key=lambda order: slowest(order).gbps)
-    return Ring(best, slowest(best))
+    if len(gpus) > MAX_SEARCHED_GPUS:
+        return Ring(tuple(gpus), slowest(tuple(gpus)))
+    for speed in sorted({e.gbps for e in edges.values()}, reverse=True):
+        order = _cycle(gpus, lambda a, b, speed=speed: edge_of(a, b).gbps >= speed)
+        if order is not None:
+            return Ring(order, slowest(order))
+    return Ring(tuple(gpus), slowest(tuple(gpus)))  # two GPUs or fewer: the one edge
+
+
+def _cycle(gpus: list[int], usable: Callable[[int, int], bool]) -> tuple[int, ...] | None:
+    """A ring through every GPU over usable edges only (depth first), or None."""
+    if len(gpus) < 3:
+        return tuple(gpus) if len(gpus) < 2 or usable(gpus[0], gpus[1]) else None
+
+    def extend(path: list[int]) -> tuple[int, ...] | None:
+        if len(path) == len(gpus):
+            return tuple(path) if usable(path[-1], path[0]) else None
+        for gpu in gpus:
+            if gpu not in path and usable(path[-1], gpu):
+                found = extend([*path, gpu])
+                if found:
+                    return found
+        return None
+
+    return extend([gpus[0]])
 
 
 def ring_through(
