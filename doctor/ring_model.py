@@ -29,7 +29,6 @@ SOCKET_LINKS = {"intel": "Intel UPI", "amd": "AMD Infinity Fabric", "arm": "ARM"
 # Where NCCL uses P2P without NVLink (paths.cc, ncclTopoCheckP2p): on Intel and ARM CPUs only
 # below one PCIe switch (PATH_PXB), on AMD across the whole machine; NVML must also say OK.
 SWITCH_LEVELS = ("internal", "single", "multiple")
-MAX_SEARCHED_GPUS = 8
 P2P_EVERYWHERE = ("amd",)
 # NVML P2P statuses that the platform causes (ACS redirect, the IOMMU, a VM's emulated chipset,
 # a driver registry key), unlike GPU_NOT_SUPPORTED, the card itself (GeForce). Below one PCIe
@@ -41,6 +40,7 @@ PLATFORM_BLOCKS = (
     "not-supported",
     "unknown",
 )
+MAX_SEARCHED_GPUS = 8  # every ring is searched up to here; beyond, the ranks' order is used
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,11 @@ def _pcie_edge(
     pair: GpuPair | None, a: GpuTopology, b: GpuTopology, vendor: str | None, peer_denied: bool
 ) -> Edge:
     links = [(gpu, pcie_gbps(gpu.pcie.max_gen, gpu.pcie.max_width)) for gpu in (a, b)]
-    unknown = [gpu.index for gpu, gbps in links if gbps is None]
-    if unknown or pair is None or pair.common_ancestor is None:
-        raise Unmodelled(
-            f"NVML did not report the PCIe link or path of GPU {unknown or [a.index, b.index]}"
-        )
+    for gpu, gbps in links:
+        if gbps is None:
+            raise Unmodelled(f"NVML did not report GPU {gpu.index}'s PCIe link")
+    if pair is None or pair.common_ancestor is None:
+        raise Unmodelled(f"NVML did not report the PCIe path between GPU {a.index} and {b.index}")
     slow, gbps = min(links, key=lambda item: item[1] or 0.0)
     assert gbps is not None
     name = f"PCIe gen{slow.pcie.max_gen} x{slow.pcie.max_width}"
@@ -138,7 +138,9 @@ def _pcie_edge(
     level = pair.common_ancestor
     if level == "system":
         if vendor not in SOCKET_GBPS:
-            raise Unmodelled("the CPU vendor is unknown, so the link between sockets is")
+            raise Unmodelled(
+                "the link between sockets is unknown (a CPU other than Intel, AMD, ARM)"
+            )
         if SOCKET_GBPS[vendor] < gbps:
             gbps = SOCKET_GBPS[vendor]
             name = f"the link between sockets ({SOCKET_LINKS[vendor]}, {gbps:g} GB/s)"
@@ -208,6 +210,8 @@ def ring_through(
 ) -> Ring:
     """The best ring; `denied` holds pairs (by NVML index, low first) where CUDA refused peer
     access in the job although NVML allowed it."""
+    if len(gpus) < 2:
+        raise Unmodelled("one GPU moves no data between GPUs")
     ordered = sorted(gpus, key=lambda g: g.index)
     pairs = list(itertools.combinations(ordered, 2))
     if all(direct_links(a, b) for a, b in pairs):
@@ -234,9 +238,7 @@ def _full_mesh(
     for a, b in pairs:
         rate = min((r for r in (nvlink_gbps(a), nvlink_gbps(b)) if r), default=None)
         if rate is None:
-            raise Unmodelled(
-                "NVML did not report the GPUs' compute capability, so their NVLink rate"
-            )
+            raise Unmodelled("NVML did not report the compute capability that sets the NVLink rate")
         slow = min((a, b), key=links_out)
         who = "each GPU" if links_out(a) == links_out(b) else f"GPU {slow.index}"
         detail = f"{links_out(slow)} NVLinks from {who} to the others x {rate:g} GB/s"
