@@ -9,14 +9,32 @@ python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch
 python3 -m pip install -q -e '.[test]' >/dev/null 2>&1 || python3 -m pip install -q --no-deps -e .
 nvidia-smi -L | tee "$out/nvidia-smi.txt"
 
-echo "== pytest -m gpu"
-timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/pytest-gpu.log"
+echo "== pytest -m gpu (writes topology.json and run-topology.json to $out)"
+OUT="$out" timeout 360 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$out/pytest-gpu.log"
 echo "pytest exit: ${PIPESTATUS[0]}"
 
-echo "== ddp-doctor run (one rank per GPU, NCCL)"
-timeout 150 ddp-doctor run --format json --timeout 120 >"$out/run.json" 2>"$out/run.stderr"
+echo "== ddp-doctor run (one rank per GPU, NCCL, every collective)"
+timeout 150 ddp-doctor run --format json --timeout 120 \
+  --ops all_reduce,all_gather,reduce_scatter,broadcast,all_to_all >"$out/run.json" 2>"$out/run.stderr"
 echo "run exit: $?"
-timeout 150 ddp-doctor run --timeout 120 -o "$out/run.txt"; cat "$out/run.txt"
+timeout 150 ddp-doctor diagnose "$out/run.json" -o "$out/run.txt"; cat "$out/run.txt"
+nvidia-smi topo -m | tee "$out/nvidia-smi-topo.txt"
+
+echo "== bandwidth verdict (largest size against the expected figure)"
+python3 - "$out/run.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+topology = next((p["facts"] for p in report["probes"] if p["probe"] == "topology"), None) or {}
+print("PCIe under load:", topology.get("under_load"))
+for gpu in topology.get("gpus", []):
+    print(f"  GPU {gpu['index']} {gpu['pci_bus_id']}: max gen{gpu['pcie']['max_gen']} x{gpu['pcie']['max_width']}, "
+          f"under load {gpu['pcie_under_load']}, NVLinks active {sum(l['active'] for l in gpu['nvlinks'])}")
+for table in report.get("bandwidth", []):
+    last = table["rows"][-1] if table["rows"] else {}
+    print(f"{table['op']}: busbw {last.get('busbw_gbps')} GB/s at {last.get('size_bytes')} B, "
+          f"expected {table['expected_gbps']} ({last.get('percent_of_expected')}%): {table['basis']}")
+print("findings:", sorted({f["code"] for f in report["findings"]}))
+PY
 
 echo "== DataParallel: NVML samples per visible GPU (from run.json)"
 python3 - "$out/run.json" <<'PY'

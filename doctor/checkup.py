@@ -7,6 +7,7 @@ every step gets what is left of the run's time limit. Commands print; this decid
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -21,7 +22,17 @@ TORCH_PROBE_TIMEOUT_S = 40.0
 DATAPARALLEL_TIMEOUT_S = 90.0
 TORCH_RESERVE_S = 8.0
 JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
-PROBE_ORDER = ("plan", "env", "host", "python", "nvml", "torch", "job", "dataparallel")
+PROBE_ORDER = (
+    "plan",
+    "env",
+    "host",
+    "python",
+    "nvml",
+    "topology",
+    "torch",
+    "job",
+    "dataparallel",
+)
 
 
 class Budget:
@@ -54,14 +65,15 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     env_result = run_probe(Probe("env", collect_environment, quick))
     progress.say("probing: NVML")
     nvml_result = run_probe(Probe("nvml", collect_nvml, quick))
+    topology = _topology(nvml_result, quick)
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)  # MIG slices count here
     sample = visible_gpus(nvml_result.facts, env_result.facts)  # whole GPUs NVML can sample
     results = [env_result, nvml_result, *pending.wait()]
     unusable = why_patient_unusable(_facts_of(results, "python"), python)
     if unusable is not None:
-        results += without_patient(unusable, plan)
+        results += [*without_patient(unusable, plan), _unloaded(topology, unusable[0])]
     else:
-        results += _with_patient(plan, python, (gpus, sample), budget, progress)
+        results += _with_patient(plan, python, (gpus, sample), topology, budget, progress)
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -101,6 +113,7 @@ def _with_patient(
     plan: PlanFacts,
     python: str,
     visible: tuple[int, tuple[GpuFacts, ...]],
+    topology: ProbeResult,
     budget: Budget,
     progress: Progress,
 ) -> list[ProbeResult]:
@@ -116,7 +129,12 @@ def _with_patient(
         spare = budget.left() < 3 * TORCH_RESERVE_S
         reserve = 0.0 if torch_first or spare else TORCH_RESERVE_S
         torch = _facts_of(results, "torch")
-        results.append(_job(plan, python, gpus, torch, budget.left() - reserve, progress))
+        left = budget.left() - reserve
+        job, topology = _job(plan, python, gpus, torch, left, progress, topology)
+        results.append(job)
+    else:
+        topology = _unloaded(topology, "no job ran (--no-jobs)")
+    results.append(topology)
     if not torch_first:
         results.append(_torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
     if plan.jobs:
@@ -137,14 +155,47 @@ def _job(
     torch: TorchFacts | None,
     left: float,
     progress: Progress,
-) -> ProbeResult:
+    topology: ProbeResult,
+) -> tuple[ProbeResult, ProbeResult]:
+    """The job, and the topology with the PCIe links as they were while it ran."""
     from ddp_doctor.jobplan import job_config, run_job_probe
+    from ddp_doctor.probes.launch import StageWatcher
+    from ddp_doctor.probes.pcie_load import PcieLoadSampler, with_load_samples
 
     nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
     config = job_config(plan, gpus, left, python)
-    return run_probe(
-        Probe("job", lambda: run_job_probe(config, nccl_missing, progress.say), left + JOB_GRACE_S)
-    )
+
+    def job(watcher: StageWatcher | None) -> ProbeResult:
+        def collect_job() -> Any:
+            return run_job_probe(config, nccl_missing, progress.say, watcher)
+
+        return run_probe(Probe("job", collect_job, left + JOB_GRACE_S))
+
+    if topology.facts is None:
+        return job(None), topology
+    with PcieLoadSampler() as sampler:
+        result = job(sampler.on_stage)
+    facts = with_load_samples(topology.facts, sampler.best, sampler.note())
+    return result, dataclasses.replace(topology, facts=facts)
+
+
+def _topology(nvml: ProbeResult, limit: float) -> ProbeResult:
+    from ddp_doctor.probes.topology import collect_topology
+
+    if not nvml.ok:
+        why = nvml.error or f"the NVML probe {nvml.status.value}"
+        return ProbeResult("topology", ProbeStatus.SKIPPED, None, 0.0, f"needs NVML ({why})")
+    return run_probe(Probe("topology", collect_topology, limit))
+
+
+def _unloaded(topology: ProbeResult, why: str) -> ProbeResult:
+    """The topology without PCIe samples under load, and why none were taken."""
+    from ddp_doctor.probes.pcie_load import with_load_samples
+
+    if topology.facts is None:
+        return topology
+    facts = with_load_samples(topology.facts, {}, f"not sampled: {why}")
+    return dataclasses.replace(topology, facts=facts)
 
 
 def _torch_probe(python: str, left: float) -> Probe:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult
+from .topofacts import TopologyFacts
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class PlanFacts:
     iters: int | None = None
     timeout_s: float | None = None
     python: str | None = None  # --python as given; the python probe says which one ran
+    ops: tuple[str, ...] = ()  # collectives to sweep; empty: all_reduce only
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -173,6 +175,7 @@ FACT_TYPES: dict[str, type] = {
     "python": PythonFacts,
     "torch": TorchFacts,
     "nvml": NvmlFacts,
+    "topology": TopologyFacts,
     "env": EnvFacts,
     "plan": PlanFacts,
     "job": JobFacts,
@@ -210,6 +213,10 @@ class FactSet:
     @property
     def nvml(self) -> NvmlFacts | None:
         return self.facts("nvml")
+
+    @property
+    def topology(self) -> TopologyFacts | None:
+        return self.facts("topology")
 
     @property
     def env(self) -> EnvFacts:

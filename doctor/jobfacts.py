@@ -34,6 +34,7 @@ class Identity:
     cuda_version: str | None = None
     nccl_version: str | None = None
     driver_version: str | None = None
+    cpu_affinity: str | None = None  # the CPUs the rank may run on, e.g. "0-55,112-167"
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class RankFacts:
 
 @dataclass(frozen=True)
 class BandwidthRow:
-    """One size of the all-reduce sweep, as nccl-tests prints it (GB = 1e9 bytes)."""
+    """One size of one collective's sweep, as nccl-tests prints it (GB = 1e9 bytes)."""
 
     size_bytes: int
     count: int
@@ -60,6 +61,16 @@ class BandwidthRow:
     time_us: float
     algbw_gbps: float
     busbw_gbps: float
+    op: str = "all_reduce"
+
+
+@dataclass(frozen=True)
+class PeerAccess:
+    """torch.cuda.can_device_access_peer between two of rank 0's GPUs, by PCI bus id."""
+
+    bus_id: str
+    peer_bus_id: str
+    can_access: bool
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class JobFacts:
     ranks: tuple[RankFacts, ...] = ()
     identities: tuple[Identity, ...] = ()
     bandwidth: tuple[BandwidthRow, ...] = ()
+    bandwidth_errors: Mapping[str, str] = field(default_factory=dict)  # op -> why it has no rows
+    peer_access: tuple[PeerAccess, ...] = ()
     output_tail: str = ""  # the end of torchrun's stdout and stderr, for the log patterns
     not_launched_reason: str | None = None
     sizes: str | None = None  # the sweep used, MIN:MAX:FACTOR

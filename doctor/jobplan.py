@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ddp_doctor.facts import EnvFacts, GpuFacts, NvmlFacts, PlanFacts
+from ddp_doctor.probes.bandwidth import DEFAULT_OPS
 from ddp_doctor.probes.base import ProbeFailed
-from ddp_doctor.probes.launch import JobConfig, Progress, preflight, run_job
+from ddp_doctor.probes.launch import JobConfig, Progress, StageWatcher, preflight, run_job
 from ddp_doctor.visible_devices import parse_visible_devices
 
 from .jobfacts import JobFacts
@@ -36,15 +37,21 @@ def job_config(plan: PlanFacts, gpus: int, timeout_s: float, python: str) -> Job
         master_port=plan.master_port,
         sizes=plan.sizes or (GPU_SIZES if gpus else CPU_SIZES),
         iters=plan.iters or (GPU_ITERS if gpus else CPU_ITERS),
+        ops=plan.ops or DEFAULT_OPS,
         timeout_s=timeout_s,
         init_timeout_s=min(30.0, max(5.0, timeout_s / 4)),
     )
 
 
-def run_job_probe(config: JobConfig, nccl_missing: bool, progress: Progress | None) -> JobFacts:
+def run_job_probe(
+    config: JobConfig,
+    nccl_missing: bool,
+    progress: Progress | None,
+    watcher: StageWatcher | None = None,
+) -> JobFacts:
     """The job's facts; a job that was not launched is a failed probe (with its preflight
     facts, which the rendezvous rules read), never an ok one."""
-    facts = run_job(config, preflight(config, nccl_missing), progress)
+    facts = run_job(config, preflight(config, nccl_missing), progress, watcher)
     if not facts.launched:
         raise ProbeFailed(f"not launched: {facts.not_launched_reason}", facts)
     return facts

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .codec import CodecError, from_jsonable, to_jsonable
-from .facts import FACT_TYPES
+from .expected_busbw import bandwidth_tables
+from .facts import FACT_TYPES, FactSet
 from .model import Finding, ProbeResult, ProbeStatus, Report
 
 SCHEMA_VERSION = 1
@@ -19,7 +20,7 @@ class ReportError(ValueError):
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
-    return {
+    document = {
         "schema_version": SCHEMA_VERSION,
         "tool_version": report.tool_version,
         "created": report.created,
@@ -28,6 +29,11 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "probes": [probe_to_json(result) for result in report.probes],
         "findings": [finding.to_json() for finding in report.findings],
     }
+    # Derived from the facts on every write (diagnose recomputes it), never read back.
+    tables = bandwidth_tables(FactSet.of(report.probes))
+    if tables:
+        document["bandwidth"] = tables
+    return document
 
 
 def probe_to_json(result: ProbeResult) -> dict[str, Any]:

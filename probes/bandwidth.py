@@ -1,19 +1,29 @@
-"""The all-reduce size sweep, timed and reported with nccl-tests' formulas.
+"""The collectives' size sweep, timed and reported with nccl-tests' formulas.
 
-algbw = bytes / time; busbw = algbw * 2(n-1)/n for all-reduce; GB = 1e9 bytes. Each size is
-timed as three back-to-back loops of `iters` ops; the median loop's mean is the rank's time,
-and the slowest rank's time is the collective's (a MAX all-reduce), as in nccl-tests.
+algbw = S / time, GB = 1e9 bytes, with S as nccl-tests counts it: the buffer for all_reduce
+and broadcast, the whole gathered (or scattered) array for all_gather and reduce_scatter, one
+rank's whole send buffer for all_to_all. busbw = algbw x the collective's factor
+(nccl-tests doc/PERFORMANCE.md): all_reduce 2(n-1)/n, all_gather, reduce_scatter and
+all_to_all (n-1)/n, broadcast 1. Each size is timed as three back-to-back loops of `iters` ops;
+the median loop's mean is the rank's time, and the slowest rank's time is the collective's
+(a MAX all-reduce), as in nccl-tests.
+
+`sweep` takes a process group so that a sub-group (one node, one rank per node) can be
+measured with the same code.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 LOOPS = 3
 ELEMENT_BYTES = 4  # float32
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+DEFAULT_OPS = ("all_reduce",)
 
 
 class SizesError(ValueError):
@@ -46,46 +56,94 @@ def parse_sizes(spec: str) -> list[int]:
     return sizes
 
 
-def bus_factor(world_size: int) -> float:
-    return 2 * (world_size - 1) / world_size
+def parse_ops(spec: str) -> tuple[str, ...]:
+    """'all_reduce,all_gather' -> ('all_reduce', 'all_gather'); '-' may stand for '_'."""
+    ops = tuple(dict.fromkeys(p.strip().replace("-", "_") for p in spec.split(",") if p.strip()))
+    unknown = [op for op in ops if op not in OPS]
+    if unknown or not ops:
+        raise SizesError(f"--ops {spec!r}: choose from {','.join(OPS)}")
+    return ops
+
+
+def bus_factor(world_size: int, op: str = "all_reduce") -> float:
+    n = world_size
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op == "broadcast":
+        return 1.0
+    return (n - 1) / n
 
 
 def sweep(
-    torch: Any, device: Any, sizes: list[int], iters: int, world_size: int
+    torch: Any,
+    device: Any,
+    sizes: list[int],
+    iters: int,
+    op: str = "all_reduce",
+    group: Any = None,
 ) -> list[dict[str, Any]]:
+    n = torch.distributed.get_world_size(group)
     rows = []
     for size in sizes:
+        # Collectives that split the buffer between ranks round it down to whole shares, as
+        # nccl-tests does.
         count = size // ELEMENT_BYTES
-        seconds = _time_allreduce(torch, device, count, iters)
+        if op not in ("all_reduce", "broadcast"):
+            count = max(n, count // n * n)
+        seconds = _time(torch, device, _collective(torch, device, op, count, group), iters, group)
         algbw = (count * ELEMENT_BYTES) / seconds / 1e9
         rows.append(
             {
+                "op": op,
                 "size_bytes": count * ELEMENT_BYTES,
                 "count": count,
                 "dtype": "float",
                 "time_us": round(seconds * 1e6, 2),
                 "algbw_gbps": round(algbw, 4),
-                "busbw_gbps": round(algbw * bus_factor(world_size), 4),
+                "busbw_gbps": round(algbw * bus_factor(n, op), 4),
             }
         )
     return rows
 
 
-def _time_allreduce(torch: Any, device: Any, count: int, iters: int) -> float:
+def _collective(torch: Any, device: Any, op: str, count: int, group: Any) -> Callable[[], Any]:
+    """One call of the collective on buffers made once; `count` elements as S counts them."""
     dist = torch.distributed
-    tensor = torch.ones(count, dtype=torch.float32, device=device)
+    n = dist.get_world_size(group)
+    whole = torch.ones(count, dtype=torch.float32, device=device)
+    if op == "all_reduce":
+        return lambda: dist.all_reduce(whole, group=group)
+    if op == "broadcast":
+        root = dist.get_global_rank(group, 0) if group is not None else 0
+        return lambda: dist.broadcast(whole, root, group=group)
+    share = torch.ones(count // n, dtype=torch.float32, device=device)
+    if op == "all_gather":
+        # all_gather_single is all_gather_into_tensor's name from torch 2.13 on.
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(whole, share, group=group)
+    if op == "reduce_scatter":
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(share, whole, group=group)
+    if op == "all_to_all":
+        received = torch.empty_like(whole)
+        return lambda: dist.all_to_all_single(received, whole, group=group)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _time(torch: Any, device: Any, call: Callable[[], Any], iters: int, group: Any) -> float:
+    dist = torch.distributed
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(2):  # warm-up: connections, buffers, NCCL channels
-        dist.all_reduce(tensor)
+        call()
     sync()
     loop_means = []
     for _ in range(LOOPS):
-        dist.barrier()
+        dist.barrier(group=group)
         started = time.perf_counter()
         for _ in range(iters):
-            dist.all_reduce(tensor)
+            call()
         sync()
         loop_means.append((time.perf_counter() - started) / iters)
     slowest = torch.tensor([statistics.median(loop_means)], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
     return float(slowest.item())

@@ -28,10 +28,35 @@ def describe_rank(
         "device": str(device),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
+        "cpu_affinity": _cpu_affinity(),
     }
     if device.type == "cuda":
         identity.update(_gpu_identity(torch, device))
     return identity
+
+
+def _cpu_affinity() -> str | None:
+    """The CPUs this rank may run on (taskset, numactl, a scheduler's binding); Linux only."""
+    from .cpulist import format_cpus
+
+    getter = getattr(os, "sched_getaffinity", None)
+    return format_cpus(getter(0)) if getter else None
+
+
+def peer_access(torch: Any) -> list[dict[str, Any]]:
+    """torch.cuda.can_device_access_peer for every ordered pair of the GPUs this rank sees."""
+    cuda = torch.cuda
+    bus_ids = [pci_bus_id(cuda.get_device_properties(i)) for i in range(cuda.device_count())]
+    return [
+        {
+            "bus_id": bus_ids[a],
+            "peer_bus_id": bus_ids[b],
+            "can_access": cuda.can_device_access_peer(a, b),
+        }
+        for a in range(len(bus_ids))
+        for b in range(len(bus_ids))
+        if a != b and bus_ids[a] and bus_ids[b]
+    ]
 
 
 def pci_bus_id(props: Any) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable
-from ddp_doctor.jobfacts import BandwidthRow, Identity, RankFacts, StageRecord
+from ddp_doctor.jobfacts import BandwidthRow, Identity, PeerAccess, RankFacts, StageRecord
 
 from .journal import read_journal
 
@@ -68,6 +68,19 @@ def rows_of(ranks: tuple[RankFacts, ...]) -> tuple[BandwidthRow, ...]:
     rows = _stage_data(ranks, 0, "bandwidth").get("rows") or []
     try:
         return tuple(from_jsonable(BandwidthRow, row) for row in rows)
+    except CodecError:
+        return ()
+
+
+def bandwidth_errors_of(ranks: tuple[RankFacts, ...]) -> dict[str, str]:
+    errors = _stage_data(ranks, 0, "bandwidth").get("errors") or {}
+    return {str(op): str(why) for op, why in errors.items()} if isinstance(errors, dict) else {}
+
+
+def peer_access_of(ranks: tuple[RankFacts, ...]) -> tuple[PeerAccess, ...]:
+    rows = _stage_data(ranks, 0, "identity").get("peer_access") or []
+    try:
+        return tuple(from_jsonable(PeerAccess, row) for row in rows)
     except CodecError:
         return ()
 

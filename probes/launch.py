@@ -21,12 +21,22 @@ from pathlib import Path
 
 from ddp_doctor.jobfacts import JobFacts, Preflight
 
-from .job_results import collect_ranks, identities_of, rows_of, torch_exit_codes
+from .job_results import (
+    bandwidth_errors_of,
+    collect_ranks,
+    identities_of,
+    peer_access_of,
+    rows_of,
+    torch_exit_codes,
+)
 from .payload import PACKAGE, install_payload, patient_environment
 from .runner import has_exited, kill_group, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 Progress = Callable[[str], None]
+# Called at every poll of the running job with the stage rank 0 is in (None between stages):
+# how the PCIe links are sampled under load without any work inside the ranks.
+StageWatcher = Callable[[str | None], None]
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class JobConfig:
     master_port: int | None = None
     sizes: str = "1K:16M:4"
     iters: int = 10
+    ops: tuple[str, ...] = ("all_reduce",)
     timeout_s: float = 60.0
     init_timeout_s: float = 10.0
     python: str = sys.executable  # the patient's interpreter: torchrun and the ranks run in it
@@ -89,7 +100,12 @@ def claim_port(address: str, port: int | None) -> tuple[int | None, str | None]:
     return port, None
 
 
-def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = None) -> JobFacts:
+def run_job(
+    config: JobConfig,
+    checks: Preflight,
+    progress: Progress | None = None,
+    watcher: StageWatcher | None = None,
+) -> JobFacts:
     base = dict(
         preflight=checks,
         backend=config.backend,
@@ -104,7 +120,7 @@ def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = No
         return JobFacts(launched=False, not_launched_reason=reason, **base)
     workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
     try:
-        return _launch_and_collect(config, checks, workdir, base, progress)
+        return _launch_and_collect(config, checks, workdir, base, progress, watcher)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -156,6 +172,8 @@ def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path
         config.sizes,
         "--iters",
         str(config.iters),
+        "--ops",
+        ",".join(config.ops),
     ]
     if config.test_fault:
         argv += ["--test-fault", config.test_fault]
@@ -179,7 +197,12 @@ def job_environment(workdir: Path) -> dict[str, str]:
 
 
 def _launch_and_collect(
-    config: JobConfig, checks: Preflight, workdir: Path, base: dict, progress: Progress | None
+    config: JobConfig,
+    checks: Preflight,
+    workdir: Path,
+    base: dict,
+    progress: Progress | None,
+    watcher: StageWatcher | None,
 ) -> JobFacts:
     journals = workdir / "ranks"
     journals.mkdir()
@@ -197,7 +220,7 @@ def _launch_and_collect(
             start_new_session=True,
         )
         with tracked(process, workdir):
-            timed_out = _wait(process, config, journals, started, progress)
+            timed_out = _wait(process, config, journals, started, progress, watcher)
     output_tail = _tail(output_path)
     ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail))
     return JobFacts(
@@ -208,6 +231,8 @@ def _launch_and_collect(
         ranks=ranks,
         identities=identities_of(ranks),
         bandwidth=rows_of(ranks),
+        bandwidth_errors=bandwidth_errors_of(ranks),
+        peer_access=peer_access_of(ranks),
         output_tail=output_tail,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )
@@ -219,6 +244,7 @@ def _wait(
     journals: Path,
     started: float,
     progress: Progress | None,
+    watcher: StageWatcher | None = None,
 ) -> bool:
     """Waits for torchrun; True when it had to be killed at the deadline."""
     deadline = started + config.timeout_s
@@ -228,6 +254,8 @@ def _wait(
                 return True
             if progress:
                 progress(_progress_line(journals, config.nproc, time.monotonic() - started))
+            if watcher:
+                watcher(_current_stage(journals / "rank0.jsonl"))
             time.sleep(0.05)
         return False
     finally:  # at the deadline, on Ctrl-C, and after a normal end: no rank outlives the job
@@ -244,6 +272,14 @@ def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:
         stages.append(records[-1]["stage"] if records else "starting")
     summary = ", ".join(f"{stages.count(s)}x {s}" for s in dict.fromkeys(stages))
     return f"job: {nproc} ranks: {summary} ({elapsed:.1f} s)"
+
+
+def _current_stage(journal: Path) -> str | None:
+    from .journal import read_journal
+
+    records = read_journal(journal)
+    last = records[-1] if records else None
+    return str(last["stage"]) if last and last.get("event") == "start" else None
 
 
 def _backend_used(ranks: tuple) -> str | None:

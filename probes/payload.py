@@ -20,6 +20,7 @@ PACKAGE = "ddp_doctor_patient"
 PATIENT_MODULES = (
     "bandwidth",
     "collectives",
+    "cpulist",
     "dataparallel_steps",
     "ddp_step",
     "gpu_memory",

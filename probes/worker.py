@@ -32,6 +32,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--init-timeout", type=float, default=10.0)
     parser.add_argument("--sizes", default="1K:16M:4")
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--test-fault", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -111,9 +112,12 @@ class Worker:
         me = describe_rank(self.torch, self.rank, self.world_size, self.local_rank, self.device)
         data: dict[str, Any] = {"identity": me}
         if self.rank == 0:
+            from .identity import peer_access
             from .torch_describe import describe_torch
 
             data["torch"] = describe_torch()
+            if self.device.type == "cuda":
+                data["peer_access"] = peer_access(self.torch)
         data["identities"] = gather_identities(
             self.torch, me, self.rank, self.world_size, self.args.init_timeout
         )
@@ -135,12 +139,21 @@ class Worker:
         return run_ddp_steps(self.torch, self.rank, self.world_size, self.device)
 
     def bandwidth(self) -> dict[str, Any]:
-        from .bandwidth import parse_sizes, sweep
+        from .bandwidth import parse_ops, parse_sizes, sweep
 
-        rows = sweep(
-            self.torch, self.device, parse_sizes(self.args.sizes), self.args.iters, self.world_size
-        )
-        return {"rows": rows} if self.rank == 0 else {"sizes": len(rows)}
+        sizes = parse_sizes(self.args.sizes)
+        rows: list[dict[str, Any]] = []
+        errors: dict[str, str] = {}
+        for op in parse_ops(self.args.ops):
+            try:
+                rows += sweep(self.torch, self.device, sizes, self.args.iters, op)
+            except (RuntimeError, ValueError, NotImplementedError) as error:
+                # A collective the backend lacks fails on every rank alike: go on to the next.
+                errors[op] = f"{type(error).__name__}: {str(error)[:300]}"
+        data: dict[str, Any] = {"rows": rows} if self.rank == 0 else {"sizes": len(rows)}
+        if errors:
+            data["errors"] = errors
+        return data
 
     def memory(self) -> dict[str, Any]:
         if self.device.type != "cuda":

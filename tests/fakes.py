@@ -2,7 +2,8 @@
 
 The fake pynvml has the function names, exception classes, error codes and constants of
 nvidia-ml-py (module `pynvml`), so the NVML probe runs unchanged against it;
-test_probes_nvml.py checks every name against the real module where it is installed.
+test_probes_nvml.py checks every name against the real module where it is installed. The
+topology queries live in fake_topology.py, which FakeNvml inherits.
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fake_topology import (
+    TOPOLOGY_CONSTANTS,
+    FakeNvLink,
+    FakePair,
+    TopologyQueries,
+    c_nvmlGpuFabricInfo_t,
+    c_nvmlGpuFabricInfoV_t,
+)
 
 from ddp_doctor import jobplan
 from ddp_doctor.facts import TorchFacts
@@ -56,6 +66,7 @@ CONSTANTS = {
     "NVML_COMPUTEMODE_EXCLUSIVE_THREAD": 1,
     "NVML_COMPUTEMODE_PROHIBITED": 2,
     "NVML_COMPUTEMODE_EXCLUSIVE_PROCESS": 3,
+    **TOPOLOGY_CONSTANTS,
 }
 COMPUTE_MODE_CODES = {"default": 0, "exclusive-thread": 1, "prohibited": 2, "exclusive-process": 3}
 
@@ -142,6 +153,16 @@ class FakeGpu:
     compute_mode: int | None = 0
     ecc_uncorrected: int | None = 0
     processes: tuple[tuple[int, int | None], ...] = ()  # (pid, usedGpuMemory)
+    # Topology (probes/topology.py): None answers "Not Supported" as for the queries above.
+    pcie_idle: tuple[int, int] | None = (1, 16)  # current (gen, width) while idle
+    pcie_loaded: tuple[int, int] | None = (4, 16)  # current (gen, width) under load
+    pcie_max: tuple[int, int] | None = (4, 16)  # max (gen, width), card and slot together
+    gpu_max_gen: int | None = 4
+    numa_node: int | None = None  # nvmlDeviceGetNumaNodeId: Not Supported on x86 servers
+    memory_nodes: tuple[int, ...] | None = (0,)  # nvmlDeviceGetMemoryAffinity's NUMA nodes
+    cpus: tuple[int, ...] | None = tuple(range(8))  # nvmlDeviceGetCpuAffinity
+    nvlinks: tuple[FakeNvLink, ...] = ()
+    fabric: tuple[str, int] | None = None  # (state, status); None: Not Supported
     utilization: int | None = 0  # nvmlUtilization_t.gpu, percent
 
 
@@ -152,7 +173,7 @@ class _Handle:
 
 
 @dataclass
-class FakeNvml:
+class FakeNvml(TopologyQueries):
     """Builds a module that behaves like pynvml on a machine with these GPUs.
 
     `init_error` makes nvmlInit raise that code; `errors` maps a function name to the code it
@@ -165,13 +186,20 @@ class FakeNvml:
     init_error: int | None = None
     errors: dict[str, int] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
+    pairs: dict[tuple[int, int], FakePair] = field(default_factory=dict)  # (low, high) index
+    default_pair: FakePair = field(default_factory=FakePair)
+    under_load: bool = False  # the current PCIe link readings: idle or loaded
+    old_nvidia_ml_py: bool = False  # no fabric queries, as before nvidia-ml-py 12.535
 
     def module(self) -> types.ModuleType:
         module = types.ModuleType("pynvml")
         module.__dict__.update(CONSTANTS)
         module.__dict__.update(ERROR_CLASSES)
+        if not self.old_nvidia_ml_py:
+            module.c_nvmlGpuFabricInfo_t = c_nvmlGpuFabricInfo_t
+            module.c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfoV_t
         for name in dir(self):
-            if name.startswith("nvml"):
+            if name.startswith("nvml") and not (self.old_nvidia_ml_py and "Fabric" in name):
                 module.__dict__[name] = self._recorded(name, getattr(self, name))
         return module
 
@@ -268,6 +296,10 @@ class FakeNvml:
         if value is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return value
+
+    @staticmethod
+    def _refuse(code: int) -> Any:
+        raise NVMLError(code)
 
 
 def fake_nvml_module(*gpus: FakeGpu, **options: Any) -> types.ModuleType:

@@ -185,6 +185,42 @@ def test_more_ranks_than_gpus(quick: Invoke, monkeypatch: pytest.MonkeyPatch) ->
     assert (finding["evidence"]["ranks"], finding["evidence"]["visible_gpus"]) == (4, 2)
 
 
+def test_topology_of_fake_gpus_without_a_job(
+    quick: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpus = [FakeGpu(uuid=f"GPU-5d0e1c3a-8b2f-4c71-9e6a-0f3b2d4c5a6{i}") for i in range(2)]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml_module(*gpus))
+    document = report_of(quick("--format", "json"))
+    topology = next(p for p in document["probes"] if p["probe"] == "topology")
+    assert topology["status"] == "ok" and len(topology["facts"]["gpus"]) == 2
+    assert topology["facts"]["under_load"] == "not sampled: no job ran (--no-jobs)"
+    assert [(p["a"], p["b"]) for p in topology["facts"]["pairs"]] == [(0, 1)]
+    assert "bandwidth" not in document  # no job, no bandwidth table
+
+
+def test_no_driver_skips_the_topology_with_nvmls_reason(quick: Invoke) -> None:
+    probes = {p["probe"]: p for p in report_of(quick("--format", "json"))["probes"]}
+    assert probes["topology"]["status"] == "skipped"
+    assert probes["nvml"]["error"] in probes["topology"]["error"]
+
+
+@pytest.mark.parametrize(
+    ("variables", "severity"),
+    [
+        ({"NCCL_P2P_DISABLE": "1"}, "warning"),
+        ({"NCCL_ALGO": "Ring"}, "warning"),
+        ({"NCCL_IB_DISABLE": "1"}, "info"),
+        ({"NCCL_P2P_DISABLE": "0"}, None),
+        ({"NCCL_SHM_DISABLE": "true"}, None),
+    ],
+)
+def test_variables_that_switch_transports_off(
+    quick: Invoke, variables: dict[str, str], severity: str | None
+) -> None:
+    found = findings(quick("--format", "json", env=variables), "DDP324")
+    assert [f["severity"] for f in found] == ([severity] if severity else [])
+
+
 def test_nvidia_ml_py_not_installed(quick: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     result = quick("--format", "json")
@@ -231,6 +267,8 @@ def never_probe(monkeypatch: pytest.MonkeyPatch) -> None:
         ["run", "--format", "yaml"],
         ["run", "--fail-on", "fatal"],
         ["run", "--nproc", "0"],
+        ["run", "--ops", "all_reduce,allreduce"],
+        ["run", "--ops", ","],
         ["run", "--output", "/nonexistent-ddp-doctor-dir/sub/report.json"],
         ["diagnose"],
         ["diagnose", "--select", "DDP999", str(FACT_FIXTURES / "healthy-8xh100.json")],

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fakes import job_fault, with_fault
+from fakes import FakeGpu, FakeNvml, job_fault, with_fault
 
 from ddp_doctor import cli
 from ddp_doctor.probes.launch import JobConfig, preflight, run_job
@@ -67,7 +68,47 @@ def test_healthy_job_reaches_every_stage(runner: CliRunner) -> None:
     row = job["bandwidth"][-1]
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (2 - 1) / 2, rel=1e-3)
     assert {i["rank"] for i in job["identities"]} == {0, 1}
+    assert all(i["cpu_affinity"] for i in job["identities"])  # sched_getaffinity, read in the rank
     assert not [f for f in report["findings"] if f["severity"] != "info"]
+    # gloo on CPU: the bandwidth table says there is no expectation, and DDP303 stays silent.
+    (table,) = report["bandwidth"]
+    assert table["op"] == "all_reduce" and table["expected_gbps"] is None
+    assert table["basis"].startswith("no expectation") and "gloo" in table["basis"]
+    assert all(row["percent_of_expected"] is None for row in table["rows"])
+    assert not findings(report, "DDP303")
+
+
+def test_links_are_sampled_while_the_bandwidth_stage_runs(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With (fake) NVIDIA GPUs beside a gloo job, the parent reads the PCIe links during the
+    job's bandwidth stage; the ranks ran on CPUs, so the readings are not judged."""
+    gpus = [FakeGpu(bus_id=f"00000000:{bus}:00.0") for bus in ("18", "2A")]
+    fake = FakeNvml(gpus=gpus, under_load=True)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module())
+    report, _, _ = doctor_run(runner, "--sizes", "1M:4M:4", "--iters", "5", "--backend", "gloo")
+    topology = next(p for p in report["probes"] if p["probe"] == "topology")["facts"]
+    assert topology["under_load"].startswith("sampled"), topology["under_load"]
+    assert all(gpu["pcie_under_load"]["gen"] == 4 for gpu in topology["gpus"])
+    assert report["bandwidth"][0]["expected_gbps"] is None  # gloo: no expectation
+    assert not findings(report, "DDP320") and not findings(report, "DDP303")
+
+
+def test_every_collective_is_swept_with_its_bus_factor() -> None:
+    """--ops with all five collectives on gloo; the parent sees rank 0 reach the bandwidth
+    stage (what the PCIe sampler hooks onto)."""
+    from ddp_doctor.probes.bandwidth import OPS, bus_factor
+
+    seen: list[str | None] = []
+    config = JobConfig(nproc=2, sizes="4K:64K:16", iters=2, timeout_s=60, ops=OPS)
+    job = run_job(config, preflight(config), watcher=seen.append)
+    assert job.exit_code == 0 and not job.bandwidth_errors
+    assert "bandwidth" in seen
+    assert [row.op for row in job.bandwidth] == [op for op in OPS for _ in range(2)]
+    for row in job.bandwidth:
+        expected = row.algbw_gbps * bus_factor(2, row.op)
+        assert row.busbw_gbps == pytest.approx(expected, rel=1e-3, abs=1e-4)  # 4 decimals
+        assert row.size_bytes in (4096, 65536)  # divisible by 2 ranks x 4 bytes: not rounded
 
 
 def test_port_taken_by_another_listener_is_ddp201_before_launch(runner: CliRunner) -> None:

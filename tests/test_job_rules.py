@@ -1,5 +1,6 @@
 """The DDP2xx-DDP4xx rules on recorded job reports (fixtures/jobs, made by
-tests/record_job_fixtures.py): each fires where expected and nowhere else."""
+tests/record_job_fixtures.py) and on the GPU machines of fixtures/bandwidth (made by
+tests/make_bandwidth_fixtures.py): each fires where expected and nowhere else."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from ddp_doctor.engine import judge
 from ddp_doctor.registry import all_rules
 from ddp_doctor.report_io import report_from_json
 
-FIXTURES = sorted((Path(__file__).parent.parent / "fixtures" / "jobs").glob("*.json"))
+FIXTURE_ROOT = Path(__file__).parent.parent / "fixtures"
+FIXTURES = sorted((FIXTURE_ROOT / "jobs").glob("*.json")) + sorted(
+    (FIXTURE_ROOT / "bandwidth").glob("*.json")
+)
 JOB_BLOCKS = ("DDP2", "DDP3", "DDP4")
 
 
@@ -40,7 +44,9 @@ def test_every_job_rule_fires_somewhere_and_is_silent_somewhere() -> None:
 
 
 def test_crash_evidence_names_rank_stage_and_signal() -> None:
-    report = report_from_json(json.loads((FIXTURES[0].parent / "rank-sigkilled.json").read_text()))
+    report = report_from_json(
+        json.loads((FIXTURE_ROOT / "jobs" / "rank-sigkilled.json").read_text())
+    )
     (finding,) = [f for f in judge(report.probes) if f.code == "DDP307"]
     assert finding.evidence == {
         "rank": 1,
@@ -54,7 +60,7 @@ def test_failed_job_output_goes_through_the_log_patterns() -> None:
     """The job's texts are read by the same table as `ddp-doctor logs` (DDP501 here), next to
     the job's own finding."""
     report = report_from_json(
-        json.loads((FIXTURES[0].parent / "unused-parameters.json").read_text())
+        json.loads((FIXTURE_ROOT / "jobs" / "unused-parameters.json").read_text())
     )
     findings = {f.code: f for f in judge(report.probes)}
     assert findings["DDP307"].evidence["rank"] == 1

@@ -217,7 +217,7 @@ def test_run_samples_the_gpus_cuda_visible_devices_leaves(invoke, monkeypatch) -
     cuda_torch = TorchFacts(importable=True, version="2.5.1+cu124", cuda_version="12.4")
     monkeypatch.setattr(torch_info, "collect_torch", collect_torch_returning(cuda_torch))
     skipped_job = ProbeResult("job", ProbeStatus.SKIPPED, None, 0.0, "not in this test")
-    monkeypatch.setattr(checkup, "_job", lambda *_: skipped_job)
+    monkeypatch.setattr(checkup, "_job", lambda *args: (skipped_job, args[-1]))
     output = child_output(device_ids=[0], peak_allocated_bytes=[90 * MIB], forward_devices=[0])
     output["device_bus_ids"] = [BUSES[1]]
 

@@ -55,6 +55,13 @@ from ddp_doctor.progress import Progress
     help="Timed iterations per size.",
 )
 @click.option(
+    "--ops",
+    default=None,
+    metavar="OP[,OP...]",
+    help="Collectives to sweep: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all "
+    "[default: all_reduce].",
+)
+@click.option(
     "--min-busbw",
     type=click.FloatRange(min=0),
     default=None,
@@ -80,6 +87,7 @@ def run_command(
     master_port: int | None,
     sizes: str | None,
     iters: int | None,
+    ops: str | None,
     min_busbw: float | None,
     python: str | None,
     no_jobs: bool,
@@ -99,6 +107,7 @@ def run_command(
         iters=iters,
         timeout_s=timeout,
         python=python,
+        ops=_checked_ops(ops),
     )
     results = collect(plan, timeout, Progress.to_stderr())
     report = make_report(results, judge(results, report_options.selector))
@@ -114,3 +123,14 @@ def _checked_sizes(sizes: str | None) -> str | None:
         except SizesError as error:
             raise click.BadParameter(str(error), param_hint="--sizes") from None
     return sizes
+
+
+def _checked_ops(ops: str | None) -> tuple[str, ...]:
+    from ddp_doctor.probes.bandwidth import SizesError, parse_ops
+
+    if ops is None:
+        return ()
+    try:
+        return parse_ops(ops)
+    except SizesError as error:
+        raise click.BadParameter(str(error), param_hint="--ops") from None

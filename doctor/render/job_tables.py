@@ -17,6 +17,8 @@ BANDWIDTH_HEADERS = (
     "time (us)",
     "algbw (GB/s)",
     "busbw (GB/s)",
+    "expected (GB/s)",
+    "% of expected",
 )
 
 
@@ -41,19 +43,36 @@ def stage_rows(job: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def bandwidth_rows(job: dict[str, Any]) -> list[list[str]]:
+def bandwidth_rows(table: dict[str, Any]) -> list[list[str]]:
     return [
         [
             str(r["size_bytes"]),
             str(r["count"]),
             r["dtype"],
-            "sum",
+            r["redop"],
             f"{r['time_us']:.1f}",
             f"{r['algbw_gbps']:.3f}",
             f"{r['busbw_gbps']:.3f}",
+            "-" if r["expected_gbps"] is None else f"{r['expected_gbps']:.1f}",
+            "-" if r["percent_of_expected"] is None else f"{r['percent_of_expected']:.0f}%",
         ]
-        for r in job.get("bandwidth", [])
+        for r in table["rows"]
     ]
+
+
+def bandwidth_title(table: dict[str, Any]) -> str:
+    title = (
+        f"{table['op']} bandwidth ({table['ranks']} ranks; busbw = algbw x {table['bus_factor']})"
+    )
+    if table["expected_gbps"] is None:
+        expected = table["basis"]
+    else:
+        expected = f"expected {table['expected_gbps']:g} GB/s from 64 MiB: {table['basis']}"
+        expected += f" [{table['source']}]" if table.get("source") else ""
+    lines = [title, expected]
+    if table.get("error"):
+        lines.append(f"not measured: {table['error']}")
+    return "\n".join(lines)
 
 
 def job_summary(job: dict[str, Any]) -> str:
@@ -67,21 +86,23 @@ def job_summary(job: dict[str, Any]) -> str:
     )
 
 
-def render_job_text(job: dict[str, Any], fmt: str = "plain") -> str:
+def render_job_text(
+    job: dict[str, Any], bandwidth: list[dict[str, Any]] | None = None, fmt: str = "plain"
+) -> str:
+    """The job's summary and stages, then one table per collective swept (`bandwidth` is the
+    report's derived block, expected_busbw.bandwidth_tables)."""
     parts = [job_summary(job)]
     if job.get("ranks"):
         parts.append(tabulate(stage_rows(job), headers=("rank", *STAGES, "exit"), tablefmt=fmt))
-    if job.get("bandwidth"):
-        title = f"all-reduce bandwidth ({job.get('nproc')} ranks; busbw = algbw x 2(n-1)/n)"
-        parts.append(
-            title
-            + "\n"
-            + tabulate(
-                bandwidth_rows(job),
+    for table in bandwidth or []:
+        text = bandwidth_title(table)
+        if table["rows"]:
+            text += "\n" + tabulate(
+                bandwidth_rows(table),
                 headers=BANDWIDTH_HEADERS,
                 tablefmt=fmt,
                 disable_numparse=True,
                 colalign=("right",) * len(BANDWIDTH_HEADERS),
             )
-        )
+        parts.append(text)
     return "\n\n".join(parts)

@@ -21,7 +21,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines += _findings_table(findings) if findings else [_nothing_found(document), ""]
     if probes:
         lines += _probe_table(document["probes"])
-        lines += _job(probes.get("job"))
+        lines += _job(probes.get("job"), document.get("bandwidth"))
         lines += _dataparallel(probes.get("dataparallel"))
         lines += _folded_facts(document["probes"], sum(len(line) + 1 for line in lines))
     return "\n".join(lines).rstrip() + "\n"
@@ -59,12 +59,12 @@ def _probe_table(probes: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _job(probe: dict[str, Any] | None) -> list[str]:
+def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
     from .job_tables import render_job_text
 
-    return ["### Job", "", "```", render_job_text(probe["facts"]), "```", ""]
+    return ["### Job", "", "```", render_job_text(probe["facts"], bandwidth), "```", ""]
 
 
 def _dataparallel(probe: dict[str, Any] | None) -> list[str]:

@@ -24,10 +24,13 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
         from ddp_doctor.codec import to_jsonable
+        from ddp_doctor.expected_busbw import bandwidth_tables
+        from ddp_doctor.facts import FactSet
 
         from .job_tables import render_job_text  # tabulate: only where a job ran
 
-        parts.append(render_job_text(to_jsonable(job.facts)))
+        tables = bandwidth_tables(FactSet.of(report.probes))
+        parts.append(render_job_text(to_jsonable(job.facts), tables))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
         from .dataparallel_table import render_dataparallel_text  # `check` never needs it

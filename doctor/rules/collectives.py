@@ -1,4 +1,5 @@
-"""DDP301-DDP307: collectives that give wrong results, hang, crawl, or lose a rank."""
+"""DDP301-DDP307: collectives that give wrong results, hang, or lose a rank (DDP303, a slow
+one, is judged in bandwidth.py)."""
 
 from __future__ import annotations
 
@@ -92,38 +93,6 @@ def collective_hang(facts: FactSet) -> Iterator[Hit]:
                 "stuck_ranks": silent,
                 "waiting_ranks": waited,
                 "job_timed_out": job.timed_out,
-            },
-        )
-
-
-@rule(
-    "DDP303",
-    Remediation(
-        "Check the topology (nvidia-smi topo -m), that P2P and NVLink are in use (NCCL_DEBUG=INFO "
-        "shows the transport), and that NCCL uses the fast interface (NCCL_SOCKET_IFNAME, "
-        "NCCL_IB_HCA).",
-        ("nvidia-smi topo -m",),
-    ),
-)
-def low_bus_bandwidth(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: busbw (nccl-tests' formula, algbw x 2(n-1)/n, GB = 1e9 bytes) of the
-    largest size in the sweep below the floor given with --min-busbw.
-    Why it matters: training runs, but gradient sync dominates the step time.
-    Example: 8 H100s reaching 20 GB/s because NCCL fell back to sockets.
-    Fix: topology, P2P/NVLink, the right NIC.
-    """
-    job, floor = facts.job, facts.plan.min_busbw_gbps
-    if not job or job.nproc < 2 or not job.bandwidth or floor is None:
-        return  # one rank moves no data between ranks: its busbw is 0 by definition
-    largest = max(job.bandwidth, key=lambda row: row.size_bytes)
-    if largest.busbw_gbps < floor:
-        yield Hit(
-            f"busbw {largest.busbw_gbps:.2f} GB/s at {largest.size_bytes} B is below "
-            f"--min-busbw {floor:g} GB/s",
-            {
-                "busbw_gbps": largest.busbw_gbps,
-                "size_bytes": largest.size_bytes,
-                "min_busbw_gbps": floor,
             },
         )
 
