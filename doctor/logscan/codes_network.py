@@ -1,4 +1,4 @@
-"""DDP230-DDP234: rendezvous and peer problems only a log shows.
+"""DDP230-DDP235: rendezvous and peer problems only a log shows.
 
 Registered on import; the pattern table (patterns_network.py, patterns_ranks.py) and the
 inference step (inference.py) emit them.
@@ -13,18 +13,17 @@ describe(
     "DDP230",
     Remediation(
         "Use a port of 1024 or above that nothing else listens on (e.g. MASTER_PORT=29500, or "
-        "torchrun --master-port 29500); ports below 1024 need root. On Windows, error 10013 "
-        "means the port lies in a range the system reserves: list the ranges and pick a port "
-        "outside them.",
-        ("netsh interface ipv4 show excludedportrange protocol=tcp",),
+        "torchrun --master-port 29500): ports below 1024 need root. A script that draws the "
+        "port at random ($RANDOM) must add 1024 or more.",
+        ("torchrun --master-port 29500 --nproc-per-node=N train.py",),
     ),
-    """What it finds: the store's bind refused with "(errno: 13 - Permission denied)", libuv's
-"name: EACCES", or Windows' "(system error: 10013 - ...)" in any language.
-Why it matters: the store never starts, so no rank can join; a new port number is the whole
-fix, and it is not "port in use" (DDP201), which needs the other listener found.
-Example: `--master_port 98` (KimMeen/Time-LLM#158); on Windows a port inside a range Hyper-V
-reserved after a reboot.
-Fix: a port of 1024 or above; on Windows one outside `netsh ... show excludedportrange`.""",
+    """What it finds: the store's bind refused with "(errno: 13 - Permission denied)" or libuv's
+"name: EACCES" (also retyped as "Permission denied: The server socket has failed to bind").
+Why it matters: the store never starts, so no rank can join; a port number of 1024 or above is
+the whole fix, and it is not "port in use" (DDP201), which needs the other listener found.
+Example: `--main_process_port 98` (KimMeen/Time-LLM#158); a launch script using $RANDOM as the
+port, which lands below 1024 one time in 32 (zlin0/wedefense#47).
+Fix: a port of 1024 or above.""",
 )
 
 describe(
@@ -108,4 +107,23 @@ Example: rank 1 has fewer batches than rank 0 (no drop_last), finishes its epoch
 rank 0's next all_reduce fails with "Connection closed by peer".
 Fix: the same number of collectives on every rank (drop_last, Join), or the crashed rank's own
 log.""",
+)
+
+describe(
+    "DDP235",
+    Remediation(
+        "Pick a port outside the ranges Windows reserves (Hyper-V, WSL and Docker reserve "
+        "blocks of ports, often anew after a reboot): list them, then set MASTER_PORT to a "
+        "port outside every range; or free the range (net stop winnat, then net start winnat, "
+        "as administrator).",
+        ("netsh interface ipv4 show excludedportrange protocol=tcp",),
+    ),
+    """What it finds: the store's bind refused on Windows with "(system error: 10013 - ...)"
+(WSAEACCES), whatever the language of the text after the number.
+Why it matters: nothing listens on the port and the user is not missing rights: Windows keeps
+ranges of ports for Hyper-V, WSL and Docker and refuses to bind inside them, so the same port
+fails every time until the ranges change.
+Example: `The server socket has failed to bind to [kodachi]:51545 (system error: 10013 - 以一种访问
+权限不允许的方式做了一个访问套接字的尝试。)` (RVC-Project/Retrieval-based-Voice-Conversion-WebUI#246).
+Fix: a port outside `netsh interface ipv4 show excludedportrange protocol=tcp`.""",
 )

@@ -16,7 +16,14 @@ from ddp_doctor.model import Remediation, Severity
 
 from .aggregate import CodeTally, Hints, LogHit
 from .pattern import Pattern, Role
-from .patterns_hints import DATAPARALLEL, NON_SCALAR_BACKWARD, RANK0_WORK, SAME_LOCAL_RANK_ARGUMENT
+from .patterns_hints import (
+    BARRIER_COMPLETED,
+    DATAPARALLEL,
+    NON_SCALAR_BACKWARD,
+    RANK0_WORK,
+    SAME_LOCAL_RANK_ARGUMENT,
+    SHM_NOT_WRITABLE,
+)
 from .patterns_ranks import NCCL_REMOTE_ERROR
 from .patterns_training import DATAPARALLEL_DEVICE_FIX
 
@@ -40,6 +47,15 @@ RANK0_WORK_PATTERN = Pattern(
     "rank 0 was still busy[ with '{work}'][ ({elapsed} elapsed)] when the other ranks' "
     "[{timeout_ms} ms ]timeout ran out while they waited for it (line {waited_line})",
 )
+LIKELY_OOM_PATTERN = Pattern(
+    "DDP504",
+    "host-out-of-memory",
+    (),
+    "the process[ of rank {rank}][ (local rank {local_rank})][ on {host}] was killed by SIGKILL "
+    "and nothing else in this log explains it: "
+    "most likely the host ran out of memory (the kernel's OOM killer, or a cgroup or container "
+    "memory limit); the kernel log will say",
+)
 EARLY_EXIT_FIX = Remediation(
     "Find the rank that left: if no rank crashed, one ended its loop early. Give every rank "
     "the same number of steps (DistributedSampler with drop_last=True, no per-rank early "
@@ -51,6 +67,7 @@ EARLY_EXIT_FIX = Remediation(
 
 def infer(tallies: Tallies, hints: Hints) -> Tallies:
     tallies = dict(tallies)
+    _progress_that_ended_well(tallies, hints)
     _same_rank_on_every_process(tallies, hints)
     _store_errors_after_their_cause(tallies)
     _rank_zero_work(tallies, hints)
@@ -59,6 +76,19 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _sigkill_without_memory_error(tallies)
     _system_port(tallies)
     return tallies
+
+
+def _progress_that_ended_well(tallies: Tallies, hints: Hints) -> None:
+    """Late ranks that arrived after all; NCCL shared memory that failed for its rights."""
+    completed = hints.get(BARRIER_COMPLETED)
+    for code in ("DDP202", "DDP207"):
+        tally = tallies.get(code)
+        waiting = tally and all("Waiting in store based barrier" in h.text for h in tally.kept)
+        if waiting and completed and completed[-1].line > tally.first_line:
+            del tallies[code]
+    shm = tallies.get("DDP008")
+    if shm and hints.get(SHM_NOT_WRITABLE) and all("NCCL" in h.text for h in shm.kept):
+        del tallies["DDP008"]  # the NCCL WARN lines (DDP503) say what failed
 
 
 def _same_rank_on_every_process(tallies: Tallies, hints: Hints) -> None:
@@ -184,14 +214,17 @@ def _dataparallel(tallies: Tallies, hints: Hints) -> None:
 
 
 def _sigkill_without_memory_error(tallies: Tallies) -> None:
+    """A rank killed by SIGKILL with nothing else to explain it was most likely killed by the
+    host's out-of-memory killer (or a memory limit): say so as the likely cause."""
     crashed = tallies.get("DDP307")
     if crashed is None or "DDP504" in tallies or crashed.role != Role.CAUSE:
         return
-    if crashed.facts().get("signal") == "SIGKILL":
-        crashed.judge(
-            note="nothing else in this log explains a SIGKILL: most likely the host ran out "
-            "of memory and the kernel's OOM killer ended the rank"
-        )
+    if crashed.facts().get("signal") != "SIGKILL":
+        return
+    likely = replace(crashed.primary, pattern=LIKELY_OOM_PATTERN, role=Role.CAUSE)
+    tallies["DDP504"] = CodeTally.start(likely)
+    tallies["DDP504"].judge(evidence={"likely": True, "inferred_from": "SIGKILL"})
+    crashed.judge(role=Role.SYMPTOM)
 
 
 def _system_port(tallies: Tallies) -> None:

@@ -13,6 +13,8 @@ RANK0_WORK = "rank0-work"
 SAME_LOCAL_RANK_ARGUMENT = "same-local-rank-argument"
 DATAPARALLEL = "dataparallel"
 NON_SCALAR_BACKWARD = "non-scalar-backward"
+BARRIER_COMPLETED = "barrier-completed"
+SHM_NOT_WRITABLE = "shm-not-writable"
 
 HINT_PATTERNS: tuple[Pattern, ...] = (
     # Work one rank does alone while the others wait in a barrier or their first collective:
@@ -77,6 +79,20 @@ HINT_PATTERNS: tuple[Pattern, ...] = (
         NON_SCALAR_BACKWARD,
         ("grad can be implicitly created only for scalar outputs",),
         "",
+        role=Role.HINT,
+    ),
+    # The store barrier's late ranks arrived after all (1.12 - 1.13, INFO):
+    #   Rank 0: Completed store-based barrier for key:store_based_barrier_key:1 with 8 nodes.
+    Pattern("", BARRIER_COMPLETED, ("Completed store-based barrier",), "", role=Role.HINT),
+    # /dev/shm exists but is not writable (pytorch/pytorch#37004): NCCL's "Error while creating
+    # shared memory segment" that follows is then not about its size (DDP008).
+    #   include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied
+    Pattern(
+        "",
+        SHM_NOT_WRITABLE,
+        ("shm_open failed",),
+        "",
+        confirm=r"Permission denied|Read-only file system",
         role=Role.HINT,
     ),
 )

@@ -5,15 +5,13 @@ The socket errors are formatted by c10d as "(errno: N - text)" on Linux and macO
 is in the user's language ("通常每个套接字地址...只允许使用一次"): the number is the only stable
 part, so every family is anchored on its numbers as well as on its English words.
     EADDRINUSE   Linux 98, macOS 48, Windows 10048
-    EACCES       Linux/macOS 13, Windows 10013 (a port in a range Windows reserves)
+    EACCES       Linux/macOS 13 (a port below 1024), Windows 10013 (a reserved port)
     ETIMEDOUT    Linux 110, macOS 60, Windows 10060
     ECONNREFUSED Linux 111, macOS 61, Windows 10061
 libuv (torch >= 2.3) writes "code: -98, name: EADDRINUSE, message: address already in use".
 """
 
 from __future__ import annotations
-
-from ddp_doctor.model import Remediation
 
 from .pattern import Evidence, Pattern, Role
 
@@ -32,6 +30,13 @@ _CONNECT_PORT = (
     r"connect to \[[^\]]+\]:(\d+)",
     r"to host [^\s:]+:(\d+)",
 )
+
+
+_BARRIER_FIELDS = {
+    "joined": (r"worker_count=(\d+)", r"num_workers_joined=(\d+)"),
+    "expected": (r"world_size=(\d+)",),
+    "rank": (r"rank:? (\d+)",),
+}
 
 
 def _more_joined_than_expected(evidence: Evidence) -> bool:
@@ -68,27 +73,29 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "one, listens on it",
         fields={"port": _PORT_OF_BIND},
     ),
-    # A port under 1024 needs root (Linux, macOS); on Windows, bind refuses ports in the ranges
-    # Hyper-V/WinNAT reserve with 10013 (WSAEACCES):
+    # A port under 1024 needs root (Linux, macOS):
     # 2.x: The server socket has failed to bind to [::]:98 (errno: 13 - Permission denied).
     #      (KimMeen/Time-LLM#158)   libuv: code: -13, name: EACCES, message: permission denied
-    # Windows: The server socket has failed to bind to [kodachi]:51545 (system error: 10013 -
-    #      ...) (RVC-Project/Retrieval-based-Voice-Conversion-WebUI#246)
+    # retyped: "Permission denied: The server socket has failed to bind to [::]:374"
     Pattern(
         "DDP230",
         "master-port-privileged",
-        ("(errno: 13 - ", "name: EACCES", "system error: 10013"),
-        "binding the rendezvous port[ {port}] was refused (EACCES): a port below 1024 needs "
-        "root, and Windows refuses ports in the ranges it reserves (error 10013)",
+        ("(errno: 13 - ", "name: EACCES", "Permission denied"),
+        "binding the rendezvous port[ {port}] was refused (EACCES): a port below 1024 needs root",
         fields={"port": _PORT_OF_BIND},
-        confirm=r"server socket|EACCES|bind",
-        fix=Remediation(
-            "Use a port of 1024 or above that nothing else listens on (e.g. MASTER_PORT=29500, "
-            "or torchrun --master-port 29500); ports below 1024 need root. On Windows, error "
-            "10013 means the port lies in a range the system reserves: list the ranges and "
-            "pick a port outside them.",
-            ("netsh interface ipv4 show excludedportrange protocol=tcp",),
-        ),
+        confirm=r"server socket|EACCES",
+    ),
+    # Windows refuses to bind ports in the ranges Hyper-V, WSL or Docker reserve with 10013
+    # (WSAEACCES), in the user's language:  The server socket has failed to bind to
+    # [kodachi]:51545 (system error: 10013 - ...)
+    # (RVC-Project/Retrieval-based-Voice-Conversion-WebUI#246)
+    Pattern(
+        "DDP235",
+        "master-port-reserved",
+        ("system error: 10013",),
+        "Windows refused the rendezvous port[ {port}] (error 10013): it lies in a range the "
+        "system reserves, or another program holds it exclusively",
+        fields={"port": _PORT_OF_BIND},
     ),
     # The client cannot reach the store: the connect itself timed out (a firewall dropping
     # packets, a wrong address, a master that is not up); told apart from "refused" (DDP206).
@@ -148,8 +155,9 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
             "expected": (r"world_size=(\d+)",),
             "rank": (r"on rank:? (\d+)",),
         },
-        unless=("Waiting in store based barrier",),  # progress (INFO), not the error
+        unless=("Waiting in store based barrier",),  # progress, read below
         accept=_more_joined_than_expected,
+        priority=1,
     ),
     Pattern(
         "DDP202",
@@ -167,6 +175,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         },
         unless=("Waiting in store based barrier",),
         accept=_not_more_joined,
+        priority=1,
     ),
     # 2.x: [W socket.cpp:697] [c10d] The IPv4 network addresses of (node-7, 29500) cannot be
     #      retrieved (gai error: -2 - Name or service not known).  Python: socket.gaierror:
@@ -258,16 +267,43 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     ),
     # A store wait elsewhere (a barrier in user code, a key another rank never set):
     #   DistStoreError: wait timeout after 1800000ms, keys: /default_pg/0//cuda//0
+    # >= 2.3 socket.cpp, the client's side of the same wait:
+    #   waitForInput: socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:
+    #   29500) timed out after 1800000ms  (axolotl-ai-cloud/axolotl#2684)
     Pattern(
         "DDP202",
         "rendezvous-timeout",
-        ("wait timeout after", "barrier timeout after"),
+        ("wait timeout after", "barrier timeout after", "waitForInput: socket"),
         "a rank waited in the store[ for {timeout_ms} ms] for a key another rank never "
         "set[ ({keys})]",
         fields={
-            "timeout_ms": (r"timeout after (\d+)\s*ms",),
+            "timeout_ms": (r"timeout after (\d+)\s*ms", r"timed out after (\d+)\s*ms"),
             "keys": (r"keys?: (\S+)",),
         },
+        confirm=r"timeout after|timed out after",
         role=Role.SYMPTOM,
+    ),
+    # 1.12 - 1.13 log at INFO, every 10 s, while ranks are missing from the barrier; a run where
+    # the last rank arrives late then says "Completed store-based barrier" (inference.py drops
+    # these then). Without the final error they are the only sign (wenet-e2e/wenet#1376).
+    #   Waiting in store based barrier to initialize process group for rank: 5, key:
+    #   store_based_barrier_key:1 (world_size=8, worker_count=7, timeout=0:30:00)
+    Pattern(
+        "DDP207",
+        "world-size-mismatch",
+        ("Waiting in store based barrier",),
+        "{joined} processes joined a store barrier sized for a world of {expected}: more "
+        "processes were started than the world size",
+        fields=_BARRIER_FIELDS,
+        accept=_more_joined_than_expected,
+    ),
+    Pattern(
+        "DDP202",
+        "rendezvous-timeout",
+        ("Waiting in store based barrier",),
+        "ranks waited in the store barrier for one that never came[: {joined} of {expected} "
+        "joined]",
+        fields=_BARRIER_FIELDS,
+        accept=_not_more_joined,
     ),
 )

@@ -13,8 +13,10 @@ line only says where it happened.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b.*:")
 MAX_BLOCK_LINES = 400  # a replica traceback is a few dozen lines
 MAX_LINES_BEFORE_TRACEBACK = 3
 ERROR_CHARS = 300
@@ -45,6 +47,9 @@ class ReplicaErrorBlock:
             self.done = True
         elif not stripped:
             return
+        elif not self._in_traceback and indent == 0 and _EXCEPTION.match(stripped):
+            # a paste that lost the replica's frames: its error right below the wrapper's line
+            self.error, self.error_line, self.done = stripped[:ERROR_CHARS], number, True
         elif not self._in_traceback:
             self._in_traceback = stripped.startswith(("Original Traceback", "Traceback"))
             self.done = not self._in_traceback and self._lines_seen > MAX_LINES_BEFORE_TRACEBACK
