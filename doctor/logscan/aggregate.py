@@ -28,6 +28,7 @@ class LogHit:
     role: Role
     order_hint: str = ""  # breaks ties between equal priorities before the line number
     fix: Remediation | None = None
+    source: str | None = None  # the file, when one scan reads several
 
     @property
     def strength(self) -> tuple[int, str, int]:
@@ -126,7 +127,9 @@ class CodeTally:
             or (spec.severity if spec else Severity.ERROR),
             message=f"{message}; {verdict.note}" if verdict.note else message,
             fix=verdict.fix or self.primary.fix or pattern.fix or (spec.fix if spec else None),
-            location=Location(source, self.primary.line) if source else None,
+            location=Location(where, self.primary.line)
+            if (where := self.primary.source or source)
+            else None,
             evidence=evidence,
         )
 

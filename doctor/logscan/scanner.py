@@ -19,7 +19,7 @@ from .crash_fixes import crash_fix, signal_name
 from .inference import infer
 from .lines import LogLine, evidence_text, read_line
 from .ordering import root_cause_order
-from .pattern import Pattern, Prefilter
+from .pattern import Pattern, Prefilter, Role
 from .patterns import (
     BLOCK_STARTS,
     HINTS,
@@ -48,7 +48,8 @@ class LogScanner:
     def __init__(self, source: str | None = None) -> None:
         self.source = source
         self.bytes = 0
-        self.lines = 0  # complete lines seen so far
+        self.lines = 0  # complete lines seen so far in this file
+        self.total_lines = 0  # in the files before it
         self._pending = bytearray()  # the start of a line whose newline has not arrived yet
         self._tallies: dict[str, CodeTally] = {}
         self._hints = Hints()
@@ -76,8 +77,26 @@ class LogScanner:
             self._scan(bytes(self._pending))  # a piece of an endless line: its number stays
             self._pending = bytearray()
 
+    def next_file(self, source: str) -> None:
+        """Ends the current file and reads the next one's lines (numbered from 1) into the same
+        tallies: what one rank's log shows explains another's (a folder of per-rank logs)."""
+        self._end_file()
+        self.total_lines += self.lines
+        self.lines = 0
+        self.source = source
+
     def findings(self) -> list[Finding]:
         """Ends the scan (a last line without a newline counts) and orders the findings."""
+        return [finding for _, finding in self.results()]
+
+    def results(self) -> list[tuple[Role, Finding]]:
+        """The findings root cause first, each with the role it was given."""
+        self._end_file()
+        tallies = infer(self._tallies, self._hints)
+        ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
+        return [(tally.role, tally.finding(self.source)) for tally in ordered]
+
+    def _end_file(self) -> None:
         if self._pending:
             self._scan(bytes(self._pending))
             self.lines += 1
@@ -85,13 +104,11 @@ class LogScanner:
         for block in self._blocks:
             self._record_block(block)
         self._blocks.clear()
-        tallies = infer(self._tallies, self._hints)
-        ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
-        return [tally.finding(self.source) for tally in ordered]
 
     @property
     def stats(self) -> ScanStats:
-        return ScanStats(self.bytes, self.lines + (1 if self._pending else 0))
+        lines = self.total_lines + self.lines + (1 if self._pending else 0)
+        return ScanStats(self.bytes, lines)
 
     def _scan(self, chunk: bytes, begin: int = 0, end: int | None = None) -> None:
         """Scans the whole lines in chunk[begin:end] (or one piece of an endless line) and
@@ -156,6 +173,7 @@ class LogScanner:
             facts=facts,
             role=pattern.role_for(facts),
             fix=_signal_fix(pattern, facts),
+            source=self.source,
         )
 
     def _hint_hit(self, hint: Pattern, line: LogLine) -> LogHit:
@@ -164,7 +182,8 @@ class LogScanner:
         last = segments[-1] if segments else line.body
         at = max(line.text.rfind(anchor) for anchor in hint.anchors)
         facts = {**line.speaker(), **hint.extract(last)}
-        return LogHit(hint, line.number, evidence_text(line.text, max(at, 0)), facts, hint.role)
+        text = evidence_text(line.text, max(at, 0))
+        return LogHit(hint, line.number, text, facts, hint.role, source=self.source)
 
     def _record_block(self, block: TorchrunFailureBlock | ReplicaErrorBlock) -> None:
         if isinstance(block, ReplicaErrorBlock):
@@ -189,6 +208,7 @@ class LogScanner:
                 role=ROOT_CAUSE_PATTERN.role_for(facts),
                 order_hint=str(root.facts.get("time", "")),
                 fix=_signal_fix(ROOT_CAUSE_PATTERN, facts),
+                source=self.source,
             )
         )
 
@@ -206,6 +226,7 @@ class LogScanner:
             block.text,
             facts,
             REPLICA_PATTERN.role_for(facts),
+            source=self.source,
         )
         self._tally(hit)
 
