@@ -113,7 +113,7 @@ def render_message(template: str, evidence: Evidence) -> str:
 # "ket has timed out"), and the suffixes are grouped by that character: one regex per group
 # ("k(?:et has timed out|ernel image...)"), a handful of fast passes over each chunk. A suffix
 # is a necessary condition for its anchor, so no line an anchor would find is missed.
-_MIN_SUFFIX = 10  # shorter suffixes ("memory") would let common words through
+_MIN_SUFFIX = 7  # shorter suffixes ("memory") would let common words through
 # Rough share of each character in log text (per byte), for choosing what to scan for.
 _FREQUENCY_GROUPS = (
     (" ", 0.13),

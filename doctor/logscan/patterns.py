@@ -28,7 +28,11 @@ HINTS: tuple[Pattern, ...] = HINT_PATTERNS
 # torchrun's ChildFailedError summary (torchrun_block.py): its root cause, found by these
 # lines, is the strongest DDP307 hit (priority 3) and names the rank that failed first. A
 # summary retyped into an issue may have lost its capitals.
-BLOCK_STARTS: tuple[str, ...] = ("ChildFailedError", "Root Cause", "Root cause", "root cause")
+BLOCK_STARTS: tuple[str, ...] = (
+    "ChildFailedError",
+    "Cause (first observed",
+    "cause (first observed",
+)
 ROOT_CAUSE_PATTERN = Pattern(
     "DDP307",
     "rank-crashed",

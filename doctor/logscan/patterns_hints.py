@@ -18,26 +18,21 @@ SHM_NOT_WRITABLE = "shm-not-writable"
 
 HINT_PATTERNS: tuple[Pattern, ...] = (
     # Work one rank does alone while the others wait in a barrier or their first collective:
-    # Hugging Face examples' "Running tokenizer on dataset", datasets' "Map (num_proc=8):" and
-    # "Filter:", axolotl's "Tokenizing Prompts", trl's main_process_first tokenisation
+    # Hugging Face examples' "Running tokenizer on dataset" and "Grouping texts in chunks of
+    # 1024", datasets' "Map (num_proc=8):", axolotl's "Tokenizing Prompts (num_proc=64)", trl's
+    # main_process_first tokenisation
     # (huggingface/trl#1519, hiyouga/LlamaFactory#2424), a checkpoint save, and wandb's login
     # prompt waiting for input on rank 0 (its "(1) Create a W&B account" menu).
     Pattern(
         "",
         RANK0_WORK,
         (
-            "Running tokenizer",
+            "tokenizer on dataset",
             "Tokenizing",
-            "tokenizing",
-            "Grouping texts",
-            "Map (num_proc",
-            "Map: ",
-            "Filter (num_proc",
-            "Filter: ",
+            "texts in chunks",
+            "(num_proc=",
             "Generating train split",
-            "Downloading",
             "Preprocessing",
-            "Packing dataset",
             "Saving model checkpoint",
             "Create a W&B account",
             "wandb: Enter your choice",

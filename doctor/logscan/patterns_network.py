@@ -62,7 +62,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "DDP201",
         "master-port-in-use",
         (
-            "EADDRINUSE",
+            "name: EADDRINUSE",
             "Address already in use",
             "address already in use",
             "(errno: 98 - ",
@@ -162,7 +162,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP202",
         "rendezvous-timeout",
-        ("waiting for clients", "in store based barrier", "RendezvousTimeoutError"),
+        ("seconds waiting for clients", "in store based barrier", "RendezvousTimeoutError"),
         "a rank never joined the rendezvous[: {joined} of {expected} joined][ (rank {rank} "
         "waited)]",
         fields={
@@ -234,17 +234,17 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP234",
         "peer-exited-early",
-        ("store->get(",),
+        ("ncclUniqueId from [0]",),
         "rank {rank} asked the store for rank 0's NCCL id and the connection closed: the "
         "store's host (rank 0 or the launcher) had exited",
         fields={"rank": (r"\[(\d+)\] is setting up",), "key": (r"by key '([^']*)'",)},
-        confirm=r"got error: .*(?:reset|[Cc]losed|Broken pipe|EOF|recv)",
+        confirm=r"store->get\('[^']*'\) got error: .*(?:reset|[Cc]losed|Broken pipe|EOF|recv)",
         role=Role.SYMPTOM,
     ),
     Pattern(
         "DDP232",
         "rank0-work-outlasts-timeout",
-        ("store->get(",),
+        ("ncclUniqueId from [0]",),
         "rank {rank} waited for rank 0's NCCL id[ for {timeout_ms} ms] and gave up: rank 0 "
         "had not reached its first collective[: it was still busy with '{work}'][ ({elapsed} "
         "elapsed)]",
@@ -273,14 +273,14 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP202",
         "rendezvous-timeout",
-        ("wait timeout after", "barrier timeout after", "waitForInput: socket"),
+        ("wait timeout after", "barrier timeout after", "SocketImpl("),
         "a rank waited in the store[ for {timeout_ms} ms] for a key another rank never "
         "set[ ({keys})]",
         fields={
             "timeout_ms": (r"timeout after (\d+)\s*ms", r"timed out after (\d+)\s*ms"),
             "keys": (r"keys?: (\S+)",),
         },
-        confirm=r"timeout after|timed out after",
+        confirm=r"timeout after|waitForInput: socket .* timed out after",
         role=Role.SYMPTOM,
     ),
     # 1.12 - 1.13 log at INFO, every 10 s, while ranks are missing from the barrier; a run where

@@ -53,7 +53,7 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP006",
         "windows-libuv-store",
-        ("without libuv support",),
+        ("use_libuv was requested",),
         "the TCP store asked for libuv, which this Windows torch lacks",
         severity=Severity.ERROR,
     ),

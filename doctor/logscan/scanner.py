@@ -50,6 +50,7 @@ class LogScanner:
         self.bytes = 0
         self.lines = 0  # complete lines seen so far in this file
         self.total_lines = 0  # in the files before it
+        self.table_lines = 0  # lines that reached the pattern table (the prefilter's picks)
         self._pending = bytearray()  # the start of a line whose newline has not arrived yet
         self._tallies: dict[str, CodeTally] = {}
         self._hints = Hints()
@@ -133,6 +134,7 @@ class LogScanner:
         self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
+        self.table_lines += 1
         self._feed_blocks(line)
         for hint in HINTS:
             if hint.matches(line.body):
