@@ -13,6 +13,8 @@ libuv (torch >= 2.3) writes "code: -98, name: EADDRINUSE, message: address alrea
 
 from __future__ import annotations
 
+from ddp_doctor.model import Severity
+
 from .pattern import Evidence, Pattern, Role
 
 _PORT_OF_BIND = (
@@ -25,7 +27,7 @@ _CONNECT_TARGET = (
     r"connect to \[([^\]]+)\]:\d+",
     r"to host ([^\s:]+):\d+",
 )
-_CONNECT_PORT = (
+_CONNECT_PORT_REGEXES = (
     r"connect to \([^,\s)]+, (\d+)\)",
     r"connect to \[[^\]]+\]:(\d+)",
     r"to host [^\s:]+:(\d+)",
@@ -36,6 +38,18 @@ _BARRIER_FIELDS = {
     "joined": (r"worker_count=(\d+)", r"num_workers_joined=(\d+)"),
     "expected": (r"world_size=(\d+)",),
     "rank": (r"rank:? (\d+)",),
+}
+
+
+_CONNECT_FIELDS = {
+    "master": (*_CONNECT_TARGET, r"server socket on \[([^\]]+)\]:\d+"),
+    "port": (*_CONNECT_PORT_REGEXES, r"server socket on \[[^\]]+\]:(\d+)"),
+    "timeout_ms": (
+        r"timed out after (\d+)\s*ms",
+        r"Original timeout was (\d+) ms",
+        r"timeout=(\d+)ms",
+    ),
+    "timeout_s": (r"timed out after (\d+)s\b",),
 }
 
 
@@ -112,10 +126,6 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "DDP231",
         "store-connect-timeout",
         (
-            "(errno: 110 - ",
-            "(errno: 60 - ",
-            "system error: 10060",
-            "has timed out, will retry",
             "socket has timed out after",
             "Original timeout was",
             "failed to connect/validate to host",
@@ -124,17 +134,21 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "a rank could not connect to the rendezvous store[ at {master}][:{port}][ within "
         "{timeout_ms} ms]: the connection timed out (the address is unreachable, a firewall "
         "drops the packets, or nothing was listening there yet)",
-        fields={
-            "master": (*_CONNECT_TARGET, r"server socket on \[([^\]]+)\]:\d+"),
-            "port": (*_CONNECT_PORT, r"server socket on \[[^\]]+\]:(\d+)"),
-            "timeout_ms": (
-                r"timed out after (\d+)\s*ms",
-                r"Original timeout was (\d+) ms",
-                r"timeout=(\d+)ms",
-            ),
-            "timeout_s": (r"timed out after (\d+)s\b",),
-        },
-        confirm=r"connect|timed out, will retry|C10d store",
+        fields=_CONNECT_FIELDS,
+        confirm=r"connect|C10d store",
+        unless=("- retrying (try=",),  # torch retries; the final "- timed out (try=" counts
+        priority=1,
+    ),
+    # The single attempts before it: retried, and harmless when a later one gets through.
+    Pattern(
+        "DDP231",
+        "store-connect-timeout",
+        ("(errno: 110 - ", "(errno: 60 - ", "system error: 10060", "has timed out, will retry"),
+        "connecting to the rendezvous store[ at {master}][:{port}] timed out and was retried",
+        fields=_CONNECT_FIELDS,
+        confirm=r"connect|timed out, will retry",
+        role=Role.NOTE,
+        severity=Severity.WARNING,
     ),
     # master, >= 2.0: Timed out after 6 seconds waiting for clients. 1/2 clients joined.
     # 1.8 - 1.13:     Timed out initializing process group in store based barrier on rank: 0,

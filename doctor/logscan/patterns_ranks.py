@@ -30,7 +30,7 @@ HANG_FIX = Remediation(
     "bisect PCIe ACS/IOMMU problems.",
     (
         "ddp-doctor check train.py",
-        "TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+        "mkdir -p fr && TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
         "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/rank_ torchrun --nproc-per-node=N train.py",
         "ddp-doctor logs fr/",
     ),
