@@ -117,8 +117,10 @@ def test_a_missing_file(invoke: Invoke, tmp_path: Path) -> None:
     assert_one_line_error(invoke("logs", str(tmp_path / "nope.log")), "nope.log", "no such file")
 
 
-def test_a_folder(invoke: Invoke, tmp_path: Path) -> None:
-    assert_one_line_error(invoke("logs", str(tmp_path)), "folder")
+def test_an_empty_folder(invoke: Invoke, tmp_path: Path) -> None:
+    empty = tmp_path / "run"
+    empty.mkdir()
+    assert_one_line_error(invoke("logs", str(empty)), "no text logs or flight-recorder dumps")
 
 
 def test_an_empty_file(invoke: Invoke, tmp_path: Path) -> None:

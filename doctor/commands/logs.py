@@ -66,7 +66,7 @@ def _scan_folder(folder: Path) -> list[Finding]:
     except OSError as error:
         raise DoctorError(f"cannot read {name}: {error.strerror or error}") from None
     if not scan.logs and not scan.dumps:
-        raise DoctorError(f"{name} holds no text logs or flight-recorder dumps")
+        raise DoctorError(f"the folder {name} holds no text logs or flight-recorder dumps")
     if sys.stderr.isatty():
         ranks = f" (ranks {_span(scan.ranks_compared)})" if scan.ranks_compared else ""
         skipped = f"; skipped {len(scan.skipped)} binary file(s)" if scan.skipped else ""
