@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+# KEY names a secret only as the last word of a name (API_KEY, my_private_key, apiKey) or before
+# ID (AWS_ACCESS_KEY_ID): a bare "key" (a dict key, "for key: store_based_barrier_key:1"), a
+# size or prefix (key_size) or a store key (store_based_barrier_key) is not one.
+_NOT_SECRET_KEYS = {"BARRIER", "STORE", "SORT", "DICT", "CACHE", "LOOKUP", "HASH", "PRIMARY"}
+_KEY_COMPOUNDS = ("APIKEY", "PRIVATEKEY", "ACCESSKEY", "SECRETKEY")
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 REDACTED = "<redacted>"
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 # Candidates only (clock times match too); ipaddress decides what really is an address.
@@ -28,7 +34,21 @@ GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-f
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
-    return any(word in upper for word in SECRET_WORDS)
+    return any(word in upper for word in SECRET_WORDS) or _names_a_key(name)
+
+
+def _names_a_key(name: str) -> bool:
+    words = [word.upper() for word in _NAME_WORDS.findall(name)]
+    if words == ["KEY"]:
+        return False  # a bare "key": a dict key, a store key
+    for index, word in enumerate(words):
+        compound = word.endswith(_KEY_COMPOUNDS)
+        if word != "KEY" and not compound:
+            continue
+        at_end = index == len(words) - 1 or words[index + 1] == "ID"
+        if at_end and (compound or index == 0 or words[index - 1] not in _NOT_SECRET_KEYS):
+            return True
+    return False
 
 
 @dataclass

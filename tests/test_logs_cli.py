@@ -117,8 +117,10 @@ def test_a_missing_file(invoke: Invoke, tmp_path: Path) -> None:
     assert_one_line_error(invoke("logs", str(tmp_path / "nope.log")), "nope.log", "no such file")
 
 
-def test_a_folder(invoke: Invoke, tmp_path: Path) -> None:
-    assert_one_line_error(invoke("logs", str(tmp_path)), "folder")
+def test_an_empty_folder(invoke: Invoke, tmp_path: Path) -> None:
+    empty = tmp_path / "run"
+    empty.mkdir()
+    assert_one_line_error(invoke("logs", str(empty)), "no text logs or flight-recorder dumps")
 
 
 def test_an_empty_file(invoke: Invoke, tmp_path: Path) -> None:
@@ -165,3 +167,26 @@ def test_a_truncated_gzip_is_an_error(invoke: Invoke, tmp_path: Path) -> None:
     data = gzip.compress((FIXTURES / "invalid_ordinal.log").read_bytes() * 50)
     result = invoke("logs", write(tmp_path / "cut.log.gz", data[: len(data) // 2]))
     assert_one_line_error(result, "cut.log.gz")
+
+
+# --- a folder of logs --------------------------------------------------------------------------
+def test_a_folder_is_read_as_one_run_across_its_rank_logs(invoke: Invoke, tmp_path: Path) -> None:
+    """rank 0's log shows it tokenising, rank 1's the timeout: together, DDP232."""
+    (tmp_path / "attempt_0" / "0").mkdir(parents=True)
+    (tmp_path / "attempt_0" / "1").mkdir(parents=True)
+    rank0 = tmp_path / "attempt_0" / "0" / "stderr.log"
+    rank1 = tmp_path / "attempt_0" / "1" / "stderr.log"
+    rank0.write_text(
+        "Running tokenizer on dataset:  97%|#########7| 970/1000 [31:02<00:57, 1.1ba/s]\n"
+    )
+    rank1.write_text(
+        "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+        "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: wait timeout after 1800000ms, keys: /default_pg//cuda//0\n"
+    )
+    (tmp_path / "checkpoint.pt").write_bytes(bytes(range(256)) * 256)
+    result = invoke("logs", str(tmp_path), "--format", "json")
+    assert result.exit_code == FINDINGS, result.output
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["code"] == "DDP232" and finding["evidence"]["elapsed"] == "31:02"
+    assert finding["location"]["path"] == str(rank1) and finding["location"]["line"] == 1

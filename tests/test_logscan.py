@@ -14,8 +14,8 @@ from ddp_doctor import registry
 from ddp_doctor.logscan import LogScanner, scan_lines, scan_text
 from ddp_doctor.logscan.lines import EVIDENCE_CHARS, read_line
 from ddp_doctor.logscan.pattern import Pattern
-from ddp_doctor.logscan.patterns import PATTERNS, all_anchors
-from ddp_doctor.logscan.scanner import PREFILTER
+from ddp_doctor.logscan.patterns import HINTS, PATTERNS, all_anchors
+from ddp_doctor.logscan.scanner import PREFILTER, first_pattern
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 WATCHDOG = (
@@ -48,16 +48,18 @@ def test_prefilter_finds_every_anchor_inside_any_line(anchor: str) -> None:
     assert PREFILTER.candidates(line), anchor
 
 
-def test_every_pattern_fires_on_some_fixture() -> None:
+def test_every_pattern_and_hint_fires_on_some_fixture() -> None:
     """Which row each fixture line belongs to, the way the scanner decides it."""
     used: set[int] = set()
     for log in FIXTURES.glob("*.log"):
         for number, raw in enumerate(log.read_bytes().splitlines(), 1):
             body = read_line(raw, number).body
-            index = next((i for i, p in enumerate(PATTERNS) if p.matches(body)), None)
-            if index is not None:
-                used.add(index)
-    unused = [f"{p.code} {p.anchors[0]!r}" for i, p in enumerate(PATTERNS) if i not in used]
+            row = first_pattern(body)
+            used.update(id(hint) for hint in HINTS if hint.matches(body))
+            if row is not None:
+                used.add(id(row))
+    rows = (*PATTERNS, *HINTS)
+    unused = [f"{p.code or p.name} {p.anchors[0]!r}" for p in rows if id(p) not in used]
     assert not unused
 
 

@@ -205,3 +205,35 @@ def test_secrets_in_free_text_are_replaced() -> None:
         assert secret not in redactor.text(line), line
     assert redactor.text("the token was invalid") == "the token was invalid"
     assert redactor.text("NCCL_DEBUG=INFO --epochs 3") == "NCCL_DEBUG=INFO --epochs 3"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "for key: store_based_barrier_key:1 (world_size=2, worker_count=4, timeout=0:30:00)",
+        "KeyError: 'learning_rate'",
+        "key_size: 4096, keys: /default_pg/0//cuda//0",
+        "sort_key=loss",
+    ],
+)
+def test_keys_that_are_not_secrets_are_kept(text: str) -> None:
+    assert Redactor().text(text) == text
+
+
+def test_a_dict_key_named_key_is_kept_and_secret_keys_are_not() -> None:
+    document = {"key": "store_based_barrier_key:1", "key_size": 4, "api_key": "sk-live-9"}
+    assert Redactor().document(document) == {**document, "api_key": "<redacted>"}
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("WANDB_API_KEY=0f1e2d3c", "0f1e2d3c"),
+        ("apiKey: sk-live-777", "sk-live-777"),
+        ("AWS_ACCESS_KEY_ID=AKIAIOSFODNN7", "AKIAIOSFODNN7"),
+        ("my_private_key: -----BEGIN", "-----BEGIN"),
+        ("OPENAI_KEY=sk-proj-1", "sk-proj-1"),
+    ],
+)
+def test_keys_that_are_secrets_are_still_hidden(text: str, secret: str) -> None:
+    assert secret not in Redactor().text(text)

@@ -1,4 +1,5 @@
-"""`ddp-doctor logs FILE|-`: diagnose the log of a run that already failed."""
+"""`ddp-doctor logs FILE|DIR|-`: diagnose the log of a run that already failed, or a folder of
+logs and flight-recorder dumps."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ from ddp_doctor.cli import (
     report_options,
 )
 from ddp_doctor.logscan import LogScan, scan_stream
-from ddp_doctor.model import make_report
+from ddp_doctor.model import Finding, make_report
 
 STDIN = "-"
 
 
 @click.command("logs", epilog=EXIT_CODES_HELP)
-@click.argument("log", metavar="FILE|-")
+@click.argument("log", metavar="FILE|DIR|-")
 @report_options()
 def logs_command(
     log: str,
@@ -35,13 +36,76 @@ def logs_command(
 
     Every known problem is reported once, the root cause first (torchrun's "Root Cause"
     rank, then the first rank to fail, then the first error in time), with the line number
-    and text that show it.
+    and text that show it. A DIR is read whole: every log in it (one rank's log explains
+    another's) and torch's flight-recorder dumps (TORCH_FR_DUMP_TEMP_FILE, one per rank,
+    pickle or JSON), which name the collective some ranks entered and others never reached.
+    FILE may be one such dump.
     """
-    scan = _scan(log)
-    _check_scanned(scan, _display_name(log))
-    subject = f"{scan.lines} lines of {_display_name(log)}"
-    report = make_report((), report_options.selector.filter(scan.findings), subject)
+    path = Path(log)
+    name = _display_name(log)
+    if log != STDIN and path.is_dir():
+        findings, subject = _scan_folder(path)
+    elif log != STDIN and _is_dump(path):
+        findings, subject = _scan_dump(path), f"the flight-recorder dump {name}"
+    else:
+        scan = _scan(log)
+        _check_scanned(scan, name)
+        findings, subject = scan.findings, f"{scan.lines} lines of {name}"
+    report = make_report((), report_options.selector.filter(findings), subject)
     finish(report, report_options)
+
+
+def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
+    from ddp_doctor.logscan.inputs import scan_folder
+
+    name = _display_name(str(folder))
+    try:
+        scan = scan_folder(folder)
+    except PermissionError:
+        raise DoctorError(f"cannot read {name}: permission denied") from None
+    except OSError as error:
+        raise DoctorError(f"cannot read {name}: {error.strerror or error}") from None
+    if not scan.logs and not scan.dumps:
+        raise DoctorError(f"the folder {name} holds no text logs or flight-recorder dumps")
+    if sys.stderr.isatty():
+        ranks = f" (ranks {_span(scan.ranks_compared)})" if scan.ranks_compared else ""
+        skipped = f"; skipped {len(scan.skipped)} binary file(s)" if scan.skipped else ""
+        click.echo(
+            f"ddp-doctor: read {len(scan.logs)} log(s), {scan.lines} lines, and "
+            f"{len(scan.dumps)} flight-recorder dump(s){ranks} from {name}{skipped}",
+            err=True,
+        )
+    subject = (
+        f"{scan.lines} lines of {len(scan.logs)} log(s) and {len(scan.dumps)} "
+        f"flight-recorder dump(s) in {name}"
+    )
+    return scan.findings, subject
+
+
+def _is_dump(path: Path) -> bool:
+    from ddp_doctor.logscan.inputs import is_dump_file
+
+    try:
+        return path.is_file() and is_dump_file(path)
+    except OSError:
+        return False  # reading it as a log reports why it cannot be read
+
+
+def _scan_dump(path: Path) -> list[Finding]:
+    from ddp_doctor.flightrec import DumpError, read_dump
+    from ddp_doctor.logscan.inputs import scan_dumps
+
+    try:
+        read_dump(path)
+    except DumpError as error:
+        raise DoctorError(
+            f"cannot read {_display_name(str(path))} as a flight-recorder dump: {error}"
+        ) from None
+    return scan_dumps([path]).findings
+
+
+def _span(ranks: list[int]) -> str:
+    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
 
 
 def _scan(log: str) -> LogScan:
@@ -51,8 +115,6 @@ def _scan(log: str) -> LogScan:
             return scan_stream(stream, source=None if log == STDIN else log)
     except FileNotFoundError:
         raise DoctorError(f"cannot read {name}: no such file") from None
-    except IsADirectoryError:
-        raise DoctorError(f"{name} is a folder; give the log file inside it") from None
     except PermissionError:
         raise DoctorError(f"cannot read {name}: permission denied") from None
     except EOFError:
@@ -68,8 +130,6 @@ def _opened(log: str) -> Iterator[BinaryIO]:
             click.echo("ddp-doctor: reading the log from stdin (end with Ctrl-D)", err=True)
         yield sys.stdin.buffer
         return
-    if Path(log).is_dir():
-        raise IsADirectoryError(log)
     with open(log, "rb") as stream:
         yield stream
 

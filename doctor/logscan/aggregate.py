@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from ddp_doctor.model import Finding, Location, Remediation, Severity
 from ddp_doctor.registry import RuleSpec, spec_for
@@ -12,6 +13,7 @@ from .pattern import Pattern, Role, render_message
 MAX_COLLECTED = 5  # distinct values kept for a collected key (e.g. NCCL WARN messages)
 MAX_RANKS = 1024
 MAX_KEPT_HITS = 32  # the first hits of a code are kept to complete the primary's facts
+MAX_HINTS = 16  # the first lines of each hint
 _SPEAKER_KEYS = ("task", "rank", "local_rank")
 
 
@@ -26,6 +28,7 @@ class LogHit:
     role: Role
     order_hint: str = ""  # breaks ties between equal priorities before the line number
     fix: Remediation | None = None
+    source: str | None = None  # the file, when one scan reads several
 
     @property
     def strength(self) -> tuple[int, str, int]:
@@ -43,6 +46,7 @@ class CodeTally:
     kept: list[LogHit] = field(default_factory=list)
     ranks: set[int] = field(default_factory=set)
     collected: dict[str, list[object]] = field(default_factory=dict)
+    verdict: Verdict | None = None  # what inference.py concluded from the whole log
 
     @classmethod
     def start(cls, hit: LogHit) -> CodeTally:
@@ -56,7 +60,13 @@ class CodeTally:
 
     @property
     def role(self) -> Role:
+        if self.verdict is not None and self.verdict.role is not None:
+            return self.verdict.role
         return self.primary.role
+
+    def judge(self, **changes: object) -> None:
+        """Records a conclusion drawn from the whole log (a role, a fix, a note...)."""
+        self.verdict = replace(self.verdict or Verdict(), **changes)  # type: ignore[arg-type]
 
     def add(self, hit: LogHit) -> None:
         self.count += 1
@@ -104,16 +114,52 @@ class CodeTally:
             evidence["ranks"] = sorted(self.ranks)
         for key, values in self.collected.items():
             evidence[key + "s"] = list(values)
+        verdict = self.verdict or Verdict()
+        evidence.update(verdict.evidence)
         spec = _registered(pattern.code)
+        message = render_message(pattern.message, {**facts, **verdict.evidence})
+        message += self._rank_spread()
         return Finding(
             code=pattern.code,
             name=spec.name if spec else pattern.name,
-            severity=pattern.severity or (spec.severity if spec else Severity.ERROR),
-            message=render_message(pattern.message, facts) + self._rank_spread(),
-            fix=self.primary.fix or pattern.fix or (spec.fix if spec else None),
-            location=Location(source, self.primary.line) if source else None,
+            severity=verdict.severity
+            or pattern.severity
+            or (spec.severity if spec else Severity.ERROR),
+            message=f"{message}; {verdict.note}" if verdict.note else message,
+            fix=verdict.fix or self.primary.fix or pattern.fix or (spec.fix if spec else None),
+            location=Location(where, self.primary.line)
+            if (where := self.primary.source or source)
+            else None,
             evidence=evidence,
         )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the whole log says about one code's finding, beyond its own lines."""
+
+    role: Role | None = None
+    severity: Severity | None = None
+    fix: Remediation | None = None
+    note: str = ""  # appended to the message
+    evidence: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class Hints:
+    """The first lines of each hint (patterns_hints.py) and how many there were."""
+
+    hits: dict[str, list[LogHit]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, hit: LogHit) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+        kept = self.hits.setdefault(name, [])
+        if len(kept) < MAX_HINTS:
+            kept.append(hit)
+
+    def get(self, name: str) -> list[LogHit]:
+        return self.hits.get(name, [])
 
 
 def _same_speaker(one: dict[str, object], other: dict[str, object]) -> bool:

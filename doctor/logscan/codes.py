@@ -1,4 +1,4 @@
-"""DDP501-DDP508: problems only a log shows (no probe or script rule measures them).
+"""DDP501-DDP510: problems only a log shows (no probe or script rule measures them).
 
 Registered on import of `ddp_doctor.logscan`; the pattern table (patterns.py) emits them.
 """
@@ -146,4 +146,44 @@ Example: `torch.distributed.DistBackendError: NCCL error in: .../NCCLUtils.hpp:2
 system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3`.
 Fix: rerun with NCCL_DEBUG=WARN and follow the WARN line: NCCL_SOCKET_IFNAME for an interface,
 a larger /dev/shm, or the rank that crashed first.""",
+)
+
+describe(
+    "DDP509",
+    Remediation(
+        "Put the model and every tensor it meets on one device: model.to(device) before "
+        "wrapping, inputs and targets .to(device) in the loop, new tensors created with "
+        "device=x.device. With one process per GPU the device is cuda:LOCAL_RANK for "
+        "everything (torch.cuda.set_device(local_rank) first); under nn.DataParallel it is "
+        "device_ids[0] for the model, the inputs and the targets.",
+    ),
+    """What it finds: "Expected all tensors to be on the same device, but found at least two
+devices, cuda:1 and cuda:0!" and its other wordings ("but got mat1 is on cuda:1, different
+from other tensors on cuda:0"; torch <= 1.7 "Expected object of device type cuda but got
+device type cpu"; RNNs' "Input and parameter tensors are not at the same device"; convs'
+"Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same").
+Why it matters: the step fails on its first batch; in multi-GPU code the usual cause is a
+tensor sent to a fixed GPU (cuda:0, .cuda() with no index) or left on the CPU.
+Example: nn.DataParallel with the targets sent to cuda:1 while outputs are gathered on cuda:0;
+a DDP rank on cuda:3 building a mask with torch.ones(n).cuda().
+Fix: one device per process for everything; under DataParallel, device_ids[0].""",
+)
+
+describe(
+    "DDP510",
+    Remediation(
+        "The replica's own error (replica_error in the evidence) is the problem: fix it as on "
+        "one GPU. Errors that appear only under nn.DataParallel come from forward code that "
+        "assumes one device or one call: tensors created on a fixed device instead of x.device, "
+        "state kept on self across calls (replicas are fresh copies every step), a batch "
+        "smaller than the number of GPUs.",
+    ),
+    """What it finds: "Caught RuntimeError in replica 1 on device 1." and the replica's own
+error at the end of the "Original Traceback" below it, which the finding carries.
+Why it matters: DataParallel runs forward on a copy of the model per GPU in threads and
+re-raises a replica's exception wrapped; the wrapper's line names only where it happened.
+Example: `RuntimeError: Caught RuntimeError in replica 1 on device 1.` ... `RuntimeError:
+Expected all tensors to be on the same device, but found at least two devices, cuda:1 and
+cuda:0!` from a tensor made with .to("cuda:0") inside forward.
+Fix: the replica's error; for device errors, create tensors on the input's device.""",
 )

@@ -30,6 +30,7 @@ class LogLine:
     task: int | None = None
     local_rank: int | None = None
     rank: int | None = None
+    indent: int = 0  # leading spaces of the line as its program printed it (a traceback frame: 2+)
 
     def speaker(self) -> dict[str, int]:
         """The prefix facts as evidence: only those the line has."""
@@ -43,13 +44,18 @@ def read_line(raw: bytes, number: int) -> LogLine:
         text = _ANSI.sub("", text)
     prefix = _PREFIX.match(text)
     assert prefix is not None  # every part of the prefix regex is optional
+    body = text[prefix.end() :]
+    rank = _int_or_none(prefix.group("rank"))
+    labelled = prefix.group("task") or prefix.group("local_rank")
+    spaces = len(body) - len(body.lstrip(" ")) if labelled or rank is not None else prefix.end()
     return LogLine(
         number=number,
         text=text,
-        body=text[prefix.end() :],
+        body=body,
         task=_int_or_none(prefix.group("task")),
         local_rank=_int_or_none(prefix.group("local_rank")),
-        rank=_int_or_none(prefix.group("rank")),
+        rank=rank,
+        indent=max(0, spaces - 1) if rank is not None else spaces,
     )
 
 

@@ -16,6 +16,7 @@ class Role(IntEnum):
     CAUSE = 0  # a problem that makes a run fail by itself
     SYMPTOM = 1  # what other ranks see when a cause struck (timeouts, closed peers)
     NOTE = 2  # worth knowing, did not fail the run (warnings, deprecations)
+    HINT = 3  # never reported by itself: context that the inference step reads (inference.py)
 
 
 Evidence = Mapping[str, object]
@@ -28,8 +29,10 @@ class Pattern:
     `anchors` are literal, case-sensitive substrings; a line is this pattern's when it contains
     one of them (and `confirm`, if given, also matches) and none of `unless`. `fields` map an
     evidence key to regexes with one group; the first that matches gives the value (digits
-    become ints). `message` is a template: `{key}` is an evidence value, and a `[...]` part is
-    dropped when a key inside it has no value.
+    become ints). `accept`, if given, decides on those values (numbers compared, which no
+    regex can do). `message` is a template: `{key}` is an evidence value, and a `[...]` part is
+    dropped when a key inside it has no value. A HINT row has no code: `name` says what it
+    hints at.
     """
 
     code: str
@@ -45,6 +48,7 @@ class Pattern:
     priority: int = 0  # among hits of one code, the highest priority gives the finding's line
     collect: tuple[str, ...] = ()  # evidence keys whose distinct values are all kept
     role_of: Callable[[Evidence], Role] | None = None  # a role that depends on the evidence
+    accept: Callable[[Evidence], bool] | None = None  # the values this row is for
     _field_regexes: Mapping[str, tuple[re.Pattern[str], ...]] = field(
         init=False, repr=False, compare=False
     )
@@ -73,6 +77,9 @@ class Pattern:
                     found[key] = _typed(match.group(1).strip())
                     break
         return found
+
+    def accepts(self, evidence: Evidence) -> bool:
+        return self.accept is None or self.accept(evidence)
 
     def role_for(self, evidence: Evidence) -> Role:
         return self.role_of(evidence) if self.role_of else self.role
@@ -106,7 +113,7 @@ def render_message(template: str, evidence: Evidence) -> str:
 # "ket has timed out"), and the suffixes are grouped by that character: one regex per group
 # ("k(?:et has timed out|ernel image...)"), a handful of fast passes over each chunk. A suffix
 # is a necessary condition for its anchor, so no line an anchor would find is missed.
-_MIN_SUFFIX = 10  # shorter suffixes ("memory") would let common words through
+_MIN_SUFFIX = 7  # shorter suffixes ("memory") would let common words through
 # Rough share of each character in log text (per byte), for choosing what to scan for.
 _FREQUENCY_GROUPS = (
     (" ", 0.13),

@@ -31,6 +31,27 @@ class LogScan:
 
 def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
     """Scans a binary stream to its end; raises OSError/EOFError when it cannot be read."""
+    scanner = LogScanner(source)
+    read = read_into(scanner, stream)
+    return LogScan(
+        findings=scanner.findings(),
+        bytes=scanner.stats.bytes,
+        lines=scanner.stats.lines,
+        encoding=read.encoding,
+        looks_binary=read.looks_binary,
+        invalid_utf8=read.invalid_utf8,
+    )
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    encoding: str
+    looks_binary: bool
+    invalid_utf8: bool
+
+
+def read_into(scanner: LogScanner, stream: BinaryIO) -> StreamRead:
+    """Feeds a whole stream (gzip, UTF-16 or UTF-8) to the scanner; says how it read it."""
     readable = _peekable(stream)
     encoding = []
     if readable.peek(2)[:2] == _GZIP_MAGIC:
@@ -40,21 +61,12 @@ def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
     utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     encoding.append("utf-16" if utf16 else "utf-8")
     chunks = _utf16_as_utf8(readable) if utf16 else _chunks(readable, skip_bom=True)
-    scanner = LogScanner(source)
     sample = b""
     for chunk in chunks:
         if len(sample) < SAMPLE_BYTES:
             sample += chunk[: SAMPLE_BYTES - len(sample)]
         scanner.feed(chunk)
-    findings = scanner.findings()
-    return LogScan(
-        findings=findings,
-        bytes=scanner.stats.bytes,
-        lines=scanner.stats.lines,
-        encoding="+".join(encoding),
-        looks_binary=looks_binary(sample),
-        invalid_utf8=not _valid_utf8(sample),
-    )
+    return StreamRead("+".join(encoding), looks_binary(sample), not _valid_utf8(sample))
 
 
 def looks_binary(sample: bytes) -> bool:

@@ -9,18 +9,26 @@ stays flat however long the log is.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ddp_doctor.model import Finding, Remediation
 
-from .aggregate import CodeTally, LogHit
+from .aggregate import CodeTally, Hints, LogHit
+from .crash_fixes import crash_fix, signal_name
+from .inference import infer
 from .lines import LogLine, evidence_text, read_line
 from .ordering import root_cause_order
 from .pattern import Pattern, Prefilter, Role
-from .patterns import BLOCK_STARTS, PATTERNS, ROOT_CAUSE_FIXES, ROOT_CAUSE_PATTERN, all_anchors
+from .patterns import (
+    BLOCK_STARTS,
+    HINTS,
+    PATTERNS,
+    REPLICA_PATTERN,
+    ROOT_CAUSE_PATTERN,
+    all_anchors,
+)
+from .replica_block import ReplicaErrorBlock
 from .torchrun_block import TorchrunFailureBlock
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
@@ -40,10 +48,13 @@ class LogScanner:
     def __init__(self, source: str | None = None) -> None:
         self.source = source
         self.bytes = 0
-        self.lines = 0  # complete lines seen so far
+        self.lines = 0  # complete lines seen so far in this file
+        self.total_lines = 0  # in the files before it
+        self.table_lines = 0  # lines that reached the pattern table (the prefilter's picks)
         self._pending = bytearray()  # the start of a line whose newline has not arrived yet
         self._tallies: dict[str, CodeTally] = {}
-        self._blocks: list[TorchrunFailureBlock] = []
+        self._hints = Hints()
+        self._blocks: list[TorchrunFailureBlock | ReplicaErrorBlock] = []
 
     def feed(self, data: bytes) -> None:
         self.bytes += len(data)
@@ -67,8 +78,26 @@ class LogScanner:
             self._scan(bytes(self._pending))  # a piece of an endless line: its number stays
             self._pending = bytearray()
 
+    def next_file(self, source: str) -> None:
+        """Ends the current file and reads the next one's lines (numbered from 1) into the same
+        tallies: what one rank's log shows explains another's (a folder of per-rank logs)."""
+        self._end_file()
+        self.total_lines += self.lines
+        self.lines = 0
+        self.source = source
+
     def findings(self) -> list[Finding]:
         """Ends the scan (a last line without a newline counts) and orders the findings."""
+        return [finding for _, finding in self.results()]
+
+    def results(self) -> list[tuple[Role, Finding]]:
+        """The findings root cause first, each with the role it was given."""
+        self._end_file()
+        tallies = infer(self._tallies, self._hints)
+        ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
+        return [(tally.role, tally.finding(self.source)) for tally in ordered]
+
+    def _end_file(self) -> None:
         if self._pending:
             self._scan(bytes(self._pending))
             self.lines += 1
@@ -76,12 +105,11 @@ class LogScanner:
         for block in self._blocks:
             self._record_block(block)
         self._blocks.clear()
-        ordered = root_cause_order(self._tallies.values(), ROOT_CAUSE_PATTERN.code)
-        return [tally.finding(self.source) for tally in ordered]
 
     @property
     def stats(self) -> ScanStats:
-        return ScanStats(self.bytes, self.lines + (1 if self._pending else 0))
+        lines = self.total_lines + self.lines + (1 if self._pending else 0)
+        return ScanStats(self.bytes, lines)
 
     def _scan(self, chunk: bytes, begin: int = 0, end: int | None = None) -> None:
         """Scans the whole lines in chunk[begin:end] (or one piece of an endless line) and
@@ -106,40 +134,63 @@ class LogScanner:
         self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
+        self.table_lines += 1
         self._feed_blocks(line)
-        for pattern in PATTERNS:
-            if pattern.matches(line.body):
-                self._record(pattern, line)
-                return
+        for hint in HINTS:
+            if hint.matches(line.body):
+                self._hints.add(hint.name, self._hint_hit(hint, line))
+        pattern = first_pattern(line.body)
+        if pattern is REPLICA_PATTERN:
+            hit = self._hit(pattern, line)
+            self._blocks.append(ReplicaErrorBlock(line.number, line.task, hit.facts, hit.text))
+        elif pattern is not None:
+            self._tally(self._hit(pattern, line))
 
     def _feed_blocks(self, line: LogLine) -> None:
         for block in self._blocks:
-            if block.accepts(line.task):
+            if not block.accepts(line.task):
+                continue
+            if isinstance(block, ReplicaErrorBlock):
+                block.feed(line.body, line.number, line.indent)
+            else:
                 block.feed(line.body, line.number)
         for block in [b for b in self._blocks if b.done]:
             self._blocks.remove(block)
             self._record_block(block)
         starts_block = any(start in line.body for start in BLOCK_STARTS)
-        if starts_block and not any(b.accepts(line.task) for b in self._blocks):
+        torchrun_blocks = [b for b in self._blocks if isinstance(b, TorchrunFailureBlock)]
+        if starts_block and not any(b.accepts(line.task) for b in torchrun_blocks):
             block = TorchrunFailureBlock(line.number, line.task)
-            if "Root Cause" in line.body:  # a summary pasted without its first lines
+            if "root cause" in line.body.lower():  # a summary pasted without its first lines
                 block.feed(line.body, line.number)
             self._blocks.append(block)
 
-    def _record(self, pattern: Pattern, line: LogLine) -> None:
+    def _hit(self, pattern: Pattern, line: LogLine) -> LogHit:
         facts = {**line.speaker(), **pattern.extract(line.body)}
         _name_the_signal(facts)
-        hit = LogHit(
+        return LogHit(
             pattern=pattern,
             line=line.number,
             text=evidence_text(line.text, _anchor_position(pattern, line.text)),
             facts=facts,
             role=pattern.role_for(facts),
             fix=_signal_fix(pattern, facts),
+            source=self.source,
         )
-        self._tally(hit)
 
-    def _record_block(self, block: TorchrunFailureBlock) -> None:
+    def _hint_hit(self, hint: Pattern, line: LogLine) -> LogHit:
+        """A progress bar redraws itself with carriage returns: its last state is the one."""
+        segments = [part for part in line.body.split("\r") if hint.matches(part)]
+        last = segments[-1] if segments else line.body
+        at = max(line.text.rfind(anchor) for anchor in hint.anchors)
+        facts = {**line.speaker(), **hint.extract(last)}
+        text = evidence_text(line.text, max(at, 0))
+        return LogHit(hint, line.number, text, facts, hint.role, source=self.source)
+
+    def _record_block(self, block: TorchrunFailureBlock | ReplicaErrorBlock) -> None:
+        if isinstance(block, ReplicaErrorBlock):
+            self._record_replica(block)
+            return
         root = block.root
         if root is None:
             return
@@ -159,8 +210,27 @@ class LogScanner:
                 role=ROOT_CAUSE_PATTERN.role_for(facts),
                 order_hint=str(root.facts.get("time", "")),
                 fix=_signal_fix(ROOT_CAUSE_PATTERN, facts),
+                source=self.source,
             )
         )
+
+    def _record_replica(self, block: ReplicaErrorBlock) -> None:
+        facts = dict(block.facts)
+        if block.error is not None:
+            facts["replica_error"] = block.error
+            facts["replica_error_line"] = block.error_line
+            known = first_pattern(block.error)
+            if known is not None and known is not REPLICA_PATTERN:
+                facts["replica_error_code"] = known.code
+        hit = LogHit(
+            REPLICA_PATTERN,
+            block.start_line,
+            block.text,
+            facts,
+            REPLICA_PATTERN.role_for(facts),
+            source=self.source,
+        )
+        self._tally(hit)
 
     def _tally(self, hit: LogHit) -> None:
         tally = self._tallies.get(hit.pattern.code)
@@ -170,10 +240,18 @@ class LogScanner:
             tally.add(hit)
 
 
+def first_pattern(body: str) -> Pattern | None:
+    """The table's row for a line: the first that matches and accepts what it found."""
+    for pattern in PATTERNS:
+        if pattern.matches(body) and (
+            pattern.accept is None or pattern.accepts(pattern.extract(body))
+        ):
+            return pattern
+    return None
+
+
 def _signal_fix(pattern: Pattern, facts: dict[str, object]) -> Remediation | None:
-    if pattern.code != ROOT_CAUSE_PATTERN.code:
-        return None
-    return ROOT_CAUSE_FIXES.get(str(facts.get("signal")))
+    return crash_fix(facts) if pattern.code == ROOT_CAUSE_PATTERN.code else None
 
 
 def _anchor_position(pattern: Pattern, text: str) -> int:
@@ -184,9 +262,10 @@ def _anchor_position(pattern: Pattern, text: str) -> int:
 def _name_the_signal(facts: dict[str, object]) -> None:
     """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself."""
     exitcode = facts.get("exitcode")
-    if isinstance(exitcode, int) and exitcode < 0 and "signal" not in facts:
-        with contextlib.suppress(ValueError):  # not a signal number this platform knows
-            facts["signal"] = signal.Signals(-exitcode).name
+    if isinstance(exitcode, int) and "signal" not in facts:
+        name = signal_name(exitcode)
+        if name is not None:
+            facts["signal"] = name
 
 
 def _brief(failure: dict[str, object]) -> dict[str, object]:
@@ -232,4 +311,4 @@ def scan_file(path: str, source: str | None = None) -> list[Finding]:
     return scanner.findings()
 
 
-__all__ = ["LogScanner", "Role", "ScanStats", "scan_file", "scan_lines", "scan_text"]
+__all__ = ["LogScanner", "ScanStats", "first_pattern", "scan_file", "scan_lines", "scan_text"]

@@ -24,6 +24,10 @@ torch 1.9 - 1.10 put "Root Cause:" first, then "Other Failures:", fields without
 ("rank: 0 (local_rank: 0)", "msg: ..."), and closed with a line of asterisks. A proposed change
 (pytorch/pytorch#175254) appends the signal's name to the exitcode ("-11 (pid: 5277)
 (SIGSEGV)"); the parser reads that too.
+
+Summaries retyped by hand into an issue are read leniently: headers and signal names in any
+case ("signal 9 (sigkill)"), entries without the colon ("[0]"), and fields run together on
+one line ("rank: 0 (local_rank: 0)exitcode: -9 (pid: 7)").
 """
 
 from __future__ import annotations
@@ -35,13 +39,19 @@ MAX_BLOCK_LINES = 5000  # a runaway guard: 64 ranks x 8 lines is ~500
 MAX_LINES_BEFORE_HEADER = 200  # "ChildFailedError" mentioned without a summary after it
 
 _SEPARATOR = re.compile(r"^\s*(?:={10,}|-{10,}|\*{10,})\s*$")
-_ROOT_HEADER = re.compile(r"^\s*Root Cause(?: \(first observed failure\))?:\s*$")
-_OTHERS_HEADER = re.compile(r"^\s*(?:Other )?Failures:\s*$")
-_ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
-_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s*(.*?)\s*$")
-_RANK = re.compile(r"^(-?\d+)(?: \(local_rank: (\d+)\))?")
-_EXITCODE = re.compile(r"^(-?\d+)(?: \(pid: (\d+)\))?")
-_SIGNAL = re.compile(r"\b(SIG[A-Z]+)\b")
+_ROOT_HEADER = re.compile(r"^\s*Root Cause(?: ?\(first observed failure\))?\s*:?\s*$", re.I)
+_OTHERS_HEADER = re.compile(r"^\s*(?:Other )?Failures\s*:?\s*$", re.I)
+_ENTRY = re.compile(r"^\s*\[\d+\]\s*:?\s*$")
+_FIELD_NAME = re.compile(
+    r"(?<![\w])(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s*", re.I
+)
+_FIELD_START = re.compile(r"^\s*(?:time|host|rank|exitcode|error_file|traceback|msg)\s*:", re.I)
+_RANK = re.compile(r"^(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?", re.I)
+_EXITCODE = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?", re.I)
+_SIGNAL = re.compile(
+    r"\b(SIG(?:KILL|TERM|ABRT|SEGV|BUS|HUP|INT|ILL|FPE|PIPE|QUIT|ALRM|TRAP|SYS|XCPU|USR[12]))\b",
+    re.I,
+)
 
 
 @dataclass
@@ -75,7 +85,7 @@ class TorchrunFailureBlock:
             self.done = True
             return
         if _ROOT_HEADER.match(body) or _OTHERS_HEADER.match(body):
-            self.section = "root" if "Root Cause" in body else "other"
+            self.section = "root" if _ROOT_HEADER.match(body) else "other"
             self._closing = False
             return
         if _SEPARATOR.match(body):
@@ -94,11 +104,17 @@ class TorchrunFailureBlock:
             if self.section == "root" and self.root_line is None:
                 self.root_line = number
             return
-        found = _FIELD.match(body)
-        if found and self.failures and self.failures[-1].section == self.section:
-            _record(self.failures[-1].facts, found.group(1), found.group(2))
-            if self.section == "root" and _worth_showing(found.group(1), found.group(2)):
-                self._add_root_text(body.strip())
+        if not _FIELD_START.match(body):
+            return
+        if not self.failures or self.failures[-1].section != self.section:
+            if self.section != "root":
+                return
+            self.failures.append(RankFailure(self.section))  # a retyped root without "[0]:"
+            self.root_line = number if self.root_line is None else self.root_line
+        for key, value in _fields(body):
+            _record(self.failures[-1].facts, key, value)
+            if self.section == "root" and _worth_showing(key, value):
+                self._add_root_text(f"{key}: {value}")
 
     def _add_root_text(self, part: str) -> None:
         if self.root is not None and self.failures.index(self.root) == len(self.failures) - 1:
@@ -111,6 +127,18 @@ class TorchrunFailureBlock:
 
     def others(self) -> list[dict[str, object]]:
         return [f.facts for f in self.failures if f.section == "other" and f.facts]
+
+
+def _fields(body: str) -> list[tuple[str, str]]:
+    """Every `name: value` of a line; usually one, several when they were run together."""
+    starts = list(_FIELD_NAME.finditer(body))
+    if len(starts) > 1 and starts[0].group(1).lower() == "traceback":
+        starts = starts[:1]  # a traceback's text may say "rank: ..." itself
+    fields = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(body)
+        fields.append((start.group(1).lower(), body[start.end() : end].strip()))
+    return fields
 
 
 def _worth_showing(key: str, value: str) -> bool:
@@ -145,4 +173,4 @@ def _record(facts: dict[str, object], key: str, value: str) -> None:
 def _record_signal(facts: dict[str, object], value: str) -> None:
     signal = _SIGNAL.search(value)
     if signal and "signal" not in facts:
-        facts["signal"] = signal.group(1)
+        facts["signal"] = signal.group(1).upper()

@@ -63,8 +63,9 @@ def allreduce_wrong_result(facts: FactSet) -> Iterator[Hit]:
     "DDP302",
     Remediation(
         "Retry with NCCL_P2P_DISABLE=1; if that helps, disable PCIe ACS or boot with "
-        "iommu=pt. Check that every rank runs the same collectives (DDP304) and that "
-        "NCCL_SOCKET_IFNAME names the right interface.",
+        "iommu=pt. Check that NCCL_SOCKET_IFNAME names the right interface. In your own "
+        "training, a hang is most often ranks running different code: run `ddp-doctor check` "
+        "on the script and read the flight recorder's dumps with `ddp-doctor logs DIR`.",
         ("NCCL_P2P_DISABLE=1 ddp-doctor run",),
     ),
 )
@@ -171,11 +172,14 @@ def version_skew(facts: FactSet) -> Iterator[Hit]:
 @rule(
     "DDP307",
     Remediation(
-        "Read the named rank's own error. Exit code -9 (SIGKILL) is usually the host's "
-        "out-of-memory killer (check `dmesg`): fewer DataLoader workers, smaller batches, more "
-        "RAM. Wrap the entry point in torch.distributed.elastic.multiprocessing.errors.record "
-        "to get each rank's traceback.",
-        ("dmesg | tail -n 50",),
+        "Read the first failing rank's own error; its exit code says where to look. 1: a "
+        "Python exception (its traceback; wrap the entry point in "
+        "torch.distributed.elastic.multiprocessing.errors.record to have torchrun print it). "
+        "2: a command-line usage error. -9 (SIGKILL): most often the host's out-of-memory "
+        "killer (check dmesg). -6 (SIGABRT): an abort whose reason is printed just above it. "
+        "-11 (SIGSEGV): native code crashed (a compiled package built for another torch). "
+        "-15 (SIGTERM): stopped from outside, usually after another rank failed.",
+        ("dmesg -T | grep -i -E 'killed process|out of memory'",),
     ),
 )
 def rank_crashed(facts: FactSet) -> Iterator[Hit]:

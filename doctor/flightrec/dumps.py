@@ -1,0 +1,180 @@
+"""A flight-recorder dump of one rank, read from a pickle or from JSON, as plain records.
+
+torch writes one dump per rank (TORCH_FR_DUMP_TEMP_FILE, formerly
+TORCH_NCCL_DEBUG_INFO_TEMP_FILE, + the rank: "nccl_trace_rank_3"; or what
+torch._C._distributed_c10d._dump_fr_trace / _dump_fr_trace_json return). The content names no
+rank, so the rank is the number at the end of the file name, as torch's own fr_trace tool
+reads it. Keys as torch 2.13 writes them (version "2.10"): entries[] with collective_seq_id,
+p2p_seq_id, profiling_name ("nccl:all_reduce", "gloo:broadcast"), process_group [name, desc],
+input_sizes, input_dtypes, output_sizes, output_dtypes, state, retired, is_p2p, timeout_ms,
+frames[] (pickle only); pg_config {name: {desc, ranks}}; pg_status. Older dumps call the
+sequence id "seq_id".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .safe_pickle import BadPickle, UnsafePickle, load_plain
+
+MAX_DUMP_BYTES = 512 << 20
+SNIFF_BYTES = 4096
+_RANK_SUFFIX = re.compile(r"(\d+)$")
+_TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
+
+
+class DumpError(ValueError):
+    """A file that should be a dump and cannot be read as one; the message says why."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One collective (or point-to-point op) as one rank recorded it."""
+
+    seq: int
+    op: str  # "all_reduce", without the backend prefix
+    backend: str  # "nccl", "gloo", ""
+    group: str  # the process group's name ("0")
+    group_desc: str  # "default_pg", "dp_group", ...
+    input_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    output_dtypes: tuple[str, ...]
+    state: str  # "scheduled", "started", "completed"
+    completed: bool  # completed or retired
+    is_p2p: bool
+    timeout_ms: int | None
+    caller: str  # the first frame outside torch: "train.py:88 in step", or ""
+
+
+@dataclass(frozen=True)
+class RankDump:
+    path: str
+    rank: int | None
+    version: str
+    entries: tuple[Entry, ...]
+    group_ranks: Mapping[str, tuple[int, ...]]  # process group name -> its global ranks
+
+
+def looks_like_dump(head: bytes) -> bool:
+    """A pickle (protocol 2+), or JSON whose start mentions the dump's keys."""
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return True
+    text = head.lstrip()[:SNIFF_BYTES]
+    return text.startswith(b"{") and (b'"entries"' in text or b'"pg_config"' in text)
+
+
+def read_dump(path: Path) -> RankDump:
+    try:
+        size = path.stat().st_size
+        if size > MAX_DUMP_BYTES:
+            raise DumpError(f"{size >> 20} MiB is larger than a dump can be (limit 512 MiB)")
+        data = path.read_bytes()
+    except OSError as error:
+        raise DumpError(f"cannot read it: {error.strerror or error}") from None
+    document = _decode(data)
+    if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
+        raise DumpError("not a flight-recorder dump: no list of entries")
+    entries = tuple(_entry(raw) for raw in document["entries"] if isinstance(raw, dict))
+    return RankDump(
+        path=str(path),
+        rank=_rank_of(path, document),
+        version=str(document.get("version", "")),
+        entries=entries,
+        group_ranks=_group_ranks(document.get("pg_config")),
+    )
+
+
+def _decode(data: bytes) -> object:
+    if data[:1] == b"\x80":
+        try:
+            return load_plain(data)
+        except UnsafePickle as error:
+            raise DumpError(f"refused: {error}") from None
+        except BadPickle as error:
+            raise DumpError(str(error)) from None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DumpError(f"not a complete JSON dump ({error})") from None
+
+
+def _rank_of(path: Path, document: Mapping[str, object]) -> int | None:
+    if isinstance(document.get("rank"), int):
+        return int(document["rank"])  # type: ignore[call-overload]
+    stem = path.name.split(".")[0]
+    found = _RANK_SUFFIX.search(stem)
+    return int(found.group(1)) if found else None
+
+
+def _entry(raw: Mapping[str, object]) -> Entry:
+    name = str(raw.get("profiling_name", ""))
+    backend, _, op = name.rpartition(":")
+    group = raw.get("process_group")
+    group_name, group_desc = (
+        (str(group[0]), str(group[1])) if isinstance(group, (list, tuple)) and len(group) == 2
+        else (str(raw.get("pg_id", "")), "")
+    )  # fmt: skip
+    state = str(raw.get("state", ""))
+    seq = raw.get("collective_seq_id", raw.get("seq_id", -1))
+    return Entry(
+        seq=seq if isinstance(seq, int) else -1,
+        op=op or name,
+        backend=backend,
+        group=group_name,
+        group_desc=group_desc,
+        input_sizes=_sizes(raw.get("input_sizes")),
+        input_dtypes=_strings(raw.get("input_dtypes")),
+        output_sizes=_sizes(raw.get("output_sizes")),
+        output_dtypes=_strings(raw.get("output_dtypes")),
+        state=state,
+        completed=state == "completed" or raw.get("retired") is True,
+        is_p2p=raw.get("is_p2p") is True,
+        timeout_ms=raw["timeout_ms"] if isinstance(raw.get("timeout_ms"), int) else None,  # type: ignore[arg-type]
+        caller=_caller(raw.get("frames")),
+    )
+
+
+def _sizes(value: object) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(
+        tuple(int(n) for n in shape if isinstance(n, int))
+        for shape in value
+        if isinstance(shape, (list, tuple))
+    )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
+
+
+def _caller(frames: object) -> str:
+    """The innermost frame of the user's code: where this rank called the collective."""
+    if not isinstance(frames, (list, tuple)):
+        return ""
+    for frame in frames:
+        if not isinstance(frame, dict):
+            continue
+        filename = str(frame.get("filename", ""))
+        if filename and not _TORCH_FRAME.search(filename) and "c10d_logger" not in filename:
+            return f"{Path(filename).name}:{frame.get('line', '?')} in {frame.get('name', '?')}"
+    return ""
+
+
+def _group_ranks(config: object) -> dict[str, tuple[int, ...]]:
+    """pg_config's ranks, which torch writes as a string ("[0, 1]") or a list."""
+    groups: dict[str, tuple[int, ...]] = {}
+    if not isinstance(config, dict):
+        return groups
+    for name, group in config.items():
+        ranks = group.get("ranks") if isinstance(group, dict) else None
+        if isinstance(ranks, str):
+            ranks = [int(n) for n in re.findall(r"-?\d+", ranks)]
+        if isinstance(ranks, (list, tuple)) and ranks:
+            groups[str(name)] = tuple(int(r) for r in ranks if isinstance(r, int))
+    return groups

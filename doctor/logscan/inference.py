@@ -1,0 +1,276 @@
+"""Conclusions that need the whole log, drawn after the scan from the tallies and the hints.
+
+One line rarely names the cause by itself: "Address already in use" means another job unless
+the process that failed should never have hosted the store; a watchdog timeout is a hang
+unless rank 0 was still tokenising; "Connection closed by peer" is a symptom unless no rank
+reports an error of its own. Each rule here reads what the scan kept (a bounded number of hits
+per code and of hints) and changes a finding's code, role, fix or message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ddp_doctor.model import Remediation, Severity
+
+from .aggregate import CodeTally, Hints, LogHit
+from .pattern import Pattern, Role
+from .patterns_hints import (
+    BARRIER_COMPLETED,
+    DATAPARALLEL,
+    NON_SCALAR_BACKWARD,
+    RANK0_WORK,
+    SAME_LOCAL_RANK_ARGUMENT,
+    SHM_NOT_WRITABLE,
+)
+from .patterns_ranks import NCCL_REMOTE_ERROR
+from .patterns_training import DATAPARALLEL_DEVICE_FIX
+
+Tallies = dict[str, CodeTally]
+ROOT_CAUSE_PRIORITY = 3
+WAITS = ("DDP302", "DDP202", "DDP231", "DDP232")  # what ranks see while another is busy
+STORE_UNUSABLE = ("DDP201", "DDP203", "DDP230", "DDP233")  # no store to connect to at all
+_NETWORK_WORDS = ("NET/", "socket", "Socket", "Connect", "completion", "ibv_", "Net :")
+
+SAME_RANK_PATTERN = Pattern(
+    "DDP233",
+    "same-rank-on-every-process",
+    (),
+    "a process other than rank 0 tried to host the rendezvous store[ on port {port}] and "
+    "found it taken (EADDRINUSE): the processes were given the same rank ({why})",
+)
+RANK0_WORK_PATTERN = Pattern(
+    "DDP232",
+    "rank0-work-outlasts-timeout",
+    (),
+    "rank 0 was still busy[ with '{work}'][ ({elapsed} elapsed)] when the other ranks' "
+    "[{timeout_ms} ms ]timeout ran out while they waited for it (line {waited_line})",
+)
+LIKELY_OOM_PATTERN = Pattern(
+    "DDP504",
+    "host-out-of-memory",
+    (),
+    "the process[ of rank {rank}][ (local rank {local_rank})][ on {host}] was killed by SIGKILL "
+    "and nothing else in this log explains it: "
+    "most likely the host ran out of memory (the kernel's OOM killer, or a cgroup or container "
+    "memory limit); the kernel log will say",
+)
+EARLY_EXIT_FIX = Remediation(
+    "Find the rank that left: if no rank crashed, one ended its loop early. Give every rank "
+    "the same number of steps (DistributedSampler with drop_last=True, no per-rank early "
+    "stopping or `break`), wrap uneven inputs in `with model.join():` (DDP's Join), and let "
+    "every rank reach destroy_process_group() after a final barrier. If a rank crashed on "
+    "another node, its log there holds the cause.",
+)
+
+
+def infer(tallies: Tallies, hints: Hints) -> Tallies:
+    tallies = dict(tallies)
+    _progress_that_ended_well(tallies, hints)
+    _same_rank_on_every_process(tallies, hints)
+    _store_errors_after_their_cause(tallies)
+    _rank_zero_work(tallies, hints)
+    _peer_exited_early(tallies)
+    _dataparallel(tallies, hints)
+    _sigkill_without_memory_error(tallies)
+    _system_port(tallies)
+    return tallies
+
+
+def _progress_that_ended_well(tallies: Tallies, hints: Hints) -> None:
+    """Late ranks that arrived after all; NCCL shared memory that failed for its rights."""
+    completed = hints.get(BARRIER_COMPLETED)
+    for code in ("DDP202", "DDP207"):
+        tally = tallies.get(code)
+        waiting = tally and all("Waiting in store based barrier" in h.text for h in tally.kept)
+        if waiting and completed and completed[-1].line > tally.first_line:
+            del tallies[code]
+    shm = tallies.get("DDP008")
+    if shm and hints.get(SHM_NOT_WRITABLE) and all("NCCL" in h.text for h in shm.kept):
+        del tallies["DDP008"]  # the NCCL WARN lines (DDP503) say what failed
+
+
+def _same_rank_on_every_process(tallies: Tallies, hints: Hints) -> None:
+    """Only rank 0 hosts the store: EADDRINUSE in any other process means it was told it is
+    rank 0 (pytorch/pytorch#85604: `--local_rank 0` passed to every process)."""
+    port = tallies.get("DDP201")
+    if port is None:
+        return
+    why = _why_same_rank(tallies, hints)
+    if why:
+        del tallies["DDP201"]
+        tallies["DDP233"] = _recoded(port, SAME_RANK_PATTERN, why=why)
+
+
+def _why_same_rank(tallies: Tallies, hints: Hints) -> str:
+    port = tallies["DDP201"]
+    arguments = hints.get(SAME_LOCAL_RANK_ARGUMENT)
+    launched = [hit for hit in arguments if hit.facts.get("launcher")]
+    if launched:
+        return f"the launch command passes --local_rank 0 to every process, line {launched[0].line}"
+    if hints.counts.get(SAME_LOCAL_RANK_ARGUMENT, 0) > 1:
+        return f"{hints.counts[SAME_LOCAL_RANK_ARGUMENT]} command lines pass --local_rank 0"
+    waiting = tallies.get("DDP202")
+    own_store = waiting and any("waiting for clients" in hit.text for hit in waiting.kept)
+    if own_store:
+        return (
+            "the port's holder is this job's own store, waiting for its clients at line "
+            f"{waiting.first_line}"
+        )
+    speakers = {_speaker(hit) for hit in port.kept} - {()}
+    others = [s for s in speakers if any(value != 0 for key, value in s if key != "task")]
+    if others:
+        return f"the process printed as {_describe(others[0])} failed to bind"
+    if len(speakers) > 1:
+        return f"{len(speakers)} processes each tried to bind it"
+    root = _torchrun_root(tallies)
+    root_rank = root.facts().get("rank") if root else None
+    if isinstance(root_rank, int) and root_rank != 0:
+        return f"torchrun names rank {root_rank} as the process that failed"
+    return ""
+
+
+def _store_errors_after_their_cause(tallies: Tallies) -> None:
+    """A client that could not reach a store nobody could host, or a master that waited for
+    a client that could not reach it, is a consequence."""
+    if any(code in tallies for code in STORE_UNUSABLE):
+        _demote(tallies, "DDP231", "DDP202")
+    if "DDP231" in tallies or "DDP207" in tallies:
+        _demote(tallies, "DDP202")
+
+
+def _rank_zero_work(tallies: Tallies, hints: Hints) -> None:
+    """Ranks that time out while rank 0 shows a long solo task (tokenising, mapping a dataset,
+    saving, a wandb prompt) waited for rank 0: its work outlasted their timeout."""
+    work = [hit for hit in hints.get(RANK0_WORK) if _is_rank_zero(hit)]
+    waits = [tallies[code] for code in WAITS if code in tallies]
+    waits = [t for t in waits if work and t.first_line >= work[0].line]
+    if not waits:
+        return
+    waited = min(waits, key=lambda t: t.first_line)
+    last_work = max((h for h in work if h.line <= waited.first_line), key=lambda h: h.line)
+    facts = {
+        **{k: v for k, v in last_work.facts.items() if k in ("work", "elapsed")},
+        "waited_code": waited.code,
+        "waited_line": waited.first_line,
+        **{k: v for k, v in waited.facts().items() if k in ("timeout_ms", "op_type", "seq")},
+    }
+    existing = tallies.get("DDP232")
+    if existing is not None:
+        existing.judge(role=Role.CAUSE, evidence=facts)
+    else:
+        hit = replace(last_work, pattern=RANK0_WORK_PATTERN, facts=facts, role=Role.CAUSE)
+        tallies["DDP232"] = CodeTally.start(hit)
+    _demote(tallies, *(code for code in WAITS if code != "DDP232"))
+
+
+def _peer_exited_early(tallies: Tallies) -> None:
+    """A closed connection with no rank reporting an error of its own: a rank left early."""
+    peer = tallies.get("DDP234")
+    if peer is None or peer.role == Role.CAUSE:
+        return
+    if any(t.role == Role.CAUSE for t in tallies.values() if t is not peer):
+        return
+    if all(hit.pattern is NCCL_REMOTE_ERROR for hit in peer.kept):
+        _network_warnings_as_cause(tallies)
+        return
+    peer.judge(
+        role=Role.CAUSE,
+        fix=EARLY_EXIT_FIX,
+        note="no rank in this log reports an error of its own: a rank most likely left its "
+        "loop early (uneven batches, an early return or exit on one rank), or crashed where "
+        "this log does not show",
+    )
+
+
+def _network_warnings_as_cause(tallies: Tallies) -> None:
+    """NCCL's remote error says "a peer exited or the network failed": its NCCL WARN lines
+    about sockets or InfiniBand decide for the network."""
+    warnings = tallies.get("DDP503")
+    messages = [str(m) for m in (warnings.collected.get("message", []) if warnings else [])]
+    if warnings and any(word in m for m in messages for word in _NETWORK_WORDS):
+        warnings.judge(
+            role=Role.CAUSE,
+            severity=Severity.ERROR,
+            note="they came before NCCL lost its peer: the network between the ranks failed",
+        )
+
+
+def _dataparallel(tallies: Tallies, hints: Hints) -> None:
+    wrapped = hints.get(DATAPARALLEL) or any(
+        code in tallies for code in ("DDP510", "DDP109", "DDP405", "DDP125")
+    )
+    if wrapped and "DDP509" in tallies:
+        tallies["DDP509"].judge(fix=DATAPARALLEL_DEVICE_FIX)
+    backward = hints.get(NON_SCALAR_BACKWARD)
+    if backward and "DDP125" in tallies:
+        tallies["DDP125"].judge(
+            role=Role.CAUSE,
+            severity=Severity.ERROR,
+            note=f"backward() on that vector then failed (line {backward[0].line}: grad can "
+            "be implicitly created only for scalar outputs)",
+        )
+
+
+def _sigkill_without_memory_error(tallies: Tallies) -> None:
+    """A rank killed by SIGKILL with nothing else to explain it was most likely killed by the
+    host's out-of-memory killer (or a memory limit): say so as the likely cause."""
+    crashed = tallies.get("DDP307")
+    if crashed is None or "DDP504" in tallies or crashed.role != Role.CAUSE:
+        return
+    if crashed.facts().get("signal") != "SIGKILL":
+        return
+    likely = replace(crashed.primary, pattern=LIKELY_OOM_PATTERN, role=Role.CAUSE)
+    tallies["DDP504"] = CodeTally.start(likely)
+    tallies["DDP504"].judge(evidence={"likely": True, "inferred_from": "SIGKILL"})
+    crashed.judge(role=Role.SYMPTOM)
+
+
+def _system_port(tallies: Tallies) -> None:
+    taken = tallies.get("DDP201")
+    port = taken.facts().get("port") if taken else None
+    if taken and isinstance(port, int) and port < 1024:
+        taken.judge(note=f"port {port} is a system port (below 1024): use one of 1024 or above")
+
+
+# --- helpers -----------------------------------------------------------------------------
+def _demote(tallies: Tallies, *codes: str) -> None:
+    for code in codes:
+        if code in tallies and tallies[code].role == Role.CAUSE:
+            tallies[code].judge(role=Role.SYMPTOM)
+
+
+def _recoded(tally: CodeTally, pattern: Pattern, **facts: object) -> CodeTally:
+    """The same lines, reported under another code."""
+    hits = [replace(hit, pattern=pattern, facts={**hit.facts, **facts}) for hit in tally.kept]
+    recoded = CodeTally.start(_primary_of(tally, hits))
+    for hit in hits:
+        if hit.line != recoded.primary.line:
+            recoded.add(hit)
+    recoded.count = tally.count
+    return recoded
+
+
+def _primary_of(tally: CodeTally, hits: Iterable[LogHit]) -> LogHit:
+    return next((h for h in hits if h.line == tally.primary.line), next(iter(hits)))
+
+
+def _torchrun_root(tallies: Tallies) -> CodeTally | None:
+    crashed = tallies.get("DDP307")
+    if crashed and crashed.primary.pattern.priority >= ROOT_CAUSE_PRIORITY:
+        return crashed
+    return None
+
+
+def _speaker(hit: LogHit) -> tuple[tuple[str, object], ...]:
+    keys = ("task", "rank", "local_rank")
+    return tuple((key, hit.facts[key]) for key in keys if key in hit.facts)
+
+
+def _describe(speaker: tuple[tuple[str, object], ...]) -> str:
+    return ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in speaker)
+
+
+def _is_rank_zero(hit: LogHit) -> bool:
+    return all(hit.facts.get(key) in (None, 0) for key in ("rank", "local_rank"))

@@ -1,0 +1,185 @@
+"""Log texts of collectives that hang or disagree, and of ranks that die (DDP3xx, DDP234)."""
+
+from __future__ import annotations
+
+from ddp_doctor.model import Remediation
+
+from .pattern import Evidence, Pattern, Role
+
+_NUMBER = r"(-?\d+)"
+
+# Killed by one of these, a rank died of its own accord (or the host's OOM killer). SIGTERM is
+# torchrun stopping the survivors, SIGABRT an abort whose reason is printed above it.
+CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+
+
+def crash_role(evidence: Evidence) -> Role:
+    """A rank killed by a signal is a cause; an exit code reports an error printed above."""
+    return Role.CAUSE if evidence.get("signal") in CAUSE_SIGNALS else Role.SYMPTOM
+
+
+# Ordered by how often each is the reason in real logs: ranks running different code first.
+HANG_FIX = Remediation(
+    "Most hangs are ranks running different code: one rank skipped or added a collective (a "
+    "barrier, all_reduce, or a DDP forward under `if rank == 0:`, an early return, uneven "
+    "batches). 1) Run `ddp-doctor check` on the training script (DDP120 finds collectives "
+    "under rank guards). 2) Rerun with the flight recorder on and read its dumps with "
+    "`ddp-doctor logs DIR`: it names the collective some ranks entered and others never "
+    "reached. 3) TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatched collectives as they "
+    "happen. 4) Only then suspect the link: NCCL_SOCKET_IFNAME, and NCCL_P2P_DISABLE=1 to "
+    "bisect PCIe ACS/IOMMU problems.",
+    (
+        "ddp-doctor check train.py",
+        "mkdir -p fr && TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+        "TORCH_FR_DUMP_TEMP_FILE=$PWD/fr/rank_ torchrun --nproc-per-node=N train.py",
+        "ddp-doctor logs fr/",
+    ),
+)
+
+NCCL_REMOTE_ERROR = Pattern(
+    "DDP234",
+    "peer-exited-early",
+    ("remote process exited", "remote process exiting prematurely"),
+    "NCCL lost a peer: a remote rank exited, or the network between the ranks failed",
+    fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
+    role=Role.SYMPTOM,
+)
+
+RANK_PATTERNS: tuple[Pattern, ...] = (
+    # 1.8 - 1.9:  [E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation
+    #             timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800494
+    #             milliseconds before timing out.
+    # 1.10 - 2.0: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000)
+    # >= 2.1:     WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1,
+    #             Timeout(ms)=600000)  (NVIDIA/Megatron-LM#1207); >= 2.4 "[PG 0 Rank 7]" or
+    #             "[PG ID 0 PG GUID 0(default_pg) Rank 1]" before it (pytorch/pytorch#118369)
+    Pattern(
+        "DDP302",
+        "collective-hang",
+        ("Watchdog caught collective operation timeout",),
+        "[rank {rank}: ]collective {op_type}[ (SeqNum {seq})] did not finish within the "
+        "[{timeout_ms} ms ]timeout: a rank stopped calling collectives, or a link hangs",
+        fields={
+            "rank": (r"Rank (\d+)\]",),
+            "op_type": (r"OpType=(\w+)",),
+            "seq": (r"SeqNum=(\d+)",),
+            "timeout_ms": (r"Timeout\(ms\)=(\d+)",),
+            "ran_ms": (r"ran for (\d+) milliseconds",),
+            "numel_in": (r"NumelIn=(\d+)",),
+        },
+        role=Role.SYMPTOM,
+        priority=1,
+        fix=HANG_FIX,
+    ),
+    # gloo (lab notes): [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out
+    #                   waiting 10000ms for recv operation to complete
+    # NCCL >= 1.10 after a timeout: "Some NCCL operations have failed or timed out."
+    Pattern(
+        "DDP302",
+        "collective-hang",
+        ("operation to complete", "Some NCCL operations have failed or timed out"),
+        "[rank {rank}: ][{op_type} ]operation did not finish[ within {timeout_ms} ms]",
+        fields={
+            "rank": (r"\[Rank (\d+)\]",),
+            "op_type": (r"for (\w+) operation to complete",),
+            "timeout_ms": (r"Timed out waiting (\d+)\s*ms",),
+        },
+        confirm=r"Timed out waiting \d+\s*ms for \w+ operation|failed or timed out",
+        role=Role.SYMPTOM,
+        fix=HANG_FIX,
+    ),
+    # >= 1.13 with TORCH_DISTRIBUTED_DEBUG=DETAIL: RuntimeError: Detected mismatch between
+    #   collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber
+    #   =9, OpType=ALLREDUCE, ...), but Rank 1 is running collective: CollectiveFingerPrint(
+    #   ... OpType=BROADCAST ...)
+    # gloo, sizes differ (lab notes): Received data size doesn't match expected size
+    Pattern(
+        "DDP304",
+        "mismatched-collectives",
+        ("Detected mismatch between collectives", "doesn't match expected size"),
+        "ranks called different collectives[: rank {rank} ran {op_type}][, rank {other_rank} "
+        "ran {other_op_type}]",
+        fields={
+            "rank": (r"Rank (\d+) is running collective",),
+            "op_type": (r"OpType=(\w+)",),
+            "other_rank": (r"but Rank (\d+) is running",),
+            "other_op_type": (r"but Rank \d+ is running collective: \w+\(.*?OpType=(\w+)",),
+        },
+    ),
+    # NCCL (init.cc): WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 1000
+    # torch >= 2.0 repeats it after "ncclInvalidUsage ... Last error:" (NVIDIA/Megatron-LM#661)
+    Pattern(
+        "DDP305",
+        "duplicate-gpu",
+        ("Duplicate GPU detected",),
+        "two ranks use one GPU[: rank {rank} and rank {other_rank} on the device at bus {bus_id}]",
+        fields={
+            "rank": (r"rank (\d+) and rank",),
+            "other_rank": (r"and rank (\d+) both",),
+            "bus_id": (r"CUDA device ([0-9a-fA-F]+)",),
+        },
+    ),
+    # The agent's log when a worker exits (the ChildFailedError summary is read separately):
+    # 1.9 - 2.1: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)
+    #            local_rank: 0 (pid: 1622990) of binary: /usr/bin/python
+    # >= 2.2:    E0325 20:57:27.620000 2606 .../multiprocessing/api.py:869] failed (exitcode: -9)
+    #            local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("(exitcode: ",),
+        "local rank {local_rank} exited with code {exitcode}[ ({signal})]",
+        fields={
+            "exitcode": (r"\(exitcode: " + _NUMBER + r"\)",),
+            "local_rank": (r"\) local_rank: (\d+)",),
+            "pid": (r"local_rank: \d+ \(pid: (\d+)\)",),
+        },
+        confirm=r"failed \(exitcode: -?\d+\) local_rank: \d+",
+        role_of=crash_role,
+        priority=2,
+    ),
+    # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
+    # SIGKILL  /  ProcessRaisedException: process 0 terminated with exit code 1
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("terminated with signal", "terminated with exit code"),
+        "process {rank} (mp.spawn) died[ from {signal}][ with exit code {exitcode}]",
+        fields={
+            "rank": (r"process (\d+) terminated",),
+            "signal": (r"terminated with signal (SIG\w+)",),
+            "exitcode": (r"terminated with exit code (\d+)",),
+        },
+        confirm=r"process \d+ terminated with",
+        role_of=crash_role,
+        priority=2,
+    ),
+    # What the survivors see when a peer exits, crashed or not:
+    # gloo (pair.cc): Connection closed by peer [127.0.0.1]:41234; >= 2.6 adds "This is
+    #   typically caused by a remote worker crashing. Check the logs of the remote worker ..."
+    # gloo / c10d: Read error [10.0.0.2]:5321: Connection reset by peer; Windows 10054
+    # NCCL >= 2.12 (ncclRemoteError): remote process exited or there was a network error;
+    # torch: ncclRemoteError: A call failed possibly due to a network error or a remote
+    # process exiting prematurely.  NCCL socket: "Connection closed by remote peer".
+    Pattern(
+        "DDP234",
+        "peer-exited-early",
+        (
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "system error: 10054",
+            "(errno: 104 - ",
+            "Connection closed by remote peer",
+        ),
+        "the connection to a peer rank closed[ ({peer})]: that rank had exited (crashed, or "
+        "left its training loop early) while this one still expected it",
+        fields={
+            "peer": (
+                r"by (?:remote )?peer \[([^\]]+)\]",
+                r"by (?:remote )?peer ([\w-]+(?:\.[\w-]+)*)",
+            )
+        },
+        role=Role.SYMPTOM,
+    ),
+    NCCL_REMOTE_ERROR,
+)

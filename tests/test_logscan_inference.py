@@ -1,0 +1,190 @@
+"""What the whole log changes about a line's finding (inference.py), the fixes chosen by how a
+rank died (crash_fixes.py), and wordings whose only stable part is a number."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.logscan import scan_text
+from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
+from ddp_doctor.logscan.patterns_training import DATAPARALLEL_DEVICE_FIX
+from ddp_doctor.model import Finding
+
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-01-01_00:00:00
+  host      : h
+  rank      : {rank} (local_rank: {rank})
+  exitcode  : {exitcode} (pid: 10)
+  error_file: <N/A>
+  traceback : {traceback}
+============================================================"""
+WATCHDOG = (
+    "[rank{rank}]:[E1206 18:44:12.715 ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=1800000) ran for 1800013 milliseconds before timing out."
+)
+TOKENIZING = "Running tokenizer on dataset:  97%|#########7| 970/1000 [31:02<00:57, 1.1ba/s]"
+EADDRINUSE = (
+    "{prefix}torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+    "local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+    "address already in use"
+)
+CLOSED = (
+    "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
+    "closed by peer [10.0.0.2]:5312"
+)
+
+
+def by_code(text: str) -> dict[str, Finding]:
+    return {finding.code: finding for finding in scan_text(text)}
+
+
+def codes(text: str) -> list[str]:
+    return [finding.code for finding in scan_text(text)]
+
+
+# --- DDP307's fix by how the rank died ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("exitcode", "traceback", "words"),
+    [
+        (-9, "Signal 9 (SIGKILL) received by PID 10", "out-of-memory killer"),
+        (-6, "Signal 6 (SIGABRT) received by PID 10", "abort"),
+        (-11, "Signal 11 (SIGSEGV) received by PID 10", "segmentation fault"),
+        (
+            1,
+            "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+            "record",
+        ),
+        (
+            2,
+            "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+            "usage",
+        ),
+    ],
+)
+def test_the_root_cause_gets_the_fix_of_its_exit_code(
+    exitcode: int, traceback: str, words: str
+) -> None:
+    text = SUMMARY.format(rank=1, exitcode=exitcode, traceback=traceback)
+    crashed = by_code(text)["DDP307"]
+    assert crashed.fix is not None and words in crashed.fix.text, crashed.fix
+
+
+@pytest.mark.parametrize(
+    ("facts", "signal"),
+    [
+        ({"exitcode": 137}, "SIGKILL"),
+        ({"exitcode": -11}, "SIGSEGV"),
+        ({"signal": "sigbus"}, "SIGBUS"),
+        ({"exitcode": -15}, "SIGTERM"),
+    ],
+)
+def test_shell_and_launcher_forms_of_a_signal_pick_its_fix(
+    facts: dict[str, object], signal: str
+) -> None:
+    assert crash_fix(facts) is crash_fix({"signal": signal}) is not None
+    assert signal_name(137) == "SIGKILL" and signal_name(1) is None
+
+
+def test_an_unexplained_sigkill_is_likely_the_hosts_memory() -> None:
+    text = SUMMARY.format(rank=3, exitcode=-9, traceback="Signal 9 (SIGKILL) received by PID 10")
+    assert codes(text) == ["DDP504", "DDP307"]
+    assert by_code(text)["DDP504"].evidence["likely"] is True
+
+
+def test_a_sigkill_with_the_kernels_own_line_is_not_guessed() -> None:
+    text = "kernel: Out of memory: Killed process 10 (python)\n" + SUMMARY.format(
+        rank=3, exitcode=-9, traceback="Signal 9 (SIGKILL) received by PID 10"
+    )
+    assert "likely" not in by_code(text)["DDP504"].evidence
+
+
+# --- the torchrun summary, retyped ----------------------------------------------------------
+def test_a_retyped_summary_with_fields_run_together_is_read() -> None:
+    text = (
+        "ChildFailedError:\nroot cause (first observed failure):\n[0]\n"
+        "  rank: 5 (local_rank: 1)exitcode: -11 (pid: 77)error_file: <N/A>\n"
+        "  traceback: signal 11 (sigsegv) received by PID 77\n"
+    )
+    crashed = by_code(text)["DDP307"]
+    assert (crashed.evidence["rank"], crashed.evidence["local_rank"]) == (5, 1)
+    assert (crashed.evidence["exitcode"], crashed.evidence["signal"]) == (-11, "SIGSEGV")
+
+
+# --- rank 0's solo work ----------------------------------------------------------------------
+def test_ranks_timing_out_while_rank_0_tokenises_is_ddp232_first() -> None:
+    text = "\n".join([TOKENIZING, WATCHDOG.format(rank=1), WATCHDOG.format(rank=2)])
+    assert codes(text) == ["DDP232", "DDP302"]
+    assert by_code(text)["DDP232"].evidence["elapsed"] == "31:02"
+
+
+def test_a_progress_bar_after_the_timeout_explains_nothing() -> None:
+    assert codes("\n".join([WATCHDOG.format(rank=1), TOKENIZING])) == ["DDP302"]
+
+
+def test_a_progress_bar_alone_is_no_finding() -> None:
+    assert codes(TOKENIZING + "\n") == []
+
+
+# --- same rank on every process ---------------------------------------------------------------
+def test_eaddrinuse_from_a_rank_that_is_not_0_is_ddp233() -> None:
+    assert codes(EADDRINUSE.format(prefix="[rank1]: ")) == ["DDP233"]
+    assert codes(EADDRINUSE.format(prefix="[rank0]: ")) == ["DDP201"]
+
+
+# --- a peer that left -----------------------------------------------------------------------------
+def test_a_closed_connection_after_a_crash_stays_a_symptom() -> None:
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert codes("\n".join([oom, CLOSED])) == ["DDP505", "DDP234"]
+
+
+def test_a_closed_connection_with_no_error_anywhere_is_the_cause() -> None:
+    peer = by_code(CLOSED)["DDP234"]
+    assert "left its loop early" in peer.message and peer.fix and "join" in peer.fix.text
+
+
+# --- DataParallel ---------------------------------------------------------------------------------
+DEVICES = (
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+    "devices, cuda:1 and cuda:0!"
+)
+
+
+def test_device_errors_under_dataparallel_get_dataparallels_fix() -> None:
+    frame = '  File "/opt/torch/nn/parallel/data_parallel.py", line 171, in forward'
+    assert by_code(f"{frame}\n{DEVICES}\n")["DDP509"].fix is DATAPARALLEL_DEVICE_FIX
+    assert by_code(DEVICES)["DDP509"].fix is not DATAPARALLEL_DEVICE_FIX
+
+
+# --- wordings where only the number is stable -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        (
+            "The server socket has failed to bind to [pc]:29500 (system error: 10048 - Xyz.).",
+            "DDP201",
+        ),
+        (
+            "The server socket has failed to bind to [::]:29500 (errno: 98 - Adresse déjà utilisée).",
+            "DDP201",
+        ),
+        (
+            "The client socket has failed to connect to [node0]:29500 (system error: 10060 - Xyz.).",
+            "DDP231",
+        ),
+        (
+            "The server socket has failed to bind to [::]:80 (errno: 13 - Keine Berechtigung).",
+            "DDP230",
+        ),
+        (
+            "The server socket has failed to bind to [pc]:50123 (system error: 10013 - Xyz.).",
+            "DDP235",
+        ),
+        ("Gloo connectFullMesh failed with ... (system error: 10061 - Xyz.)", "DDP206"),
+    ],
+)
+def test_localised_socket_errors_are_read_by_their_number(line: str, code: str) -> None:
+    assert codes(line) == [code]
