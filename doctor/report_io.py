@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .codec import CodecError, from_jsonable, to_jsonable
 from .facts import FACT_TYPES
+from .inputs import TooLarge, describe_size, read_capped
+from .jobfacts import JobFacts
 from .model import Finding, ProbeResult, ProbeStatus, Report
 
 SCHEMA_VERSION = 1
+# A report of a 512-rank run is under 2 MiB; a report costs up to ~25x its size in memory
+# (JSON, then the facts it decodes to), so 4 MiB keeps `diagnose` under ~120 MB.
+MAX_REPORT_BYTES = 4 * 1024 * 1024
+OUTPUT_TAIL_CHARS = 64 * 1024  # what `run` keeps of the job's output (launch.OUTPUT_TAIL_BYTES)
 
 
 class ReportError(ValueError):
@@ -40,9 +47,14 @@ def probe_to_json(result: ProbeResult) -> dict[str, Any]:
 
 def load_report(path: Path) -> Report:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_REPORT_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise ReportError(f"{path} is not a text file") from None
+    except TooLarge as error:
+        raise ReportError(
+            f"{path} is {describe_size(error.size)}, over the {describe_size(error.limit)} a "
+            "ddp-doctor report can be; give the JSON report `run --format json` wrote"
+        ) from None
     except OSError as error:
         raise ReportError(f"cannot read {path}: {error.strerror or error}") from None
     try:
@@ -91,6 +103,8 @@ def probe_from_json(data: Any) -> ProbeResult:
     error = data.get("error")
     if error is not None and not isinstance(error, str):
         raise CodecError(f"{name}: error is not a string")
+    if isinstance(facts, JobFacts) and len(facts.output_tail) > OUTPUT_TAIL_CHARS:
+        facts = replace(facts, output_tail=facts.output_tail[-OUTPUT_TAIL_CHARS:])
     return ProbeResult(name, status, facts, float(duration), error)
 
 

@@ -85,7 +85,7 @@ def run_in_patient(
     """Runs `python -m ddp_doctor_patient.MODULE` from a fresh payload, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="ddp-doctor-") as folder:
         root = install_payload(Path(folder))
-        env = patient_environment(os.environ if environ is None else environ, root)
+        env = patient_environment(os.environ if environ is None else environ, root, root)
         env["TMPDIR"] = folder
         return runner(
             [python, "-m", f"{PACKAGE}.{module}"], timeout_s=timeout_s, env=env, cwd=folder

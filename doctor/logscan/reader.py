@@ -27,10 +27,14 @@ class LogScan:
     encoding: str  # how it was read: "utf-8", "utf-16", "gzip", "gzip+utf-16"
     looks_binary: bool  # NUL bytes or mostly control bytes at the start
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
+    truncated: bool = False  # stopped at max_bytes of text before the stream ended
 
 
-def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
-    """Scans a binary stream to its end; raises OSError/EOFError when it cannot be read."""
+def scan_stream(
+    stream: BinaryIO, source: str | None = None, max_bytes: int | None = None
+) -> LogScan:
+    """Scans a binary stream to its end, or to `max_bytes` of text (after gzip and UTF-16
+    decoding); raises OSError/EOFError when it cannot be read."""
     readable = _peekable(stream)
     encoding = []
     if readable.peek(2)[:2] == _GZIP_MAGIC:
@@ -42,10 +46,16 @@ def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
     chunks = _utf16_as_utf8(readable) if utf16 else _chunks(readable, skip_bom=True)
     scanner = LogScanner(source)
     sample = b""
+    truncated = False
     for chunk in chunks:
+        if max_bytes is not None and scanner.stats.bytes + len(chunk) > max_bytes:
+            chunk = chunk[: max_bytes - scanner.stats.bytes]
+            truncated = True
         if len(sample) < SAMPLE_BYTES:
             sample += chunk[: SAMPLE_BYTES - len(sample)]
         scanner.feed(chunk)
+        if truncated:
+            break
     findings = scanner.findings()
     return LogScan(
         findings=findings,
@@ -54,6 +64,7 @@ def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
         encoding="+".join(encoding),
         looks_binary=looks_binary(sample),
         invalid_utf8=not _valid_utf8(sample),
+        truncated=truncated,
     )
 
 

@@ -1,13 +1,15 @@
 """Renderers: table for terminals, json for machines, markdown for support issues.
 
-json and markdown are shareable, so they are always redacted (redact.py).
+Secrets are redacted in every format unless the user asks otherwise (--no-redact); json and
+markdown are shareable, so they also lose the home folder and user name (redact.py).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ddp_doctor import strict_json
+from ddp_doctor.codec import to_jsonable
 from ddp_doctor.model import Report
 from ddp_doctor.redact import Redactor
 from ddp_doctor.report_io import report_to_json
@@ -16,12 +18,21 @@ from .markdown import render_markdown
 from .table import render_table
 
 
-def render(report: Report, fmt: str, verbose: bool = False, redact_hosts: bool = False) -> str:
+def render(
+    report: Report,
+    fmt: str,
+    verbose: bool = False,
+    redact_hosts: bool = False,
+    redact: bool = True,
+) -> str:
     if fmt == "table":
-        return render_table(report, verbose=verbose)
-    document = shareable_document(report, redact_hosts)
+        return render_table(secrets_out(report) if redact else report, verbose=verbose)
+    if redact:
+        document = shareable_document(report, redact_hosts)
+    else:
+        document = to_jsonable(report_to_json(report))
     if fmt == "json":
-        return json.dumps(document, indent=2, ensure_ascii=False)
+        return strict_json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "markdown":
         return render_markdown(document)
     raise ValueError(f"unknown format {fmt!r}")
@@ -30,7 +41,14 @@ def render(report: Report, fmt: str, verbose: bool = False, redact_hosts: bool =
 def shareable_document(report: Report, redact_hosts: bool = False) -> dict[str, Any]:
     """The report's JSON form with secrets (and on request hosts) replaced."""
     redactor = Redactor.for_this_machine(redact_hosts, hostnames=_reported_hostnames(report))
-    return redactor.document(report_to_json(report))
+    return redactor.document(to_jsonable(report_to_json(report)))  # tuples as lists, redacted too
+
+
+def secrets_out(report: Report) -> Report:
+    """The report with secrets redacted, for the renderers that draw from the object."""
+    from .redacted import redacted
+
+    return redacted(report, Redactor())
 
 
 def _reported_hostnames(report: Report) -> tuple[str, ...]:

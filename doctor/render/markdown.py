@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ddp_doctor import strict_json
 
 from .job_tables import render_job_text
 
@@ -59,7 +60,7 @@ def _findings_table(findings: list[dict[str, Any]]) -> list[str]:
 
 
 def _details(title: str, facts: Any) -> list[str]:
-    body = json.dumps(facts, indent=2, ensure_ascii=False)
+    body = strict_json.dumps(facts, indent=2, ensure_ascii=False)
     return [
         "<details>",
         f"<summary>{title}</summary>",

@@ -90,9 +90,9 @@ def _indent(text: str) -> str:
 
 
 def _compact(value: Any) -> str:
-    import json
+    from ddp_doctor import strict_json
 
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else strict_json.dumps(value, ensure_ascii=False)
 
 
 def _one_line(text: str, limit: int = 100) -> str:
