@@ -211,15 +211,19 @@ def check_output_writable(output: Path | None) -> None:
         raise click.BadParameter(
             f"cannot write to {str(output)!r}: {_why_not(error)}", param_hint="--output"
         ) from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-    finally:
-        os.close(descriptor)
-        if not existed:
-            with contextlib.suppress(OSError):
-                os.unlink(output)
+    mode = os.fstat(descriptor).st_mode
+    if stat.S_ISFIFO(mode):  # closing would end its reader's input: keep it for the report
+        _held_outputs[output] = descriptor
+        return
+    os.close(descriptor)
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.unlink(output)
     if stat.S_ISDIR(mode):
         raise click.BadParameter(f"{str(output)!r} is a folder", param_hint="--output")
+
+
+_held_outputs: dict[Path, int] = {}  # --output FIFOs, open from the check to the report
 
 
 def _why_not(error: OSError) -> str:
@@ -234,11 +238,24 @@ def emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
         return
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
     try:
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        _write_output(output, data)
     except OSError as error:
-        raise DoctorError(f"cannot write {str(output)!r}: {error.strerror or error}") from None
+        raise DoctorError(f"cannot write {str(output)!r}: {_why_not(error)}") from None
     click.echo(f"report written to {output}", err=True)
+
+
+def _write_output(output: Path, data: bytes) -> None:
+    """Writes the report; never blocks on a FIFO that lost its reader (ENXIO instead)."""
+    descriptor = _held_outputs.pop(output, None)
+    if descriptor is None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0)
+        descriptor = os.open(output, flags, 0o644)
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(descriptor, True)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(data)
 
 
 def finish(report: Report, options: ReportOptions) -> None:
@@ -316,10 +333,8 @@ def _stop_on_signals() -> None:
 
 
 def _exit_stopped(signum: int) -> None:
-    removed = _stop_children()
-    name = signal.Signals(signum).name
-    what = "; the job and its files were removed" if removed else ""
-    _say(f"ddp-doctor: stopped by {name}{what}")
+    _stop_children()
+    _say(f"ddp-doctor: stopped by {signal.Signals(signum).name}; nothing it started is left")
     sys.exit(exitcodes.stopped_by(signum))
 
 
@@ -329,7 +344,7 @@ def _say(line: str) -> None:
         click.echo(line, err=True)
 
 
-def _stop_children() -> int:
+def _stop_children() -> None:
     from ddp_doctor.probes.runner import stop_everything
 
-    return stop_everything()
+    stop_everything()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import shutil
@@ -23,6 +24,7 @@ _FOLDERS: set[Path] = set()
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+RESOURCE_ERRORS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
 
 
 class Stopping(Exception):
@@ -36,10 +38,17 @@ class CommandResult:
     stdout: str
     stderr: str
     duration_s: float
+    spawn_error: OSError | None = None  # the child could not be started at all
 
     @property
     def timed_out(self) -> bool:
         return self.returncode is None
+
+    @property
+    def out_of_resources(self) -> bool:
+        """Not started for want of processes, memory or descriptors: the doctor's problem,
+        not the program's."""
+        return self.spawn_error is not None and self.spawn_error.errno in RESOURCE_ERRORS
 
 
 def run_command(
@@ -64,7 +73,7 @@ def run_command(
             preexec_fn=die_with_parent(),
         )
     except OSError as error:
-        return CommandResult(tuple(argv), 127, "", str(error), time.monotonic() - started)
+        return CommandResult(tuple(argv), 127, "", str(error), time.monotonic() - started, error)
     with tracked(process):
         try:
             stdout, stderr = process.communicate(timeout=timeout_s)
@@ -107,8 +116,8 @@ def owned_folder(folder: Path) -> Iterator[Path]:
             _FOLDERS.discard(folder)
 
 
-def kill_children() -> int:
-    """Kills every tracked child with its descendants; how many there were."""
+def kill_children() -> None:
+    """Kills every tracked child with its descendants and removes their folders."""
     with _LIVE_LOCK:
         live = list(_LIVE.values())
         _LIVE.clear()
@@ -116,20 +125,18 @@ def kill_children() -> int:
         kill_group(process)
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-    return len(live)
 
 
-def stop_everything() -> int:
+def stop_everything() -> None:
     """From now on nothing starts; kills every tracked child with its descendants and removes
-    their folders and the doctor's own. Returns how many children and folders there were."""
+    their folders and the doctor's own."""
     _STOPPING.set()
-    killed = kill_children()
+    kill_children()
     with _LIVE_LOCK:
         folders = list(_FOLDERS)
         _FOLDERS.clear()
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
-    return killed + len(folders)
 
 
 def die_with_parent() -> Callable[[], None] | None:

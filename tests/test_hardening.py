@@ -281,3 +281,68 @@ def test_a_preflight_without_route_launches_nothing() -> None:
     job = run_job(JobConfig(nproc=2), checks)
     assert isinstance(job, JobFacts) and not job.launched
     assert "no route" in (job.not_launched_reason or "")
+
+
+def _no_process(argv, timeout_s, **_):  # type: ignore[no-untyped-def]
+    import errno
+
+    from ddp_doctor.probes.runner import CommandResult
+
+    error = OSError(errno.EAGAIN, "Resource temporarily unavailable")
+    return CommandResult(tuple(argv), 127, "", str(error), 0.0, error)
+
+
+@pytest.mark.parametrize("cause", ["no folder", "no process"])
+def test_a_python_probe_the_doctor_cannot_start_is_ddp905(
+    cause: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tempfile
+
+    from ddp_doctor.probes.base import ProbeFailed
+    from ddp_doctor.probes.patient import collect_python
+
+    if cause == "no folder":
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    with pytest.raises(ProbeFailed) as failed:
+        collect_python(sys.executable, "--python", runner=_no_process)
+    assert failed.value.facts is None  # no facts: nothing known of the patient, no DDP012
+    result = ProbeResult("python", ProbeStatus.FAILED, None, 0.0, failed.value.reason)
+    assert _codes({"python": result}) == ["DDP905"]
+
+
+@pytest.mark.parametrize("depth", [100_000, 900])
+def test_a_report_nested_too_deeply_is_a_usage_error(tmp_path: Path, depth: int) -> None:
+    """Deeper than the JSON parser goes, or deep enough to exhaust the renderers later."""
+    document = json.loads(HEALTHY.read_text())
+    nested: dict = {}
+    inner = nested
+    for _ in range(min(depth, 950)):
+        inner["a"] = {}
+        inner = inner["a"]
+    document["probes"][0]["facts"]["variables"] = nested
+    text = "[" * depth + "]" * depth if depth > 950 else json.dumps(document)
+    (tmp_path / "report.json").write_text(text)
+    done = _doctor("diagnose", str(tmp_path / "report.json"))
+    assert done.returncode == 2 and "nested" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(30)
+def test_output_to_a_fifo_reaches_its_reader(tmp_path: Path) -> None:
+    """Checking -o early must not end the reader's input before the report comes."""
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as stream:
+            received.append(stream.read())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    done = _doctor("diagnose", str(HEALTHY), "--format", "json", "-o", str(fifo))
+    reader.join(10)
+    assert done.returncode == 0
+    assert json.loads(received[0])["schema_version"] == 1

@@ -102,7 +102,8 @@ def probe_failed(facts: FactSet) -> Iterator[Hit]:
 )
 def job_launch_failed(facts: FactSet) -> Iterator[Hit]:
     """What it finds: the doctor's own failure to start its job: no temporary folder could be
-    made, the job's folder could not be written, or torchrun could not be spawned.
+    made, the job's or a probe's files could not be written, or torchrun (or the first probe
+    in the patient's Python) could not be spawned.
     Why it matters: nothing about distributed training was tested, so the report cannot say
     whether the setup works; the run exits with code 2 ("the doctor could not run").
     Example: TMPDIR and /tmp on a full or read-only filesystem; a process limit reached.
@@ -111,6 +112,13 @@ def job_launch_failed(facts: FactSet) -> Iterator[Hit]:
     workspace = facts.results.get("workspace")
     if workspace is not None and workspace.status is not ProbeStatus.OK:
         yield Hit(f"the doctor could not run: {workspace.error}", {"reason": workspace.error})
+    python = facts.results.get("python")
+    if python is not None and python.status is ProbeStatus.FAILED and python.facts is None:
+        # the patient's own failures always come with facts (DDP012); none: the doctor's
+        yield Hit(
+            f"the doctor could not examine the Python that trains: {python.error}",
+            {"reason": python.error},
+        )
     job = facts.job
     if job is not None and job.launch_error:
         yield Hit(f"the job was not started: {job.launch_error}", {"reason": job.launch_error})
