@@ -121,12 +121,13 @@ def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = No
         return JobFacts(launched=False, not_launched_reason=reason, **base)
     try:
         workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
+    except OSError as error:
+        return _not_started(base, f"no temporary folder for the job: {error.strerror or error}")
+    try:
         with owned_folder(workdir):  # removed on every way out, a signal included
             return _launch_and_collect(config, checks, workdir, base, progress)
     except LaunchFailed as failed:
         return _not_started(base, str(failed))
-    except OSError as error:  # mkdtemp: no usable temporary folder
-        return _not_started(base, f"no temporary folder for the job: {error.strerror or error}")
 
 
 class LaunchFailed(Exception):

@@ -152,7 +152,8 @@ def job_cut_by_timeout(facts: FactSet) -> Iterator[Hit]:
     yield Hit(
         f"--timeout {asked:g} ended the job after {job.duration_s:.1f} s (it had "
         f"{job.timeout_s:.1f} s of it) while rank(s) {rank_list(c.rank for c in cut)} were "
-        f"still in {', '.join(stages)}, within their own limits; try --timeout {suggested}",
+        f"still {' or '.join(_where(s) for s in stages)}, within their own limits; try "
+        f"--timeout {suggested}",
         {
             "stages": stages,
             "ranks": sorted(c.rank for c in cut),
@@ -167,6 +168,10 @@ def job_cut_by_timeout(facts: FactSet) -> Iterator[Hit]:
             (f"ddp-doctor run --timeout {suggested}",),
         ),
     )
+
+
+def _where(stage: str) -> str:
+    return "starting" if stage == "starting" else f"in stage {stage}"
 
 
 describe(
