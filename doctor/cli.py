@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +27,8 @@ if TYPE_CHECKING:  # imported where used: `--help` needs neither
 REPORT_FORMATS = ("table", "json", "markdown")
 EXIT_CODES_HELP = (
     "Exit codes: 0 nothing at or above --fail-on; 1 findings at or above --fail-on; "
-    "2 usage error or the doctor could not run."
+    "2 usage error or the doctor could not run; 128+N stopped by signal N (SIGHUP 129, "
+    "SIGINT 130, SIGQUIT 131, SIGTERM 143)."
 )
 
 
@@ -48,7 +51,34 @@ COMMANDS = {
 }
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error as one line on stderr, as the README promises (click prints three)."""
+
+    def show(self, file: Any = None) -> None:
+        message = " ".join(self.format_message().split())
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"ddp-doctor: error: {message}{hint}", err=True)
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    if isinstance(error, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return error  # a bare `ddp-doctor` prints its help
+    return OneLineUsageError(error.format_message(), error.ctx)
+
+
 class DoctorGroup(click.Group):
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as error:
+            raise _one_line(error) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line(error) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -105,6 +135,12 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
                 is_flag=True,
                 help="Also replace host names and IP addresses in json and markdown output.",
             ),
+            click.option(
+                "--no-redact",
+                is_flag=True,
+                help="Show secrets (tokens, passwords, credentials in URLs) as they are, in "
+                "every format. Never share such output.",
+            ),
         ]
 
         @functools.wraps(command)
@@ -116,7 +152,10 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
                 selector=make_selector(kwargs.pop("select"), kwargs.pop("ignore")),
                 verbose=kwargs.pop("verbose"),
                 redact_hosts=kwargs.pop("redact_hosts"),
+                redact=not kwargs.pop("no_redact"),
             )
+            if chosen.redact_hosts and not chosen.redact:
+                raise click.UsageError("--redact-hosts and --no-redact contradict each other")
             check_output_writable(chosen.output)  # before any work that could not be saved
             return command(*args, report_options=chosen, **kwargs)
 
@@ -136,11 +175,17 @@ class ReportOptions(NamedTuple):
     selector: Selector
     verbose: bool
     redact_hosts: bool
+    redact: bool = True  # secrets out of every format; False only with --no-redact
 
     def fails(self, report: Report) -> bool:
         from .model import Severity
 
         return report.fails_at(Severity.from_word(self.fail_on))
+
+    def exit_code(self, report: Report) -> int:
+        if any(finding.code in exitcodes.COULD_NOT_RUN for finding in report.findings):
+            return exitcodes.USAGE
+        return exitcodes.FINDINGS if self.fails(report) else exitcodes.OK
 
 
 def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
@@ -153,31 +198,67 @@ def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
 
 
 def check_output_writable(output: Path | None) -> None:
-    """Fails before any probing when the report could not be written anyway."""
+    """Fails before any probing when the report could not be written anyway: opens the file
+    for writing (without truncating it; one made only for the test is removed again).
+    Permission bits alone say nothing for root, nor for /proc or /sys."""
     if output is None:
         return
     parent = output.parent if str(output.parent) else Path(".")
     if not parent.is_dir():
         raise click.BadParameter(f"folder {str(parent)!r} does not exist", param_hint="--output")
-    if output.is_dir() or (output.exists() and not _writable(output)) or not _writable(parent):
-        raise click.BadParameter(f"cannot write to {str(output)!r}", param_hint="--output")
+    existed = os.path.lexists(output)
+    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        descriptor = os.open(output, flags if existed else flags | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as error:
+        raise click.BadParameter(
+            f"cannot write to {str(output)!r}: {_why_not(error)}", param_hint="--output"
+        ) from None
+    mode = os.fstat(descriptor).st_mode
+    if stat.S_ISFIFO(mode):  # closing would end its reader's input: keep it for the report
+        _held_outputs[output] = descriptor
+        return
+    os.close(descriptor)
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.unlink(output)
+    if stat.S_ISDIR(mode):
+        raise click.BadParameter(f"{str(output)!r} is a folder", param_hint="--output")
 
 
-def _writable(path: Path) -> bool:
-    import os
+_held_outputs: dict[Path, int] = {}  # --output FIFOs, open from the check to the report
 
-    return os.access(path, os.W_OK)
+
+def _why_not(error: OSError) -> str:
+    import errno
+
+    if error.errno == errno.ENXIO:  # a FIFO nobody reads: writing would block forever
+        return "a FIFO with no reader"
+    return error.strerror or str(error)
 
 
 def emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
         return
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
     try:
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        _write_output(output, data)
     except OSError as error:
-        raise DoctorError(f"cannot write {str(output)!r}: {error.strerror or error}") from None
+        raise DoctorError(f"cannot write {str(output)!r}: {_why_not(error)}") from None
     click.echo(f"report written to {output}", err=True)
+
+
+def _write_output(output: Path, data: bytes) -> None:
+    """Writes the report; never blocks on a FIFO that lost its reader (ENXIO instead)."""
+    descriptor = _held_outputs.pop(output, None)
+    if descriptor is None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0)
+        descriptor = os.open(output, flags, 0o644)
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(descriptor, True)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(data)
 
 
 def finish(report: Report, options: ReportOptions) -> None:
@@ -189,9 +270,15 @@ def finish(report: Report, options: ReportOptions) -> None:
     if report.command is None and INVOCATION:
         report = dataclasses.replace(report, command=INVOCATION[0])
 
-    text = render(report, options.fmt, verbose=options.verbose, redact_hosts=options.redact_hosts)
+    text = render(
+        report,
+        options.fmt,
+        verbose=options.verbose,
+        redact_hosts=options.redact_hosts,
+        redact=options.redact,
+    )
     emit(text, options.output)
-    sys.exit(exitcodes.FINDINGS if options.fails(report) else exitcodes.OK)
+    sys.exit(options.exit_code(report))
 
 
 class DoctorError(click.ClickException):
@@ -212,38 +299,65 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(argv) if argv is not None else sys.argv[1:]
     INVOCATION[:] = [shlex.join(["ddp-doctor", *args])]
-    _interrupt_on_sigterm()
+    _stop_on_signals()
     try:
         returned = cli.main(
             args=args,
             prog_name="ddp-doctor",
             standalone_mode=False,
         )
+    except Stopped as stop:
+        _exit_stopped(stop.signum)
+    except (click.Abort, KeyboardInterrupt):  # SIGINT before the handler was in place
+        _exit_stopped(signal.SIGINT)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        _stop_children()
-        click.echo("ddp-doctor: interrupted; the job and its files were removed", err=True)
-        sys.exit(INTERRUPTED)
     except Exception as error:  # the last guard: one line, never a traceback
         _stop_children()
-        click.echo(f"ddp-doctor: internal error: {type(error).__name__}: {error}", err=True)
+        _say(f"ddp-doctor: internal error: {type(error).__name__}: {error}")
         sys.exit(exitcodes.USAGE)
     sys.exit(returned if isinstance(returned, int) else exitcodes.OK)
 
 
-INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+class Stopped(BaseException):
+    """A stop signal arrived. A BaseException, so that no `except Exception` on the way up
+    swallows it, while every `finally` still runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _interrupt_on_sigterm() -> None:
-    """`timeout` and batch schedulers stop with SIGTERM: clean up as for Ctrl-C."""
+_stopping: list[int] = []
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
 
-    with contextlib.suppress(ValueError, AttributeError):  # not the main thread; no SIGTERM
-        signal.signal(signal.SIGTERM, interrupt)
+def _stop_on_signals() -> None:
+    """A closed terminal (SIGHUP), Ctrl-C (SIGINT), Ctrl-\\ (SIGQUIT), `timeout` and batch
+    schedulers (SIGTERM) all stop the doctor the same way: the job and its files go, and the
+    exit code is 128 + the signal's number. A second signal while stopping is ignored."""
+
+    def stop(signum: int, frame: object) -> None:
+        if _stopping:
+            return
+        _stopping.append(signum)
+        raise Stopped(signum)
+
+    for signum in exitcodes.STOP_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(signum, stop)
+
+
+def _exit_stopped(signum: int) -> None:
+    _stop_children()
+    _say(f"ddp-doctor: stopped by {signal.Signals(signum).name}; nothing it started is left")
+    sys.exit(exitcodes.stopped_by(signum))
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if stderr is still there (a closed terminal is not)."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(line, err=True)
 
 
 def _stop_children() -> None:

@@ -93,6 +93,8 @@ CODES: tuple[Code, ...] = (
     Code("DDP206", "connection-refused", ERROR, "log", "rules.rendezvous", "Ranks could not connect: \"Connection refused\" from the store or the backend."),
     Code("DDP207", "world-size-mismatch", ERROR, "facts", "rules.rendezvous", "The ranks disagree about the world size, or it is not nnodes x nproc-per-node."),
     Code("DDP208", "master-addr-not-local", ERROR, "facts", "rules.rendezvous", "The master address is not an address of this machine, so the job cannot listen on it."),
+    Code("DDP209", "no-interface-up", ERROR, "facts", "rules.network", "No network interface is up, not even loopback: no two processes can connect."),
+    Code("DDP210", "network-unreachable", ERROR, "facts", "rules.network", "There is no route to the master address: connecting fails with \"Network is unreachable\"."),
     Code("DDP230", "master-port-privileged", ERROR, "log", "logscan.codes_network", "The master port is below 1024, so binding it needs root and was refused."),
     Code("DDP231", "store-connect-timeout", ERROR, "log", "logscan.codes_network", "A rank's connection to the rendezvous store timed out (nothing answered, unlike a refusal)."),
     Code("DDP232", "rank0-work-outlasts-timeout", ERROR, "log", "logscan.codes_network", "Rank 0 did long work alone while the other ranks waited for it past their timeout."),
@@ -134,6 +136,9 @@ CODES: tuple[Code, ...] = (
     Code("DDP902", "probe-timed-out", WARNING, "facts", "rules.doctor_self", "A probe did not answer within its time limit and was abandoned."),
     Code("DDP903", "rule-crashed", WARNING, "doctor", "rules.doctor_self", "A rule raised an error while judging the facts, so its problem was not checked."),
     Code("DDP904", "probe-failed", WARNING, "facts", "rules.doctor_self", "A probe ran but could not measure, so the checks that need it were skipped."),
+    Code("DDP905", "job-launch-failed", ERROR, "facts", "rules.doctor_self", "The doctor could not start its job: no usable temporary folder, or no process could be spawned."),
+    Code("DDP906", "job-cut-by-timeout", ERROR, "facts", "rules.doctor_self", "--timeout ended the job while its ranks were still within their own time limits."),
+    Code("DDP907", "log-over-limit", WARNING, "doctor", "rules.doctor_self", "The log is bigger than `logs` reads (256 MiB): only its start was diagnosed."),
     Code("DDP910", "script-syntax-error", ERROR, "doctor", "script.rules.doctor", "A Python file does not parse, so no rule could check it."),
     Code("DDP911", "file-unreadable", WARNING, "doctor", "script.rules.doctor", "A path given to `check` could not be read as text, so it was skipped."),
 )

@@ -30,6 +30,7 @@ class HostFacts:
     shm_total_bytes: int | None = None  # statvfs("/dev/shm"); None where there is none
     jupyter_kernel: bool = False
     interfaces: tuple[str, ...] = ()  # network interface names (socket.if_nameindex)
+    interfaces_up: tuple[str, ...] | None = None  # those with IFF_UP set; None: not known here
     # NVIDIA device nodes in /dev (nvidia0, nvidiactl, nvidia-uvm; dxg under WSL2); None where
     # /dev was not read (not Linux)
     gpu_device_nodes: tuple[str, ...] | None = None

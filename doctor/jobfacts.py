@@ -19,6 +19,7 @@ class StageRecord:
     seconds: float | None = None
     error: str | None = None
     data: Mapping[str, object] = field(default_factory=dict)
+    running_s: float | None = None  # a stage that never ended: how long it ran until the job ended
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Preflight:
     master_port: int | None = None
     port_error: str | None = None  # bind() on the port failed with this
     nccl_missing: bool = False  # --backend nccl with a torch that has no NCCL
+    route_error: str | None = None  # connecting to the master address is refused by routing
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class JobFacts:
     not_launched_reason: str | None = None
     sizes: str | None = None  # the sweep used, MIN:MAX:FACTOR
     iters: int | None = None
+    launch_error: str | None = None  # the doctor itself could not start the job, and why
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

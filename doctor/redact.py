@@ -26,10 +26,15 @@ IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 # Candidates only (clock times match too); ipaddress decides what really is an address.
 IPV6 = re.compile(r"(?<![\w:.])[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 # NAME=value and NAME: value; a command-line flag and its value; HTTP credentials.
-SECRET_PAIR = re.compile(r"\b([A-Za-z_][\w-]*)(=|:[ \t]*)(?!<redacted>)([^\s,;]+)")
+SECRET_PAIR = re.compile(r"(?<![\w-])([A-Za-z_][\w-]*)(=|:[ \t]*)(?!<redacted>)([^\s,;]+)")
 SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+|=)(?!<redacted>)(?!-)([^\s,;]+)")
 CREDENTIAL_SCHEME = re.compile(r"\b(Bearer|Basic)[ \t]+(?!<redacted>)[\w.~+/=-]+", re.IGNORECASE)
 GPU_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+# scheme://USERINFO@host: the userinfo runs to the last "@" before the path (a password may
+# hold a raw "@"); "user:secret" keeps the user, a lone token (https://TOKEN@host) goes whole.
+# The scheme is bounded and the userinfo stops at "/", so the scan stays linear on any text.
+URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://)([^\s/?#]+)@")
+TOKEN_LIKE = re.compile(r"(?=.*\d)(?=.*[A-Za-z])[\w.~+=-]{16,}")  # a lone userinfo that is a key
 
 
 def is_secret_name(name: str) -> bool:
@@ -82,6 +87,7 @@ class Redactor:
         return self.document(value, key)
 
     def text(self, text: str) -> str:
+        text = redact_url_credentials(text)
         text = self._secret_assignments(text)
         if self.home and len(self.home) > 1:
             text = re.sub(rf"{re.escape(self.home)}(?![\w.-])", "~", text)
@@ -112,6 +118,24 @@ class Redactor:
         if uuid not in self._aliases:
             self._aliases[uuid] = f"{kind}-<uuid{len(self._aliases) + 1}>"
         return self._aliases[uuid]
+
+
+def redact_url_credentials(text: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://user:<redacted>@host`, anywhere in a text;
+    `https://TOKEN@host` loses the token. A plain user name (ssh://git@host) stays."""
+    if "://" not in text:
+        return text
+    return URL_USERINFO.sub(_redact_userinfo, text)
+
+
+def _redact_userinfo(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    user, colon, _ = userinfo.partition(":")
+    if colon:
+        return f"{scheme}{user}:{REDACTED}@"
+    if TOKEN_LIKE.fullmatch(userinfo):
+        return f"{scheme}{REDACTED}@"
+    return match.group(0)
 
 
 def _redact_if_secret(match: re.Match[str]) -> str:

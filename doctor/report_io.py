@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .codec import CodecError, from_jsonable, to_jsonable
 from .expected_busbw import bandwidth_tables
 from .facts import FACT_TYPES, FactSet
+from .inputs import TooLarge, describe_size, read_capped
+from .jobfacts import JobFacts
 from .model import Finding, ProbeResult, ProbeStatus, Report
 
 SCHEMA_VERSION = 1
+# A report of a 512-rank run is under 2 MiB; a report costs up to ~25x its size in memory
+# (JSON, then the facts it decodes to), so 4 MiB keeps `diagnose` under ~120 MB.
+MAX_REPORT_BYTES = 4 * 1024 * 1024
+# A real report nests about 8 deep; the renderers and the codec recurse, so 64 is the cap.
+MAX_NESTING = 64
+OUTPUT_TAIL_CHARS = 64 * 1024  # what `run` keeps of the job's output (launch.OUTPUT_TAIL_BYTES)
 
 
 class ReportError(ValueError):
@@ -48,9 +57,14 @@ def probe_to_json(result: ProbeResult) -> dict[str, Any]:
 
 def load_report(path: Path) -> Report:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_REPORT_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise ReportError(f"{path} is not a text file") from None
+    except TooLarge as error:
+        raise ReportError(
+            f"{path} is {describe_size(error.size)}, over the {describe_size(error.limit)} a "
+            "ddp-doctor report can be; give the JSON report `run --format json` wrote"
+        ) from None
     except OSError as error:
         raise ReportError(f"cannot read {path}: {error.strerror or error}") from None
     try:
@@ -59,12 +73,16 @@ def load_report(path: Path) -> Report:
         raise ReportError(
             f"{path} is not valid JSON ({error.msg} at line {error.lineno})"
         ) from None
+    except RecursionError:
+        raise ReportError(f"{path} is nested too deeply to be a ddp-doctor report") from None
     return report_from_json(data)
 
 
 def report_from_json(data: Any) -> Report:
     if not isinstance(data, Mapping) or "schema_version" not in data:
         raise ReportError("not a ddp-doctor report: no schema_version")
+    if nesting(data) > MAX_NESTING:
+        raise ReportError(f"nested deeper than {MAX_NESTING} levels: not a ddp-doctor report")
     if type(data["schema_version"]) is not int or data["schema_version"] != SCHEMA_VERSION:
         raise ReportError(
             f"report schema_version {data['schema_version']!r} is not {SCHEMA_VERSION}; "
@@ -101,11 +119,29 @@ def probe_from_json(data: Any) -> ProbeResult:
     error = data.get("error")
     if error is not None and not isinstance(error, str):
         raise CodecError(f"{name}: error is not a string")
+    if isinstance(facts, JobFacts) and len(facts.output_tail) > OUTPUT_TAIL_CHARS:
+        facts = replace(facts, output_tail=facts.output_tail[-OUTPUT_TAIL_CHARS:])
     return ProbeResult(name, status, facts, float(duration), error)
 
 
 def _optional_text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def nesting(value: Any) -> int:
+    """How deeply lists and objects nest in a JSON value (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _describe(error: Exception) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ def collect_host(root: Path = Path("/")) -> HostFacts:
         shm_total_bytes=shm_total_bytes(root),
         jupyter_kernel=in_jupyter_kernel(),
         interfaces=interface_names(),
+        interfaces_up=interfaces_up(),
         gpu_device_nodes=gpu_device_nodes(root) if platform.system() == "Linux" else None,
     )
 
@@ -38,6 +40,30 @@ def interface_names() -> tuple[str, ...]:
         return tuple(sorted(name for _, name in socket.if_nameindex()))
     except (OSError, AttributeError):  # not on every platform
         return ()
+
+
+SIOCGIFFLAGS = 0x8913  # Linux: read an interface's flags
+IFF_UP = 0x1
+
+
+def interfaces_up(names: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
+    """The interfaces whose IFF_UP flag is set (Linux); None where flags cannot be read."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return None
+    names = interface_names() if names is None else names
+    up = []
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as handle:
+            for name in names:
+                request = struct.pack("256s", name.encode()[:15])
+                answer = fcntl.ioctl(handle.fileno(), SIOCGIFFLAGS, request)
+                if struct.unpack_from("H", answer, 16)[0] & IFF_UP:
+                    up.append(name)
+    except OSError:  # not Linux, or an interface that vanished meanwhile
+        return None
+    return tuple(up)
 
 
 def _resolve(hostname: str) -> str | None:

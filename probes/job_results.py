@@ -24,19 +24,26 @@ def torch_exit_codes(output: str) -> dict[int, int]:
     return codes
 
 
-def collect_ranks(journals: Path, nproc: int, exit_codes: dict[int, int]) -> tuple[RankFacts, ...]:
+def collect_ranks(
+    journals: Path, nproc: int, exit_codes: dict[int, int], ended_at: float | None = None
+) -> tuple[RankFacts, ...]:
+    """`ended_at`: when the job ended (time.time()), to say how long an unfinished stage ran."""
     return tuple(
-        RankFacts(rank, _stages(read_journal(journals / f"rank{rank}.jsonl")), exit_codes.get(rank))
+        RankFacts(
+            rank,
+            _stages(read_journal(journals / f"rank{rank}.jsonl"), ended_at),
+            exit_codes.get(rank),
+        )
         for rank in range(nproc)
     )
 
 
-def _stages(records: list[dict[str, Any]]) -> tuple[StageRecord, ...]:
+def _stages(records: list[dict[str, Any]], ended_at: float | None) -> tuple[StageRecord, ...]:
     stages: dict[str, StageRecord] = {}
     for record in records:
         name = str(record.get("stage"))
         if record.get("event") == "start":
-            stages[name] = StageRecord(name)
+            stages[name] = StageRecord(name, running_s=_running(record.get("time"), ended_at))
         elif record.get("event") == "end":
             stages[name] = StageRecord(
                 name,
@@ -47,6 +54,12 @@ def _stages(records: list[dict[str, Any]]) -> tuple[StageRecord, ...]:
                 data=record.get("data") or {},
             )
     return tuple(stages.values())
+
+
+def _running(started: Any, ended_at: float | None) -> float | None:
+    if ended_at is None or not isinstance(started, (int, float)):
+        return None
+    return round(max(0.0, ended_at - started), 3)
 
 
 def identities_of(ranks: tuple[RankFacts, ...]) -> tuple[Identity, ...]:

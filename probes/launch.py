@@ -8,7 +8,6 @@ killed (ranks included, they run in sessions of their own) when `timeout_s` pass
 from __future__ import annotations
 
 import errno
-import shutil
 import socket
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from .job_results import (
     torch_exit_codes,
 )
 from .payload import PACKAGE, install_payload, patient_environment
-from .runner import has_exited, kill_group, tracked
+from .runner import die_with_parent, has_exited, kill_group, owned_folder, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 Progress = Callable[[str], None]
@@ -58,10 +57,13 @@ class JobConfig:
 
 def preflight(config: JobConfig, nccl_missing: bool = False) -> Preflight:
     address, resolve_error = resolve(config.master_addr)
-    port, port_error = None, None
+    port, port_error, route_error = None, None, None
     if address is not None:
         port, port_error = claim_port(address, config.master_port)
-    return Preflight(config.master_addr, address, resolve_error, port, port_error, nccl_missing)
+        route_error = route_problem(address, port)
+    return Preflight(
+        config.master_addr, address, resolve_error, port, port_error, nccl_missing, route_error
+    )
 
 
 def resolve(host: str, timeout_s: float = 5.0) -> tuple[str | None, str | None]:
@@ -100,6 +102,23 @@ def claim_port(address: str, port: int | None) -> tuple[int | None, str | None]:
     return port, None
 
 
+UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH)
+
+
+def route_problem(address: str, port: int | None) -> str | None:
+    """Why the kernel has no route to the master, or None: a UDP connect() only looks the
+    route up, nothing is sent. With no interface up, even 127.0.0.1 is unreachable."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((address, port or 9))
+        except OSError as error:
+            if error.errno in UNREACHABLE:
+                name = errno.errorcode.get(error.errno or 0, "error")
+                return f"{name}: {error.strerror} (to {address})"
+    return None
+
+
 def run_job(
     config: JobConfig,
     checks: Preflight,
@@ -118,11 +137,23 @@ def run_job(
     reason = _reason_not_to_launch(checks)
     if reason:
         return JobFacts(launched=False, not_launched_reason=reason, **base)
-    workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
     try:
-        return _launch_and_collect(config, checks, workdir, base, progress, watcher)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
+    except OSError as error:
+        return _not_started(base, f"no temporary folder for the job: {error.strerror or error}")
+    try:
+        with owned_folder(workdir):  # removed on every way out, a signal included
+            return _launch_and_collect(config, checks, workdir, base, progress, watcher)
+    except LaunchFailed as failed:
+        return _not_started(base, str(failed))
+
+
+class LaunchFailed(Exception):
+    """The doctor could not start torchrun: its own failure, not the patient's."""
+
+
+def _not_started(base: dict, why: str) -> JobFacts:
+    return JobFacts(launched=False, not_launched_reason=why, launch_error=why, **base)
 
 
 def _reason_not_to_launch(checks: Preflight) -> str | None:
@@ -132,6 +163,8 @@ def _reason_not_to_launch(checks: Preflight) -> str | None:
         return f"master port unusable ({checks.port_error})"
     if checks.nccl_missing:
         return "--backend nccl, but this torch has no NCCL"
+    if checks.route_error:
+        return f"no route to the master address ({checks.route_error})"
     return None
 
 
@@ -205,24 +238,34 @@ def _launch_and_collect(
     watcher: StageWatcher | None,
 ) -> JobFacts:
     journals = workdir / "ranks"
-    journals.mkdir()
-    payload = install_payload(workdir / "payload", config.extra_modules)
     output_path = workdir / "torchrun.log"
+    argv = torchrun_argv(config, checks.master_port or 0, journals, workdir)
+    try:
+        journals.mkdir()
+        payload = install_payload(workdir / "payload", config.extra_modules)
+        output = output_path.open("wb")
+    except OSError as error:
+        raise LaunchFailed(f"cannot prepare the job's folder: {error.strerror or error}") from None
     started = time.monotonic()
-    with output_path.open("wb") as output:
-        process = subprocess.Popen(
-            torchrun_argv(config, checks.master_port or 0, journals, workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=patient_environment(job_environment(workdir), payload),
-            cwd=workdir,
-            start_new_session=True,
-        )
+    with output:
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=patient_environment(job_environment(workdir), payload, workdir),
+                cwd=workdir,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),  # torchrun dies with the doctor, even by SIGKILL
+            )
+        except OSError as error:  # the interpreter vanished, fork failed (EAGAIN, ENOMEM)
+            raise LaunchFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
         with tracked(process, workdir):
             timed_out = _wait(process, config, journals, started, progress, watcher)
+    ended_at = time.time()
     output_tail = _tail(output_path)
-    ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail))
+    ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail), ended_at)
     return JobFacts(
         launched=True,
         duration_s=round(time.monotonic() - started, 3),

@@ -63,7 +63,10 @@ def collect_python(
     asked = PythonFacts(executable=python, chosen_by=chosen_by)
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise ProbeFailed(f"no runnable Python at {python!r}", _broken(asked, "not found"))
-    result = run_in_patient(python, "python_describe", timeout_s, runner)
+    try:
+        result = run_in_patient(python, "python_describe", timeout_s, runner)
+    except CouldNotStart as error:
+        raise ProbeFailed(str(error)) from None  # no facts: nothing is known of the patient
     if result.timed_out:
         raise ProbeTimedOut(f"{python} did not describe itself within {timeout_s:g} s")
     try:
@@ -82,14 +85,26 @@ def run_in_patient(
     runner: Runner = run_command,
     environ: Mapping[str, str] | None = None,
 ) -> CommandResult:
-    """Runs `python -m ddp_doctor_patient.MODULE` from a fresh payload, removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="ddp-doctor-") as folder:
-        root = install_payload(Path(folder))
-        env = patient_environment(os.environ if environ is None else environ, root)
-        env["TMPDIR"] = folder
-        return runner(
-            [python, "-m", f"{PACKAGE}.{module}"], timeout_s=timeout_s, env=env, cwd=folder
-        )
+    """Runs `python -m ddp_doctor_patient.MODULE` from a fresh payload, removed afterwards;
+    raises CouldNotStart when the doctor cannot make the payload or start a process."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="ddp-doctor-") as folder:
+            root = install_payload(Path(folder))
+            env = patient_environment(os.environ if environ is None else environ, root, root)
+            env["TMPDIR"] = folder
+            result = runner(
+                [python, "-m", f"{PACKAGE}.{module}"], timeout_s=timeout_s, env=env, cwd=folder
+            )
+    except OSError as error:
+        raise CouldNotStart(f"cannot write the probe's files: {error.strerror or error}") from None
+    if result.out_of_resources:
+        raise CouldNotStart(f"cannot start a process: {result.stderr}")
+    return result
+
+
+class CouldNotStart(Exception):
+    """The doctor itself could not run code in the patient: no folder for the payload, or no
+    process (the process or memory limit reached)."""
 
 
 def _broken(asked: PythonFacts, why: str) -> PythonFacts:

@@ -14,7 +14,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .watchdog import WATCH_VARIABLE
+from .watchdog import FOLDER_VARIABLE, WATCH_VARIABLE
+from .workspace import current_workspace
 
 PACKAGE = "ddp_doctor_patient"
 PATIENT_MODULES = (
@@ -47,13 +48,21 @@ def install_payload(folder: Path, extra_modules: Sequence[Path] = ()) -> Path:
     return folder
 
 
-def patient_environment(base: Mapping[str, str], payload_root: Path) -> dict[str, str]:
-    """`base` with the payload first on PYTHONPATH (the user's own entries kept after it) and
-    the doctor's pid for the watchdog."""
+def patient_environment(
+    base: Mapping[str, str], payload_root: Path, folder: Path | None = None
+) -> dict[str, str]:
+    """`base` with the payload first on PYTHONPATH (the user's own entries kept after it), the
+    doctor's pid for the watchdog, and the folder it removes if the doctor dies: the run's
+    workspace, else `folder`."""
     env = dict(base)
     paths = [str(payload_root), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[WATCH_VARIABLE] = watch_token(os.getpid())
+    leftover = current_workspace() or folder
+    if leftover is not None:
+        env[FOLDER_VARIABLE] = str(leftover)
+    else:
+        env.pop(FOLDER_VARIABLE, None)
     return env
 
 

@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# Children still running, with the folder each one uses: on Ctrl-C or SIGTERM the CLI kills
-# them all (stop_everything), since the threads that would have are abandoned then.
+# Children still running, with the folder each one uses, and the doctor's own folders: on a
+# signal the CLI kills and removes them all (stop_everything), since the threads that would
+# have are abandoned then. Once stopping, a child that starts anyway is killed at once.
 _LIVE: dict[int, tuple[subprocess.Popen, Path | None]] = {}
+_FOLDERS: set[Path] = set()
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+RESOURCE_ERRORS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
+
+
+class Stopping(Exception):
+    """The doctor is stopping (a signal): nothing new may start."""
 
 
 @dataclass(frozen=True)
@@ -26,10 +38,17 @@ class CommandResult:
     stdout: str
     stderr: str
     duration_s: float
+    spawn_error: OSError | None = None  # the child could not be started at all
 
     @property
     def timed_out(self) -> bool:
         return self.returncode is None
+
+    @property
+    def out_of_resources(self) -> bool:
+        """Not started for want of processes, memory or descriptors: the doctor's problem,
+        not the program's."""
+        return self.spawn_error is not None and self.spawn_error.errno in RESOURCE_ERRORS
 
 
 def run_command(
@@ -51,9 +70,10 @@ def run_command(
             text=True,
             errors="replace",
             start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
     except OSError as error:
-        return CommandResult(tuple(argv), 127, "", str(error), time.monotonic() - started)
+        return CommandResult(tuple(argv), 127, "", str(error), time.monotonic() - started, error)
     with tracked(process):
         try:
             stdout, stderr = process.communicate(timeout=timeout_s)
@@ -67,9 +87,15 @@ def run_command(
 
 @contextlib.contextmanager
 def tracked(process: subprocess.Popen, folder: Path | None = None) -> Iterator[None]:
-    """Registers a running child (and its folder) until the block ends."""
+    """Registers a running child (and its folder) until the block ends; raises Stopping (the
+    child killed) when the doctor is already stopping."""
     with _LIVE_LOCK:
-        _LIVE[process.pid] = (process, folder)
+        stopping = _STOPPING.is_set()
+        if not stopping:
+            _LIVE[process.pid] = (process, folder)
+    if stopping:
+        kill_group(process)
+        raise Stopping("the doctor is stopping")
     try:
         yield
     finally:
@@ -77,7 +103,20 @@ def tracked(process: subprocess.Popen, folder: Path | None = None) -> Iterator[N
             _LIVE.pop(process.pid, None)
 
 
-def stop_everything() -> None:
+@contextlib.contextmanager
+def owned_folder(folder: Path) -> Iterator[Path]:
+    """A folder of the doctor's, removed when the block ends, or by stop_everything."""
+    with _LIVE_LOCK:
+        _FOLDERS.add(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        with _LIVE_LOCK:
+            _FOLDERS.discard(folder)
+
+
+def kill_children() -> None:
     """Kills every tracked child with its descendants and removes their folders."""
     with _LIVE_LOCK:
         live = list(_LIVE.values())
@@ -86,6 +125,46 @@ def stop_everything() -> None:
         kill_group(process)
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_everything() -> None:
+    """From now on nothing starts; kills every tracked child with its descendants and removes
+    their folders and the doctor's own."""
+    _STOPPING.set()
+    kill_children()
+    with _LIVE_LOCK:
+        folders = list(_FOLDERS)
+        _FOLDERS.clear()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that has Linux SIGKILL the child when the doctor's thread that started it
+    ends, so not even a SIGKILL of the doctor leaves it running; None elsewhere."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:  # between fork and exec: only the call and two syscalls
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the doctor died before the request took effect
+            os._exit(1)
+
+    return in_child
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
 
 
 def has_exited(process: subprocess.Popen) -> bool:

@@ -3,29 +3,34 @@
 torchrun starts each rank in a session of its own, so a SIGKILL of the doctor (or of a shell
 that held it) would leave the ranks running until their own timeouts. Every patient-side
 entry point calls `watch_doctor()`: a daemon thread that checks twice a second whether the
-doctor's process (pid and start time, from DDP_DOCTOR_WATCH) still exists, and SIGKILLs its
-own process group and itself when it does not. Standard library only.
+doctor's process (pid and start time, from DDP_DOCTOR_WATCH) still exists; when it does not,
+it removes the doctor's temporary folder (DDP_DOCTOR_FOLDER), which nobody else is left to
+remove, and SIGKILLs its own process group and itself. Standard library only.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
 
 WATCH_VARIABLE = "DDP_DOCTOR_WATCH"
+FOLDER_VARIABLE = "DDP_DOCTOR_FOLDER"
+FOLDER_PREFIX = "ddp-doctor-"  # the only folders the watchdog ever removes
 INTERVAL_S = 0.5
 
 
 def watch_doctor(environ: dict | None = None) -> bool:
     """Starts the watchdog when the variable names a doctor; True when it is watching."""
-    token = (environ if environ is not None else os.environ).get(WATCH_VARIABLE, "")
-    pid, _, started = token.partition(":")
+    environ = environ if environ is not None else dict(os.environ)
+    pid, _, started = environ.get(WATCH_VARIABLE, "").partition(":")
     if not pid.isdigit():
         return False
+    folder = environ.get(FOLDER_VARIABLE) or None
     thread = threading.Thread(
-        target=_watch, args=(int(pid), started), name="ddp-doctor-watchdog", daemon=True
+        target=_watch, args=(int(pid), started, folder), name="ddp-doctor-watchdog", daemon=True
     )
     thread.start()
     return True
@@ -53,9 +58,11 @@ def _exists(pid: int) -> bool:
     return True
 
 
-def _watch(pid: int, started: str) -> None:
+def _watch(pid: int, started: str, folder: str | None) -> None:
     while doctor_alive(pid, started):
         time.sleep(INTERVAL_S)
+    if folder and os.path.basename(os.path.normpath(folder)).startswith(FOLDER_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
     if os.getpgid(0) == os.getpid():  # this process leads its group (a rank): take it along
         os.killpg(0, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

@@ -259,6 +259,22 @@ def _dp_small_batch(report: dict) -> None:
 
 
 # Facts a CPU machine cannot produce, made by editing the healthy recording.
+# What torch 2.13's TCPStore client printed in a namespace whose loopback was down, when a
+# doctor without the pre-launch route check launched its job there (host name blanked).
+UNREACHABLE_OUTPUT = """\
+[W1130 13:12:39.248514189 socket.cpp:764] [c10d] The client socket has failed to connect to 2.86.0.0:57063 (errno: 101 - Network is unreachable).
+[E1130 13:12:39.248516903 socket.cpp:818] [c10d] The client socket has failed to connect to any network address of (127.0.0.1, 44311).
+torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (127.0.0.1, 44311). The client socket has failed to connect to 2.86.0.0:57063 (errno: 101 - Network is unreachable).
+"""
+
+
+def _unreachable_in_job(report: dict) -> None:
+    job = probe(report, "job")["facts"]
+    job.update(exit_code=1, output_tail=UNREACHABLE_OUTPUT, identities=[], bandwidth=[])
+    for rank in job["ranks"]:
+        rank.update(stages=[], exit_code=None)
+
+
 DERIVED = {
     "duplicate-gpu": (_duplicate_gpu, ["DDP305"], "two ranks on one GPU (PCI bus id)"),
     "version-skew": (_version_skew, ["DDP306"], "rank 1 runs another torch"),
@@ -317,6 +333,11 @@ DERIVED = {
         _unused_parameters,
         ["DDP307"],
         "rank 1 fails with DDP's unused-parameters error; the log patterns add DDP501",
+    ),
+    "network-unreachable-in-job": (
+        _unreachable_in_job,
+        ["DDP210"],
+        "torchrun's store client could not connect: errno 101, Network is unreachable",
     ),
 }
 

@@ -47,15 +47,20 @@ def check_command(
     except ConfigError as error:
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
-    emit(_render(report, report_options, outcome.checked), report_options.output)
+    emit(render_check(report, report_options, outcome.checked), report_options.output)
     if outcome.checked == 0:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
-    sys.exit(exitcodes.FINDINGS if report_options.fails(report) else exitcodes.OK)
+    sys.exit(report_options.exit_code(report))
 
 
-def _render(report: Report, options: ReportOptions, checked: int) -> str:
+def render_check(report: Report, options: ReportOptions, checked: int) -> str:
+    """The report in any of check's formats; secrets out unless --no-redact."""
     fmt = options.fmt
+    if fmt in ("text", "sarif", "github") and options.redact:
+        from ddp_doctor.render import secrets_out
+
+        report = secrets_out(report)
     if fmt == "text":
         from ddp_doctor.render.text import render_text
 
@@ -70,4 +75,10 @@ def _render(report: Report, options: ReportOptions, checked: int) -> str:
         return render_github(report)
     from ddp_doctor.render import render
 
-    return render(report, fmt, verbose=options.verbose, redact_hosts=options.redact_hosts)
+    return render(
+        report,
+        fmt,
+        verbose=options.verbose,
+        redact_hosts=options.redact_hosts,
+        redact=options.redact,
+    )

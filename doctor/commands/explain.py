@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 
 import click
 
-from ddp_doctor import exitcodes
+from ddp_doctor import exitcodes, strict_json
 from ddp_doctor.codes import CODES, Code
 from ddp_doctor.registry import RuleSpec, lookup
 from ddp_doctor.render.columns import plain_table
@@ -61,7 +60,7 @@ def rules_command(fmt: str) -> None:
             }
             for s in specs
         ]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(strict_json.dumps(rows, indent=2))
         return
     if fmt == "markdown":
         click.echo(rules_markdown(specs))

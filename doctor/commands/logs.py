@@ -18,10 +18,14 @@ from ddp_doctor.cli import (
     finish,
     report_options,
 )
+from ddp_doctor.inputs import NotRegularFile, describe_size, open_regular
 from ddp_doctor.logscan import LogScan, scan_stream
 from ddp_doctor.model import Finding, make_report
 
 STDIN = "-"
+# Scanning is linear (4-200 MB/s here, by how many lines may match) and memory stays flat: the
+# cap bounds the time, and ends an endless stdin.
+MAX_LOG_BYTES = 256 * 1024 * 1024
 
 
 @click.command("logs", epilog=EXIT_CODES_HELP)
@@ -50,7 +54,8 @@ def logs_command(
     else:
         scan = _scan(log)
         _check_scanned(scan, name)
-        findings, subject = scan.findings, f"{scan.lines} lines of {name}"
+        findings = [*scan.findings, *_truncation(scan, log)]
+        subject = f"{scan.lines} lines of {name}"
     report = make_report((), report_options.selector.filter(findings), subject)
     finish(report, report_options)
 
@@ -60,7 +65,7 @@ def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
 
     name = _display_name(str(folder))
     try:
-        scan = scan_folder(folder)
+        scan = scan_folder(folder, MAX_LOG_BYTES)
     except PermissionError:
         raise DoctorError(f"cannot read {name}: permission denied") from None
     except OSError as error:
@@ -112,9 +117,15 @@ def _scan(log: str) -> LogScan:
     name = _display_name(log)
     try:
         with _opened(log) as stream:
-            return scan_stream(stream, source=None if log == STDIN else log)
+            return scan_stream(stream, None if log == STDIN else log, MAX_LOG_BYTES)
     except FileNotFoundError:
         raise DoctorError(f"cannot read {name}: no such file") from None
+    except NotRegularFile as error:
+        if error.kind == "a folder":
+            raise DoctorError(f"{name} is a folder; give the log file inside it") from None
+        raise DoctorError(
+            f"cannot read {name}: {error.strerror}; save the log to a file, or pipe it in with -"
+        ) from None
     except PermissionError:
         raise DoctorError(f"cannot read {name}: permission denied") from None
     except EOFError:
@@ -130,7 +141,7 @@ def _opened(log: str) -> Iterator[BinaryIO]:
             click.echo("ddp-doctor: reading the log from stdin (end with Ctrl-D)", err=True)
         yield sys.stdin.buffer
         return
-    with open(log, "rb") as stream:
+    with open_regular(log) as stream:
         yield stream
 
 
@@ -151,6 +162,20 @@ def _check_scanned(scan: LogScan, name: str) -> None:
         )
     if sys.stderr.isatty():
         click.echo(f"ddp-doctor: read {scan.lines} lines ({scan.encoding}) from {name}", err=True)
+
+
+def _truncation(scan: LogScan, log: str) -> list[Finding]:
+    if not scan.truncated:
+        return []
+    from ddp_doctor.registry import Hit, spec_for
+
+    limit = describe_size(MAX_LOG_BYTES)
+    hit = Hit(
+        f"only the first {limit} of {_display_name(log)} were read; a root cause printed "
+        "later is not in this report",
+        {"bytes_read": scan.bytes, "limit_bytes": MAX_LOG_BYTES},
+    )
+    return [spec_for("DDP907").finding(hit)]
 
 
 def _display_name(log: str) -> str:

@@ -2,20 +2,50 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import click
 
 from ddp_doctor.checkup import collect
 from ddp_doctor.cli import ReportOptions, finish, report_options
 from ddp_doctor.engine import judge, make_report
 from ddp_doctor.facts import PlanFacts
+from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.progress import Progress
+
+MAX_TIMEOUT_S = 86400.0  # a day: past that a bound bounds nothing
+MAX_BUSBW_GBPS = 100000.0  # 100 TB/s; NVLink 5 is 1.8 TB/s
+MAX_SIZE_BYTES = 64 * 1024**3  # one all-reduce buffer per rank; nccl-tests stops at 8-16 GiB
+MAX_SIZES = 64
+
+
+class FiniteFloat(click.ParamType):
+    """A number in [low, high]: nan, inf and absurd values are usage errors (click's
+    FloatRange lets nan and inf through)."""
+
+    name = "float"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or not self.low <= number <= self.high:
+            self.fail(f"{value!r} is not a number from {self.low:g} to {self.high:g}", param, ctx)
+        return number
 
 
 @click.command("run")
 @report_options()
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloat(1.0, MAX_TIMEOUT_S),
     default=120.0,
     show_default=True,
     help="Upper bound in seconds for the whole run, job included.",
@@ -63,7 +93,7 @@ from ddp_doctor.progress import Progress
 )
 @click.option(
     "--min-busbw",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(0.0, MAX_BUSBW_GBPS),
     default=None,
     metavar="GBPS",
     help="Flag all-reduce bus bandwidth below this (GB/s) at the largest size.",
@@ -109,19 +139,46 @@ def run_command(
         python=python,
         ops=_checked_ops(ops),
     )
-    results = collect(plan, timeout, Progress.to_stderr())
+    results = _collect_in_workspace(plan, timeout)
     report = make_report(results, judge(results, report_options.selector))
     finish(report, report_options)
 
 
-def _checked_sizes(sizes: str | None) -> str | None:
-    from ddp_doctor.probes.bandwidth import SizesError, parse_sizes
+def _collect_in_workspace(plan: PlanFacts, timeout: float) -> list[ProbeResult]:
+    """Everything runs inside the doctor's one temporary folder; without one, nothing can
+    (DDP905)."""
+    from ddp_doctor.probes.workspace import WorkspaceUnavailable, workspace
 
-    if sizes is not None:
-        try:
-            parse_sizes(sizes)
-        except SizesError as error:
-            raise click.BadParameter(str(error), param_hint="--sizes") from None
+    try:
+        with workspace():
+            return collect(plan, timeout, Progress.to_stderr())
+    except WorkspaceUnavailable as error:
+        return [
+            ProbeResult("plan", ProbeStatus.OK, plan, 0.0),
+            ProbeResult("workspace", ProbeStatus.FAILED, None, 0.0, str(error)),
+        ]
+
+
+def _checked_sizes(sizes: str | None) -> str | None:
+    from ddp_doctor.probes.bandwidth import parse_sizes
+
+    if sizes is None:
+        return None
+    if len(sizes) > 100:
+        raise click.BadParameter("too long for MIN:MAX:FACTOR", param_hint="--sizes")
+    try:
+        parsed = parse_sizes(sizes)
+    except ValueError as error:  # SizesError, and int() refusing thousands of digits
+        raise click.BadParameter(str(error), param_hint="--sizes") from None
+    if parsed[-1] > MAX_SIZE_BYTES:
+        raise click.BadParameter(
+            f"{sizes!r}: sizes above {MAX_SIZE_BYTES // 1024**3}G per rank are not supported",
+            param_hint="--sizes",
+        )
+    if len(parsed) > MAX_SIZES:
+        raise click.BadParameter(
+            f"{sizes!r} makes {len(parsed)} sizes; at most {MAX_SIZES}", param_hint="--sizes"
+        )
     return sizes
 
 

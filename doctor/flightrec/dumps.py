@@ -19,9 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.inputs import TooLarge, read_capped
+
 from .safe_pickle import BadPickle, UnsafePickle, load_plain
 
-MAX_DUMP_BYTES = 512 << 20
+# A rank's dump holds TORCH_FR_BUFFER_SIZE entries (2000 by default, a few KiB each with
+# stack traces); 32 MiB keeps the decoded objects of one dump within the doctor's memory bound.
+MAX_DUMP_BYTES = 32 << 20
 SNIFF_BYTES = 4096
 _RANK_SUFFIX = re.compile(r"(\d+)$")
 _TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
@@ -70,10 +74,9 @@ def looks_like_dump(head: bytes) -> bool:
 
 def read_dump(path: Path) -> RankDump:
     try:
-        size = path.stat().st_size
-        if size > MAX_DUMP_BYTES:
-            raise DumpError(f"{size >> 20} MiB is larger than a dump can be (limit 512 MiB)")
-        data = path.read_bytes()
+        data = read_capped(path, MAX_DUMP_BYTES)
+    except TooLarge as error:
+        raise DumpError(f"{error} for a dump") from None
     except OSError as error:
         raise DumpError(f"cannot read it: {error.strerror or error}") from None
     document = _decode(data)

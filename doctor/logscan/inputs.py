@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ddp_doctor.flightrec import FlightRecord, looks_like_dump, read_flight_record
+from ddp_doctor.inputs import open_regular
 from ddp_doctor.model import Finding
 
 from .pattern import Role
@@ -38,21 +39,24 @@ class PathScan:
 
 def is_dump_file(path: Path) -> bool:
     """Raises OSError when the file cannot be read."""
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:
         return looks_like_dump(stream.read(SAMPLE_BYTES))
 
 
-def scan_folder(folder: Path) -> PathScan:
-    """Reads every log and dump below folder; raises OSError when the folder cannot be listed."""
+def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
+    """Reads every log and dump below folder, the logs to `max_bytes` of text in all; raises
+    OSError when the folder cannot be listed."""
     result = PathScan()
     logs, dumps = _sort_files(folder, result)
     scanner = LogScanner()
     for path in logs:
         try:
-            with path.open("rb") as stream:
+            with open_regular(path) as stream:
                 scanner.next_file(str(path))
-                read_into(scanner, stream)
+                read = read_into(scanner, stream, max_bytes)
             result.logs.append(str(path))
+            if read.truncated:
+                break
         except (OSError, EOFError):
             result.skipped.append(str(path))
     log_results = scanner.results() if result.logs else []
@@ -78,7 +82,7 @@ def _sort_files(folder: Path, result: PathScan) -> tuple[list[Path], list[Path]]
     dumps: list[Path] = []
     for path in _walk(folder):
         try:
-            with path.open("rb") as stream:
+            with open_regular(path) as stream:
                 head = stream.read(SAMPLE_BYTES)
         except OSError:
             result.skipped.append(str(path))

@@ -27,12 +27,16 @@ class LogScan:
     encoding: str  # how it was read: "utf-8", "utf-16", "gzip", "gzip+utf-16"
     looks_binary: bool  # NUL bytes or mostly control bytes at the start
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
+    truncated: bool = False  # stopped at max_bytes of text before the stream ended
 
 
-def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
-    """Scans a binary stream to its end; raises OSError/EOFError when it cannot be read."""
+def scan_stream(
+    stream: BinaryIO, source: str | None = None, max_bytes: int | None = None
+) -> LogScan:
+    """Scans a binary stream to its end, or to `max_bytes` of text (after gzip and UTF-16
+    decoding); raises OSError/EOFError when it cannot be read."""
     scanner = LogScanner(source)
-    read = read_into(scanner, stream)
+    read = read_into(scanner, stream, max_bytes)
     return LogScan(
         findings=scanner.findings(),
         bytes=scanner.stats.bytes,
@@ -40,6 +44,7 @@ def scan_stream(stream: BinaryIO, source: str | None = None) -> LogScan:
         encoding=read.encoding,
         looks_binary=read.looks_binary,
         invalid_utf8=read.invalid_utf8,
+        truncated=read.truncated,
     )
 
 
@@ -48,10 +53,12 @@ class StreamRead:
     encoding: str
     looks_binary: bool
     invalid_utf8: bool
+    truncated: bool = False  # stopped at max_bytes
 
 
-def read_into(scanner: LogScanner, stream: BinaryIO) -> StreamRead:
-    """Feeds a whole stream (gzip, UTF-16 or UTF-8) to the scanner; says how it read it."""
+def read_into(scanner: LogScanner, stream: BinaryIO, max_bytes: int | None = None) -> StreamRead:
+    """Feeds a stream (gzip, UTF-16 or UTF-8) to the scanner, to its end or to `max_bytes` of
+    text; says how it read it."""
     readable = _peekable(stream)
     encoding = []
     if readable.peek(2)[:2] == _GZIP_MAGIC:
@@ -62,11 +69,17 @@ def read_into(scanner: LogScanner, stream: BinaryIO) -> StreamRead:
     encoding.append("utf-16" if utf16 else "utf-8")
     chunks = _utf16_as_utf8(readable) if utf16 else _chunks(readable, skip_bom=True)
     sample = b""
+    truncated = False
     for chunk in chunks:
+        if max_bytes is not None and scanner.stats.bytes + len(chunk) > max_bytes:
+            chunk = chunk[: max_bytes - scanner.stats.bytes]
+            truncated = True
         if len(sample) < SAMPLE_BYTES:
             sample += chunk[: SAMPLE_BYTES - len(sample)]
         scanner.feed(chunk)
-    return StreamRead("+".join(encoding), looks_binary(sample), not _valid_utf8(sample))
+        if truncated:
+            break
+    return StreamRead("+".join(encoding), looks_binary(sample), not _valid_utf8(sample), truncated)
 
 
 def looks_binary(sample: bytes) -> bool:

@@ -3,9 +3,10 @@ evidence per finding, and compact facts without empty values."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
+
+from ddp_doctor import strict_json
 
 EVIDENCE_CHARS = 160
 VALUE_CHARS = 200
@@ -89,7 +90,7 @@ def _kept(value: Any) -> bool:
 
 
 def _value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else strict_json.dumps(value, ensure_ascii=False)
 
 
 def _short(text: str, limit: int) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ddp_doctor import strict_json
 from ddp_doctor.model import Finding, Report, Severity
 from ddp_doctor.registry import RuleSpec, lookup
 
@@ -17,7 +17,7 @@ _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: 
 
 
 def render_sarif(report: Report) -> str:
-    return json.dumps(sarif_document(report), indent=2, ensure_ascii=False) + "\n"
+    return strict_json.dumps(sarif_document(report), indent=2, ensure_ascii=False) + "\n"
 
 
 def sarif_document(report: Report) -> dict[str, Any]:

@@ -26,7 +26,8 @@ Why it matters: the setup cannot run a minimal DDP job; real training will fail 
 Example: a driver crash inside a collective that prints nothing known.
 Fix: the job's output, with NCCL_DEBUG=INFO for more.""",
 )
-EXPLAINING_PREFIXES = ("DDP00", "DDP2", "DDP3", "DDP4", "DDP5")
+# DDP906 too: a job cut by --timeout is explained by that.
+EXPLAINING_PREFIXES = ("DDP00", "DDP2", "DDP3", "DDP4", "DDP5", "DDP906")
 # Codes the job's own facts decide better than its texts: a bystander's timeout text must not
 # name it as the crashed rank, and the journals know who never joined or hung. DDP231-DDP234
 # and DDP504 are what the log table concludes about the same texts (a client's store timeout,

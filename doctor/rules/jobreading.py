@@ -46,6 +46,8 @@ def stuck_ranks(job: JobFacts) -> list[Stuck]:
     """Ranks whose last stage never ended, and that were not themselves killed mid-work."""
     if not job_failed(job) or any(died_by_itself(rank, job) for rank in job.ranks):
         return []  # a rank that died explains why its peers waited (DDP307)
+    if cut_by_timeout(job):
+        return []  # the run's --timeout ended ranks still within their own limits (DDP906)
     if not job.timed_out and all(rank.last_started is None for rank in job.ranks):
         return []  # no rank ever started: a launcher failure, not a rank that stayed away
     found = []
@@ -56,6 +58,50 @@ def stuck_ranks(job: JobFacts) -> list[Stuck]:
         elif not last.ended and not died_by_itself(rank, job):
             found.append(Stuck(rank.rank, last.stage))
     return found
+
+
+# A rank starts (torchrun imports torch, then the rank imports torch in its init stage) and
+# meets the others within init_timeout_s plus this; a slower start is its own problem.
+START_ALLOWANCE_S = 20.0
+# A collective fails by itself after the group timeout (init_timeout_s); past it plus this,
+# a rank still waiting is hung, not slow.
+COLLECTIVE_ALLOWANCE_S = 5.0
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """A rank still inside its own time limits when the job's deadline killed it."""
+
+    rank: int
+    stage: str  # "starting" when the rank had not begun its first stage
+    running_s: float
+
+
+def cut_by_timeout(job: JobFacts) -> list[CutShort]:
+    """The ranks the run's --timeout cut short, when that is all that went wrong: the job
+    was killed at its deadline, no rank failed by itself, and every unfinished rank was still
+    within the limit its stage has of its own. Empty otherwise."""
+    if not (job.launched and job.timed_out):
+        return []
+    if any(died_by_itself(rank, job) for rank in job.ranks):
+        return []
+    cut = []
+    for rank in job.ranks:
+        last = rank.last_started
+        if last is not None and last.ended:
+            continue
+        stage = last.stage if last is not None else "starting"
+        running = last.running_s if last is not None else job.duration_s
+        if running is None or running >= _own_limit(job, stage):
+            return []  # a stage past its own limit is a hang, for the hang rules to name
+        cut.append(CutShort(rank.rank, stage, running))
+    return cut
+
+
+def _own_limit(job: JobFacts, stage: str) -> float:
+    if stage in ("starting", "init"):
+        return job.init_timeout_s + START_ALLOWANCE_S
+    return job.init_timeout_s + COLLECTIVE_ALLOWANCE_S
 
 
 def waited_ranks(job: JobFacts, stage: str) -> list[RankFacts]:

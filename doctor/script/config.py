@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.inputs import read_capped
 from ddp_doctor.registry import Selector, UnknownSelector
 
 if sys.version_info >= (3, 11):
@@ -23,6 +24,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _KEYS = frozenset({"select", "ignore", "exclude", "per-file-ignores"})
+MAX_CONFIG_BYTES = 1024 * 1024  # a pyproject.toml; real ones are a few KiB
 
 
 class ConfigError(ValueError):
@@ -91,10 +93,11 @@ class ConfigFinder:
 def load(pyproject: str) -> Config | None:
     """The [tool.ddp-doctor] table of one pyproject.toml, or None when it has none."""
     try:
-        with open(pyproject, "rb") as stream:
-            data = tomllib.load(stream)
+        data = tomllib.loads(read_capped(pyproject, MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as error:
         raise ConfigError(f"cannot read {pyproject}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{pyproject} is not valid UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{pyproject} is not valid TOML: {error}") from None
     table = data.get("tool", {}).get("ddp-doctor")

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import errno
 import io
+import itertools
 import os
+import re
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from ddp_doctor.inputs import NotRegularFile, TooLarge, describe_size, open_regular, read_capped
 
 from .ignore import IgnoreRules
 
@@ -21,6 +25,10 @@ TEXT = "text"
 TEXT_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".md", ".slurm", ".sbatch", ".mk")
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
 MAX_BYTES = 10 * 1024 * 1024
+# Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense
+# code): past this many tokens a file is skipped, which keeps `check` under ~200 MB.
+MAX_TOKENS = 100_000
+_TOKEN = re.compile(r"\w+|[^\w\s]|\n")  # a name or number, an operator character, a newline
 _SNIFF_BYTES = 8192
 
 
@@ -69,7 +77,7 @@ def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Un
 def _sniff_kind(path: str) -> str:
     """An explicit file with no known suffix: Python if its #! line says so, else text."""
     try:
-        with open(path, "rb") as stream:
+        with open_regular(path) as stream:
             first = stream.readline(200)
     except OSError:
         return TEXT
@@ -134,6 +142,8 @@ def _broken_link_reason(path: str) -> str:
 
 
 def _reason(error: OSError) -> str:
+    if isinstance(error, (NotRegularFile, TooLarge)):
+        return error.strerror
     if error.errno == errno.ELOOP:
         return "symlink loop"
     if error.errno == errno.ENOENT:
@@ -144,23 +154,32 @@ def _reason(error: OSError) -> str:
 
 
 def read_text(candidate: Candidate) -> str | Unreadable:
-    """The file's text, or why it cannot be had: too big, binary, not decodable, unreadable."""
+    """The file's text, or why it cannot be had: not a regular file, too big, binary, not
+    decodable, unreadable."""
     path = candidate.path
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            return Unreadable(
-                path, f"{size / 1e6:.0f} MB is over the {MAX_BYTES // 2**20} MiB limit"
-            )
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_BYTES + 1)
-    except IsADirectoryError:
-        return Unreadable(path, "is a folder")
+        data = read_capped(path, MAX_BYTES)
     except OSError as error:
         return Unreadable(path, _reason(error))
     if b"\0" in data[:_SNIFF_BYTES]:
         return Unreadable(path, "binary file (contains NUL bytes)")
-    return _decode(path, data, candidate.kind)
+    text = _decode(path, data, candidate.kind)
+    if isinstance(text, str) and too_many_tokens(text):
+        return Unreadable(
+            path,
+            f"over {MAX_TOKENS:,} tokens ({describe_size(len(data))}): generated or minified "
+            "code, too big to analyse",
+        )
+    return text
+
+
+def too_many_tokens(text: str, limit: int = MAX_TOKENS) -> bool:
+    """True past `limit` tokens; stops counting there, so a huge file costs no more than one
+    at the limit."""
+    if len(text) <= limit:  # every token is at least one character
+        return False
+    past_limit = itertools.islice(_TOKEN.finditer(text), limit, None)
+    return next(past_limit, None) is not None
 
 
 def _decode(path: str, data: bytes, kind: str) -> str | Unreadable:

@@ -32,6 +32,9 @@ DEFAULT_EXCLUDES = (
     "dist/",
 )
 
+# Each pattern is a compiled regex tried on every path: real .gitignore files are a few KiB.
+MAX_GITIGNORE_BYTES = 64 * 1024
+
 
 @dataclass(frozen=True)
 class Pattern:
@@ -107,11 +110,15 @@ class IgnoreRules:
         return IgnoreRules(self.patterns + other.patterns) if other.patterns else self
 
     def with_gitignore(self, folder: str) -> IgnoreRules:
+        """Plus the folder's .gitignore; one that is missing, not a regular file or over
+        MAX_GITIGNORE_BYTES is not applied."""
+        from ddp_doctor.inputs import read_capped
+
         try:
-            with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
+            data = read_capped(os.path.join(folder, ".gitignore"), MAX_GITIGNORE_BYTES)
         except OSError:
             return self
+        lines = data.decode("utf-8", errors="replace").splitlines()
         return self.plus(IgnoreRules.of(lines, folder))
 
     def ignored(self, path: str, *, is_folder: bool) -> bool:
