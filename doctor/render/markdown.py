@@ -30,6 +30,13 @@ def render_markdown(document: dict[str, Any]) -> str:
         )
         if job is not None:
             lines += ["### Job", "", "```", render_job_text(job), "```", ""]
+        trace = next(
+            (p["facts"] for p in document["probes"] if p["probe"] == "trace" and p["facts"]), None
+        )
+        if trace is not None:
+            from .trace_tables import render_trace_text  # only `trace` reports need it
+
+            lines += ["### Traced run", "", "```", render_trace_text(trace), "```", ""]
         dataparallel = next(
             (p["facts"] for p in document["probes"] if p["probe"] == "dataparallel" and p["facts"]),
             None,

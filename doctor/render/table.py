@@ -26,6 +26,11 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
         parts.append(render_job_text(to_jsonable(job.facts)))
+    trace = next((r for r in report.probes if r.probe == "trace" and r.facts is not None), None)
+    if trace is not None:
+        from .trace_tables import render_trace_text  # only `trace` reports need it
+
+        parts.append(render_trace_text(to_jsonable(trace.facts)))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
         from .dataparallel_table import render_dataparallel_text  # `check` never needs it
@@ -37,10 +42,13 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
             parts.append(_severity_block(severity, findings, colour))
     if verbose:
         parts.extend(
-            _facts_block(r) for r in report.probes if r.facts is not None and r.probe != "job"
+            _facts_block(r)
+            for r in report.probes
+            if r.facts is not None and r.probe not in ("job", "trace")
         )
-        if job is not None and job.facts.output_tail:
-            parts.append("job output (end):\n" + _indent(job.facts.output_tail[-4000:]))
+        for run, title in ((job, "job output (end)"), (trace, "output of the traced run (end)")):
+            if run is not None and run.facts.output_tail:
+                parts.append(f"{title}:\n" + _indent(run.facts.output_tail[-4000:]))
     parts.append(summary_line(report.findings))
     return "\n\n".join(parts) + "\n"
 
