@@ -125,6 +125,20 @@ def flight_recorder_calls(entries: Any, waiting: bool = False) -> tuple[Collecti
     )
 
 
+def _device_index(value: Any) -> int | None:
+    """'1', 'cuda:1' or 'cuda' (None) -> 1, as DDP reads a device it is given."""
+    text = str(value) if value is not None else ""
+    tail = text.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def _device_indices(values: Any) -> list[int] | None:
+    if not isinstance(values, list):
+        return None
+    indices = [_device_index(v) for v in values]
+    return [i for i in indices if i is not None]
+
+
 def _with_state(call: CollectiveCall, state: str) -> CollectiveCall:
     from dataclasses import replace
 
@@ -286,20 +300,26 @@ class RankReader:
             )
 
     def _ddp(self) -> Iterable[DdpRecord]:
+        """DDP as constructed ("ddp", written before the constructor ran), with DDP's own
+        normalised device_ids where the constructor succeeded ("ddp_ready")."""
+        ready = {r.get("ddp"): r for r in self.events("ddp_ready")}
         backward = {r.get("ddp"): r for r in self.events("ddp_backward")}
         for r in self.events("ddp"):
+            done = ready.get(r.get("ddp"))
             seen = backward.get(r.get("ddp"))
-            ids = r.get("device_ids")
+            ids = done.get("device_ids") if done else _device_indices(r.get("device_ids"))
+            output = done.get("output_device") if done else _device_index(r.get("output_device"))
             yield DdpRecord(
                 ident=int(r.get("ddp") or 0),
                 device_ids=tuple(ids) if isinstance(ids, list) else None,
-                output_device=r.get("output_device"),
+                output_device=output if isinstance(output, int) else None,
                 module_device=r.get("module_device"),
                 current_device=r.get("current_device"),
                 uuid=r.get("uuid"),
                 find_unused_parameters=bool(r.get("find_unused_parameters")),
-                static_graph=bool(r.get("static_graph")),
+                static_graph=bool((done or r).get("static_graph")),
                 parameters=int(r.get("parameters") or 0),
+                constructed=done is not None,
                 unused=tuple(seen.get("unused") or ()) if seen else None,
                 unused_count=int(seen.get("unused_count") or 0) if seen else 0,
                 site=self.site(r),

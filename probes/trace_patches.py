@@ -226,24 +226,33 @@ class DistributedPatches:
     def _patch_ddp(self) -> None:
         ddp_class = self.torch.nn.parallel.DistributedDataParallel
         original_init, original_forward = ddp_class.__init__, ddp_class.forward
+        names = list(inspect.signature(original_init).parameters)[1:]  # without self
         patches = self
 
         @functools.wraps(original_init)
         def __init__(ddp: Any, module: Any, *args: Any, **kwargs: Any) -> None:
-            site = patches.sites.here()
+            given = _bind(names, (module, *args), kwargs)
+            ident = patches.ident(ddp)
+            patches.rec.event(  # before: a DDP that raises (duplicate GPU) is still seen
+                "ddp",
+                ddp=ident,
+                device_ids=_devices_given(given.get("device_ids")),
+                output_device=_text(given.get("output_device")),
+                module_device=device_of(module),
+                find_unused_parameters=bool(given.get("find_unused_parameters", False)),
+                static_graph=bool(given.get("static_graph", False)),
+                parameters=sum(1 for p in module.parameters() if p.requires_grad),
+                site=patches.sites.here(),
+                **current_cuda(patches.torch),
+            )
             original_init(ddp, module, *args, **kwargs)
             patches.wrapped_modules.add(module)
             patches.rec.event(
-                "ddp",
-                ddp=patches.ident(ddp),
+                "ddp_ready",
+                ddp=ident,
                 device_ids=getattr(ddp, "device_ids", None),
                 output_device=getattr(ddp, "output_device", None),
-                module_device=device_of(module),
-                find_unused_parameters=bool(getattr(ddp, "find_unused_parameters", False)),
                 static_graph=bool(getattr(ddp, "static_graph", False)),
-                parameters=sum(1 for p in module.parameters() if p.requires_grad),
-                site=site,
-                **current_cuda(patches.torch),
             )
 
         @functools.wraps(original_forward)
@@ -290,7 +299,7 @@ class DistributedPatches:
         def __init__(dp: Any, module: Any, *args: Any, **kwargs: Any) -> None:
             site = patches.sites.here()
             original_init(dp, module, *args, **kwargs)
-            patches.rec.event(
+            patches.rec.event(  # DataParallel checks devices only in forward
                 "dataparallel",
                 dp=patches.ident(dp),
                 device_ids=list(getattr(dp, "device_ids", []) or []),
@@ -402,6 +411,15 @@ def _tensors_in(torch: Any, value: Any, depth: int = 0) -> list[Any]:
             found.extend(_tensors_in(torch, item, depth + 1))
         return found
     return []
+
+
+def _devices_given(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    try:
+        return [str(device) for device in value]
+    except TypeError:
+        return [str(value)]
 
 
 def _seconds(value: Any) -> float | None:

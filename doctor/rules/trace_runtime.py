@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from ddp_doctor.facts import FactSet
 from ddp_doctor.model import Finding, Location, Remediation
 from ddp_doctor.registry import Hit, rule, spec_for
-from ddp_doctor.trace.facts import RankTrace, Site, TraceFacts
+from ddp_doctor.trace.facts import DataParallelRecord, RankTrace, Site, TraceFacts
 
 from .jobreading import TERMINATED_BY_TORCHRUN, describe_exit, is_consequence, rank_list
 from .trace_hang import SEEN, collective_hits
@@ -291,18 +291,31 @@ def _data_parallel(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                     location=_location(dp.site),
                 ),
             )
-            wanted = f"cuda:{dp.output_device}" if dp.output_device is not None else None
-            elsewhere = [d for d in dp.output_devices if wanted and d != wanted]
-            if elsewhere:
+            problem = _dataparallel_devices(dp)
+            if problem:
                 yield (
                     "DDP405",
                     Hit(
-                        f"seen at runtime: DataParallel{_at(dp.site)} returned its output on "
-                        f"{', '.join(elsewhere)}, not on output_device {wanted}",
-                        {"seen": SEEN, "output_device": wanted, "output_on": elsewhere},
+                        f"seen at runtime: DataParallel{_at(dp.site)}: {problem}",
+                        {
+                            "seen": SEEN,
+                            "device_ids": list(dp.device_ids),
+                            "output_device": dp.output_device,
+                        },
                         location=_location(dp.site),
                     ),
                 )
+
+
+def _dataparallel_devices(dp: DataParallelRecord) -> str | None:
+    first = f"cuda:{dp.device_ids[0]}" if dp.device_ids else None
+    if first and dp.module_device and dp.module_device != first:
+        return f"the module is on {dp.module_device}, but device_ids[0] is {first}"
+    wanted = f"cuda:{dp.output_device}" if dp.output_device is not None and first else None
+    elsewhere = [d for d in dp.output_devices if wanted and d != wanted]
+    if elsewhere:
+        return f"its output landed on {', '.join(elsewhere)}, not on output_device {wanted}"
+    return None
 
 
 def _duplicate_gpu(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:

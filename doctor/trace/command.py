@@ -70,7 +70,8 @@ class TracedCommand:
                 torchrun_log_dir,
             ]  # torchrun's files stay in the doctor's folder
         if self.entry == "no-python":
-            return [python, "-m", "torch.distributed.run", *options, "--no-python", self.target]
+            run = [python, "-m", "torch.distributed.run", *options]
+            return [*run, "--no-python", self.target, *self.args]
         return [
             python,
             "-m",

@@ -58,6 +58,7 @@ class DdpRecord:
     find_unused_parameters: bool = False
     static_graph: bool = False
     parameters: int = 0
+    constructed: bool = True  # False: DDP's constructor raised (seen before it ran)
     unused: tuple[str, ...] | None = None  # no gradient after the first backward; None: unseen
     unused_count: int = 0
     site: Site | None = None
