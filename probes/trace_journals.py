@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,42 @@ def journals_by_rank(folder: Path) -> dict[int, list[Path]]:
         rank_text = path.name.split(".")[0].removeprefix("rank")
         if not rank_text.isdigit():
             continue
-        hello = next(iter(read_journal(path)), {})
+        hello = first_record(path)
         found.setdefault(int(rank_text), []).append((float(hello.get("t") or 0), path))
     return {rank: [p for _, p in sorted(paths)] for rank, paths in sorted(found.items())}
+
+
+def first_record(path: Path) -> dict[str, Any]:
+    """The journal's first line (the monitor's hello), without reading the rest."""
+    try:
+        with path.open("rb") as handle:
+            record = json.loads(handle.readline().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+@dataclass(frozen=True)
+class RankProcess:
+    """A rank's process as its hello names it: enough to watch it, signal it, find its files."""
+
+    rank: int
+    pid: int
+    start_time: int | None
+    stem: str  # its files' path without the suffix
+    stack_signal: int | None
+
+    @classmethod
+    def of(cls, journal: Path) -> RankProcess:
+        hello = first_record(journal)
+        start, signum = hello.get("start_time"), hello.get("stack_signal")
+        return cls(
+            rank=int(hello.get("rank") or 0),
+            pid=int(hello.get("pid") or 0),
+            start_time=start if isinstance(start, int) else None,
+            stem=str(journal)[: -len(".jsonl")],
+            stack_signal=signum if isinstance(signum, int) else None,
+        )
 
 
 def read_progress(path: Path) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ddp_doctor.trace.facts import Forensics, RankSnapshot, TraceFacts
 from .job_results import torch_exit_codes
 from .payload import install_payload, patient_environment, process_start_time
 from .runner import descendants, has_exited, kill_group, tracked
-from .trace_journals import RankReader, journals_by_rank, read_progress, snapshot
+from .trace_journals import RankProcess, RankReader, journals_by_rank, read_progress, snapshot
 from .trace_recorder import CONFIG_FILE, REQUEST_FILE, TRACE_VARIABLE
 
 Progress = Callable[[str], None]
@@ -57,8 +57,13 @@ class TraceConfig:
 
     @property
     def reserve_s(self) -> float:
-        """Time kept before the limit to collect forensics and stop the job."""
-        return self.forensics_wait_s + self.stop_grace_s + 2.0
+        """Time kept before the limit to collect forensics and stop the job (a quarter of
+        a short limit)."""
+        return min(self.forensics_wait_s + self.stop_grace_s + 2.0, self.timeout_s / 4)
+
+    @property
+    def answer_wait_s(self) -> float:
+        return min(self.forensics_wait_s, self.reserve_s / 3)
 
 
 def run_trace(config: TraceConfig, progress: Progress | None = None) -> TraceFacts:
@@ -139,9 +144,9 @@ class TraceSession:
             if now - last_tree >= TREE_EVERY_S:
                 self._remember_tree(process)
                 last_tree = now
-            if now >= deadline:
-                return "timeout", self._forensics("timeout", now - started)
             quiet = self._quiet_s()
+            if now >= deadline:
+                return "timeout", self._forensics("timeout", now - started, quiet)
             if (
                 quiet is not None
                 and quiet >= config.hang_after_s
@@ -156,30 +161,30 @@ class TraceSession:
             time.sleep(POLL_S)
         return "finished", None
 
-    def _live_readers(self) -> list[RankReader]:
-        readers = []
+    def _live_ranks(self) -> list[RankProcess]:
+        found = []
         for journals in journals_by_rank(self.ranks_dir).values():
-            reader = RankReader(journals[-1], len(journals) - 1)
-            if _alive(reader.pid, reader.hello.get("start_time")):
-                readers.append(reader)
-        return readers
+            process = RankProcess.of(journals[-1])
+            if _alive(process.pid, process.start_time):
+                found.append(process)
+        return found
 
     def _quiet_s(self) -> float | None:
         """Seconds since the last progress of the rank that progressed last; None before any
         rank is up."""
         latest = None
-        for reader in self._live_readers():
-            state = read_progress(Path(reader.stem + ".progress"))
-            moment = float(state.get("progress_t") or reader.hello.get("t") or 0.0)
+        for process in self._live_ranks():
+            state = read_progress(Path(process.stem + ".progress"))
+            moment = float(state.get("progress_t") or time.time())
             latest = moment if latest is None else max(latest, moment)
         return None if latest is None else max(0.0, time.time() - latest)
 
     def _progress_line(self, elapsed: float, quiet: float | None) -> str:
-        readers = self._live_readers()
-        steps = [int(read_progress(Path(r.stem + ".progress")).get("steps") or 0) for r in readers]
+        live = self._live_ranks()
+        steps = [int(read_progress(Path(r.stem + ".progress")).get("steps") or 0) for r in live]
         quiet_note = f", quiet {quiet:.0f} s" if quiet and quiet >= 2 else ""
         step_note = f", steps {min(steps)}-{max(steps)}" if steps else ""
-        return f"trace: {len(readers)} ranks running{step_note}{quiet_note} ({elapsed:.1f} s)"
+        return f"trace: {len(live)} ranks running{step_note}{quiet_note} ({elapsed:.1f} s)"
 
     # -- forensics -------------------------------------------------------------------------
     def _forensics(self, reason: str, after_s: float, quiet_s: float | None = None) -> Forensics:
@@ -188,13 +193,12 @@ class TraceSession:
         temporary = self.forensics_dir / f"{REQUEST_FILE}.tmp"
         temporary.write_text(request)
         os.replace(temporary, self.forensics_dir / REQUEST_FILE)
-        live = self._live_readers()
+        live = self._live_ranks()
         offsets = {r.pid: _size(Path(r.stem + ".stacks")) for r in live}
-        for reader in live:
-            signum = reader.hello.get("stack_signal")
-            if isinstance(signum, int) and _alive(reader.pid, reader.hello.get("start_time")):
+        for process in live:
+            if process.stack_signal is not None and _alive(process.pid, process.start_time):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(reader.pid, signum)
+                    os.kill(process.pid, process.stack_signal)
         answers = self._answers(live, request)
         pids = {r.pid for r in live}
         snapshots: list[RankSnapshot] = []
@@ -205,17 +209,17 @@ class TraceSession:
             snapshots.append(snapshot(reader, stacks, answers.get(reader.pid), alive))
         return Forensics(reason, round(after_s, 3), round(quiet_s or 0.0, 3), tuple(snapshots))
 
-    def _answers(self, live: list[RankReader], request: str) -> dict[int, dict]:
+    def _answers(self, live: list[RankProcess], request: str) -> dict[int, dict]:
         answers: dict[int, dict] = {}
-        deadline = time.monotonic() + self.config.forensics_wait_s
+        deadline = time.monotonic() + self.config.answer_wait_s
         while time.monotonic() < deadline:
-            for reader in live:
-                if reader.pid in answers:
+            for process in live:
+                if process.pid in answers:
                     continue
-                path = self.forensics_dir / f"rank{reader.rank}.{reader.pid}.json"
+                path = self.forensics_dir / f"rank{process.rank}.{process.pid}.json"
                 answer = read_progress(path)
                 if answer.get("request") == request:
-                    answers[reader.pid] = answer
+                    answers[process.pid] = answer
             if len(answers) == len(live):
                 break
             time.sleep(0.1)
@@ -235,7 +239,7 @@ class TraceSession:
             for pid in [process.pid, *self.seen]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + self.config.stop_grace_s
+            deadline = time.monotonic() + min(self.config.stop_grace_s, self.config.reserve_s / 3)
             while not has_exited(process) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self._remember_tree(process)
@@ -267,7 +271,7 @@ class TraceSession:
             reader = RankReader(journals[-1], len(journals) - 1)
             ranks.append(reader.trace(code, stopped=outcome != "finished"))
         return TraceFacts(
-            command=(),  # filled in by the caller, which knows the words as typed
+            command="",  # filled in by the caller, which knows the words as typed
             launcher=command.launcher,
             python=self.config.python,
             entry=command.entry,

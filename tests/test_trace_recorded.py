@@ -25,7 +25,7 @@ def traced(folder: Path) -> TraceFacts:
         for journals in journals_by_rank(folder).values()
     ]
     launcher = "python" if len(ranks) == 1 else "torchrun"
-    return TraceFacts(command=("torchrun", "train.py"), launcher=launcher, ranks=tuple(ranks))
+    return TraceFacts(command="torchrun train.py", launcher=launcher, ranks=tuple(ranks))
 
 
 def findings_of(facts: TraceFacts) -> set[str]:

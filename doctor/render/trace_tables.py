@@ -3,7 +3,6 @@ stood when forensics were collected. Reads the facts' JSON form (table and markd
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from tabulate import tabulate
@@ -14,7 +13,7 @@ HEADERS = ("rank", "pid", "init", "steps", "epochs", "collectives", "end", "exit
 def render_trace_text(trace: dict[str, Any]) -> str:
     parts = [_summary(trace)]
     if trace.get("command"):
-        parts[0] += "\n  command: " + shlex.join(trace["command"])
+        parts[0] += "\n  command: " + str(trace["command"])
     if trace.get("ranks"):
         rows = [_row(rank) for rank in trace["ranks"]]
         parts.append(tabulate(rows, headers=HEADERS, tablefmt="plain", disable_numparse=True))

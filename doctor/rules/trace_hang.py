@@ -23,6 +23,7 @@ from ddp_doctor.trace.facts import RankSnapshot, RankTrace, TraceFacts
 from .jobreading import rank_list
 
 SEEN = "at runtime"
+MIN_QUIET_S = 10.0
 INIT = "init_process_group"
 # The job's DDP302 fix is about the machine (P2P, ACS); a traced hang is the script's.
 STALL_FIX = Remediation(
@@ -44,7 +45,7 @@ def collective_hits(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
     mismatches = find_mismatches(calls)
     if mismatches:
         yield "DDP304", _mismatch_hit(mismatches[0], snapshots, len(mismatches))
-    stall = find_stall(calls) if snapshots else None
+    stall = find_stall(calls) if snapshots and _quiet_long_enough(trace) else None
     if stall is None:
         return
     if stall.call.op == INIT:
@@ -54,6 +55,15 @@ def collective_hits(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
     guarded = _rank_guard_line(stall, snapshots)
     if guarded is not None:
         yield "DDP120", guarded
+
+
+def _quiet_long_enough(trace: TraceFacts) -> bool:
+    """Forensics at the time limit catch a working job too, some rank inside a collective at
+    that instant: a hang needs the ranks to have been quiet for a while as well."""
+    forensics = trace.forensics
+    if forensics is None or forensics.reason == "hang":
+        return forensics is not None
+    return forensics.quiet_s >= min(trace.hang_after_s or MIN_QUIET_S, MIN_QUIET_S)
 
 
 def call_lists(trace: TraceFacts) -> dict[int, tuple[CollectiveCall, ...]]:

@@ -191,7 +191,7 @@ class Forensics:
 
 @dataclass(frozen=True)
 class TraceFacts:
-    command: tuple[str, ...]
+    command: str  # as typed after --, one string (so redaction sees --flag value pairs)
     launcher: str  # torchrun or python
     python: str = ""
     entry: str = "script"  # script, module, or no-python

@@ -4,6 +4,7 @@ run itself within the time limit. The command prints; this decides."""
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import replace
 
 from ddp_doctor.checkup import DEFAULT_PROBE_TIMEOUT_S, Budget, why_patient_unusable
@@ -75,7 +76,7 @@ def collect_trace(
     )
 
     def traced() -> TraceFacts:
-        return replace(run_trace(config, progress.say), command=words)
+        return replace(run_trace(config, progress.say), command=shlex.join(words))
 
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
     progress.done()
