@@ -180,3 +180,17 @@ def test_issue_acceptance_hang_named_within_the_bound(tmp_path: Path) -> None:
     assert "all_reduce" in hang and "rank 1 never reached it" in hang
     assert f"{script}:15" in hang and f"{script}:16" in hang
     assert_nothing_left(tmp_path)
+
+
+@pytest.mark.timeout(180)
+def test_a_healthy_run_stopped_at_the_time_limit_is_no_hang(tmp_path: Path) -> None:
+    traced = trace(
+        tmp_path, [*TORCHRUN, str(TRACE_FIXTURES / "long_training.py")], "--timeout", "24"
+    )
+    assert traced.trace["outcome"] == "timeout" and traced.seconds < 24 + 5
+    assert traced.findings == [], traced.findings
+    ranks = traced.trace["ranks"]
+    assert [r["end"] for r in ranks] == ["stopped", "stopped"]
+    assert all(r["steps"] > 0 for r in ranks), ranks  # how far each rank got
+    assert len(traced.trace["forensics"]["ranks"]) == 2
+    assert_nothing_left(tmp_path)
