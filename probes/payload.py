@@ -32,6 +32,7 @@ PATIENT_MODULES = (
     "trace_monitor",
     "trace_patches",
     "trace_recorder",
+    "trace_sites",
     "watchdog",
     "worker",
 )

@@ -17,8 +17,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .trace_patches import Sites, current_cuda, replace_function
+from .trace_patches import current_cuda, replace_function
 from .trace_recorder import Recorder, TraceBound
+from .trace_sites import Sites
 
 MAX_LOADED_TENSORS = 2000
 

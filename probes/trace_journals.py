@@ -7,19 +7,11 @@ journal is evidence, read as far as it goes.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddp_doctor.trace.collectives import (
-    COMPLETED,
-    PENDING,
-    CollectiveCall,
-    normalise_dtype,
-    normalise_op,
-)
 from ddp_doctor.trace.facts import (
     DataParallelRecord,
     DdpRecord,
@@ -28,15 +20,16 @@ from ddp_doctor.trace.facts import (
     LoaderRecord,
     LoadRecord,
     RankException,
-    RankSnapshot,
     RankTrace,
     SamplerRecord,
     SaveRecord,
     Site,
     SyncBatchNormRecord,
 )
+from ddp_doctor.trace.stacks import user_site
 
 from .journal import read_journal
+from .trace_calls import flight_recorder_calls, site_of, wrapper_call
 
 
 def journals_by_rank(folder: Path) -> dict[int, list[Path]]:
@@ -109,56 +102,6 @@ def read_ring(path: Path) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: r["index"])
 
 
-def site_of(value: Any, cwd: str | None = None) -> Site | None:
-    if not isinstance(value, (list, tuple)) or len(value) < 2 or not isinstance(value[1], int):
-        return None
-    path = str(value[0])
-    if cwd and os.path.isabs(path):
-        relative = os.path.relpath(path, cwd)
-        path = path if relative.startswith("..") else relative
-    return Site(path, value[1], str(value[2]) if len(value) > 2 else "")
-
-
-def wrapper_call(
-    record: Mapping[str, Any], cwd: str | None, state: str = COMPLETED
-) -> CollectiveCall:
-    site = site_of(record.get("site"), cwd)
-    return CollectiveCall(
-        seq=int(record.get("seq") or 0),
-        op=str(record.get("op")),
-        group=str(record.get("group") or "0"),
-        shapes=_shapes(record.get("shapes")),
-        dtypes=tuple(str(d) for d in record.get("dtypes") or ()),
-        state=state,
-        where=str(site) if site else None,
-    )
-
-
-def flight_recorder_calls(entries: Any, waiting: bool = False) -> tuple[CollectiveCall, ...]:
-    """Entries -> calls; when the rank is waiting, its last unretired entry is the pending
-    one (gloo marks completed entries retired, but every entry "scheduled")."""
-    calls = []
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or entry.get("is_p2p"):
-            continue
-        group = entry.get("process_group") or ["0"]
-        calls.append(
-            CollectiveCall(
-                seq=int(entry.get("collective_seq_id") or 0),
-                op=normalise_op(str(entry.get("profiling_name") or "?")),
-                group=str(group[0] if isinstance(group, list) and group else group),
-                shapes=_shapes(entry.get("input_sizes")),
-                dtypes=tuple(normalise_dtype(str(d)) for d in entry.get("input_dtypes") or ()),
-                state="retired" if entry.get("retired") else "unretired",
-            )
-        )
-    last_open = max((i for i, c in enumerate(calls) if c.state == "unretired"), default=None)
-    return tuple(
-        _with_state(call, PENDING if waiting and i == last_open else COMPLETED)
-        for i, call in enumerate(calls)
-    )
-
-
 def _device_index(value: Any) -> int | None:
     """'1', 'cuda:1' or 'cuda' (None) -> 1, as DDP reads a device it is given."""
     text = str(value) if value is not None else ""
@@ -171,20 +114,6 @@ def _device_indices(values: Any) -> list[int] | None:
         return None
     indices = [_device_index(v) for v in values]
     return [i for i in indices if i is not None]
-
-
-def _with_state(call: CollectiveCall, state: str) -> CollectiveCall:
-    from dataclasses import replace
-
-    return replace(call, state=state)
-
-
-def _shapes(value: Any) -> tuple[tuple[int, ...], ...]:
-    shapes = []
-    for shape in value if isinstance(value, list) else []:
-        if isinstance(shape, list) and all(isinstance(n, int) for n in shape):
-            shapes.append(tuple(shape))
-    return tuple(shapes)
 
 
 class RankReader:
@@ -304,8 +233,6 @@ class RankReader:
         frames = tuple(
             site for site in (site_of(f, self.cwd) for f in record.get("frames") or []) if site
         )
-        from ddp_doctor.trace.stacks import user_site
-
         return RankException(
             type=str(record.get("type")),
             message=str(record.get("message") or ""),
@@ -416,34 +343,3 @@ class RankReader:
                 current_device=r.get("current_device"),
                 site=self.site(r),
             )
-
-
-def snapshot(
-    reader: RankReader, stacks: str, answer: Mapping[str, Any] | None, alive: bool
-) -> RankSnapshot:
-    """One rank at forensics time: faulthandler's stack of its main thread, and what its
-    monitor thread answered (the wrapped call it is in, the flight recorder's entries)."""
-    from ddp_doctor.trace.stacks import main_frames, user_site, waiting_in
-
-    frames = main_frames(stacks, reader.hello.get("main_thread"))
-    frames = tuple(site_of([f.path, f.line, f.function], reader.cwd) or f for f in frames)
-    answered = answer is not None
-    if answer is None:
-        answer = read_progress(Path(reader.stem + ".progress"))  # up to a second old
-    raw_pending = answer.get("pending")
-    pending = (
-        wrapper_call(raw_pending, reader.cwd, PENDING) if isinstance(raw_pending, dict) else None
-    )
-    waiting = "collective" if pending else waiting_in(frames, reader.not_user) if alive else None
-    if waiting == "backward" and not reader.events("ddp"):
-        waiting = None  # a plain backward pass computes; only DDP's waits for its peers
-    return RankSnapshot(
-        rank=reader.rank,
-        answered=answered,
-        frames=frames[:40],
-        where=user_site(frames, reader.not_user),
-        waiting=waiting,
-        pending=pending,
-        flight_recorder=flight_recorder_calls(answer.get("flight_recorder"), bool(waiting)),
-        exited=not alive,
-    )

@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddp_doctor.trace.command import TracedCommand
-from ddp_doctor.trace.facts import Forensics, RankSnapshot, TraceFacts
+from ddp_doctor.trace.facts import Forensics, TraceFacts
 
 from .job_results import torch_exit_codes
 from .payload import install_payload, patient_environment, process_start_time
 from .runner import descendants, has_exited, kill_group, tracked
-from .trace_journals import RankProcess, RankReader, journals_by_rank, read_progress, snapshot
-from .trace_recorder import CONFIG_FILE, REQUEST_FILE, TRACE_VARIABLE
+from .trace_forensics import alive, collect_forensics, live_ranks
+from .trace_journals import RankProcess, RankReader, journals_by_rank, read_progress
+from .trace_recorder import CONFIG_FILE, TRACE_VARIABLE
 
 Progress = Callable[[str], None]
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -162,12 +163,14 @@ class TraceSession:
         return "finished", None
 
     def _live_ranks(self) -> list[RankProcess]:
-        found = []
-        for journals in journals_by_rank(self.ranks_dir).values():
-            process = RankProcess.of(journals[-1])
-            if _alive(process.pid, process.start_time):
-                found.append(process)
-        return found
+        return live_ranks(self.ranks_dir)
+
+    def _forensics(self, reason: str, after_s: float, quiet_s: float | None) -> Forensics:
+        self.requests += 1
+        times = (after_s, quiet_s or 0.0)
+        return collect_forensics(
+            self.workdir, str(self.requests), reason, times, self.config.answer_wait_s
+        )
 
     def _quiet_s(self) -> float | None:
         """Seconds since the last progress of the rank that progressed last; None before any
@@ -185,46 +188,6 @@ class TraceSession:
         quiet_note = f", quiet {quiet:.0f} s" if quiet and quiet >= 2 else ""
         step_note = f", steps {min(steps)}-{max(steps)}" if steps else ""
         return f"trace: {len(live)} ranks running{step_note}{quiet_note} ({elapsed:.1f} s)"
-
-    # -- forensics -------------------------------------------------------------------------
-    def _forensics(self, reason: str, after_s: float, quiet_s: float | None = None) -> Forensics:
-        self.requests += 1
-        request = str(self.requests)
-        temporary = self.forensics_dir / f"{REQUEST_FILE}.tmp"
-        temporary.write_text(request)
-        os.replace(temporary, self.forensics_dir / REQUEST_FILE)
-        live = self._live_ranks()
-        offsets = {r.pid: _size(Path(r.stem + ".stacks")) for r in live}
-        for process in live:
-            if process.stack_signal is not None and _alive(process.pid, process.start_time):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(process.pid, process.stack_signal)
-        answers = self._answers(live, request)
-        pids = {r.pid for r in live}
-        snapshots: list[RankSnapshot] = []
-        for journals in journals_by_rank(self.ranks_dir).values():
-            reader = RankReader(journals[-1], len(journals) - 1)
-            stacks = _read_from(Path(reader.stem + ".stacks"), offsets.get(reader.pid, 0))
-            alive = reader.pid in pids
-            snapshots.append(snapshot(reader, stacks, answers.get(reader.pid), alive))
-        return Forensics(reason, round(after_s, 3), round(quiet_s or 0.0, 3), tuple(snapshots))
-
-    def _answers(self, live: list[RankProcess], request: str) -> dict[int, dict]:
-        answers: dict[int, dict] = {}
-        deadline = time.monotonic() + self.config.answer_wait_s
-        while time.monotonic() < deadline:
-            for process in live:
-                if process.pid in answers:
-                    continue
-                path = self.forensics_dir / f"rank{process.rank}.{process.pid}.json"
-                answer = read_progress(path)
-                if answer.get("request") == request:
-                    answers[process.pid] = answer
-            if len(answers) == len(live):
-                break
-            time.sleep(0.1)
-        time.sleep(0.2)  # faulthandler writes from its signal handler; let it finish
-        return answers
 
     # -- stopping --------------------------------------------------------------------------
     def _remember_tree(self, process: subprocess.Popen) -> None:
@@ -245,7 +208,7 @@ class TraceSession:
             self._remember_tree(process)
         kill_group(process)
         for pid, started in self.seen.items():
-            if started is not None and _alive(pid, started):
+            if started is not None and alive(pid, started):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
         process.wait()
@@ -289,34 +252,6 @@ class TraceSession:
             forensics=forensics,
             output_tail=output_tail,
         )
-
-
-def _alive(pid: int, started: object) -> bool:
-    """The process runs (a zombie does not) and is the one that started at `started`."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return False
-    return not isinstance(started, int) or process_start_time(pid) == started
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _tail(path: Path) -> str:

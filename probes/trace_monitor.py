@@ -66,7 +66,8 @@ def install_from_environment(entry: str) -> Recorder | None:
 def _patch(torch: Any, recorder: Recorder) -> None:
     try:
         from .trace_data_patches import DataPatches
-        from .trace_patches import DistributedPatches, Sites
+        from .trace_patches import DistributedPatches
+        from .trace_sites import Sites
 
         sites = Sites(os.path.dirname(os.path.abspath(torch.__file__)))
         recorder.event(

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
-import os
-import sys
-import sysconfig
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .trace_recorder import Recorder
+from .trace_recorder import Recorder, flight_recorder_reader
+from .trace_sites import Sites
 
 # Collectives of torch.distributed, with the parameter holding their input (shapes compared).
 COLLECTIVES = {
@@ -49,45 +46,6 @@ COLLECTIVES = {
 }
 MAX_TENSORS = 8  # shapes kept per call
 _inside = threading.local()  # a collective called inside a wrapped one is torch's, not the user's
-
-
-def not_user_folders(torch_dir: str) -> dict[str, list[str]]:
-    """Folders whose frames are not the user's: torch and this payload, and the standard
-    library (but not a site-packages below it, where a system Python keeps user packages)."""
-    paths = sysconfig.get_paths()
-    stdlib = {paths.get("stdlib"), paths.get("platstdlib")} - {None}
-    return {
-        "library": sorted(os.path.join(p, "") for p in {torch_dir, _here()} if p),
-        "stdlib": sorted(os.path.join(p, "") for p in stdlib if p),
-    }
-
-
-def is_user_file(filename: str, folders: dict[str, list[str]]) -> bool:
-    if filename.startswith("<") or filename.startswith(tuple(folders.get("library", ()))):
-        return False
-    if filename.startswith(tuple(folders.get("stdlib", ()))):
-        return "site-packages" in filename or "dist-packages" in filename
-    return True
-
-
-class Sites:
-    """The innermost frame of the user's code: not torch, not this payload, not the stdlib."""
-
-    def __init__(self, torch_dir: str) -> None:
-        self.folders = not_user_folders(torch_dir)
-
-    def here(self, depth: int = 2) -> list[Any] | None:
-        frame: Any = sys._getframe(depth)
-        while frame is not None:
-            code = frame.f_code
-            if is_user_file(code.co_filename, self.folders):
-                return [code.co_filename, frame.f_lineno, code.co_name]
-            frame = frame.f_back
-        return None
-
-
-def _here() -> str:
-    return os.path.dirname(os.path.abspath(__file__))
 
 
 def replace_function(owner_modules: list[Any], name: str, make: Callable) -> None:
@@ -340,41 +298,6 @@ class DistributedPatches:
                 _inside.converting = False
 
         syncbn.convert_sync_batchnorm = classmethod(convert_sync_batchnorm)
-
-
-FLIGHT_RECORDER_FIELDS = (
-    "record_id",
-    "collective_seq_id",
-    "p2p_seq_id",
-    "is_p2p",
-    "profiling_name",
-    "process_group",
-    "input_sizes",
-    "input_dtypes",
-    "state",
-    "retired",
-    "time_created_ns",
-)
-
-
-def flight_recorder_reader(torch: Any) -> Callable[[bool], list[dict[str, Any]]] | None:
-    """Reads torch's flight recorder when it is on (TORCH_FR_BUFFER_SIZE > 0), else None."""
-    size = os.environ.get("TORCH_FR_BUFFER_SIZE") or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
-    if not (size or "").strip().isdigit() or int(size or 0) <= 0:
-        return None
-    c10d = torch._C._distributed_c10d
-    names = ("_dump_fr_trace_json", "_dump_nccl_trace_json")
-    dumps = [getattr(c10d, name) for name in names if hasattr(c10d, name)]
-
-    def read(only_active: bool) -> list[dict[str, Any]]:
-        for dump in dumps:
-            raw = dump(includeCollectives=True, onlyActive=only_active)
-            entries = json.loads(raw).get("entries") or []
-            if entries:
-                return [{k: e.get(k) for k in FLIGHT_RECORDER_FIELDS} for e in entries]
-        return []
-
-    return read if dumps else None
 
 
 def _bind(names: list[str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

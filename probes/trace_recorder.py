@@ -214,3 +214,38 @@ def process_start_time(pid: int) -> int | None:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()
     return int(fields[19]) if len(fields) > 19 else None
+
+
+FLIGHT_RECORDER_FIELDS = (
+    "record_id",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "is_p2p",
+    "profiling_name",
+    "process_group",
+    "input_sizes",
+    "input_dtypes",
+    "state",
+    "retired",
+    "time_created_ns",
+)
+
+
+def flight_recorder_reader(torch: Any) -> Callable[[bool], list[dict[str, Any]]] | None:
+    """Reads torch's flight recorder when it is on (TORCH_FR_BUFFER_SIZE > 0), else None."""
+    size = os.environ.get("TORCH_FR_BUFFER_SIZE") or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
+    if not (size or "").strip().isdigit() or int(size or 0) <= 0:
+        return None
+    c10d = torch._C._distributed_c10d
+    names = ("_dump_fr_trace_json", "_dump_nccl_trace_json")
+    dumps = [getattr(c10d, name) for name in names if hasattr(c10d, name)]
+
+    def read(only_active: bool) -> list[dict[str, Any]]:
+        for dump in dumps:
+            raw = dump(includeCollectives=True, onlyActive=only_active)
+            entries = json.loads(raw).get("entries") or []
+            if entries:
+                return [{k: e.get(k) for k in FLIGHT_RECORDER_FIELDS} for e in entries]
+        return []
+
+    return read if dumps else None

@@ -1,10 +1,10 @@
-"""DDP601-DDP603: the user's run, as traced; and the codes of `check` and of the job that the
-traced run confirmed, "seen at runtime" with the ranks and the user's line.
+"""The codes of `check` and of the job that a traced run confirmed, "seen at runtime" with the
+ranks and the user's line.
 
-The DDP6xx checks are facts rules over the trace's facts. The confirmed codes keep their own
-numbers (DDP101 ... DDP127 are judged on scripts, DDP302, DDP305, DDP307 on the doctor's job,
-DDP304 and DDP501 in texts), so they are not facts rules here: engine.judge calls
-`runtime_findings` after the facts rules, and it builds them with spec_for.
+These codes keep their own numbers (DDP101 ... DDP127 are judged on scripts, DDP302, DDP305,
+DDP307 on the doctor's job, DDP304 and DDP501 in texts), so they are not facts rules here:
+engine.judge calls `runtime_findings` after the facts rules, which builds them with spec_for.
+The trace's own codes (DDP6xx) are facts rules in traced_run.py.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from ddp_doctor.facts import FactSet
-from ddp_doctor.model import Finding, Location, Remediation
-from ddp_doctor.registry import Hit, rule, spec_for
+from ddp_doctor.model import Finding, Location
+from ddp_doctor.registry import Hit, spec_for
 from ddp_doctor.trace.facts import DataParallelRecord, RankTrace, Site, TraceFacts
 
 from .jobreading import TERMINATED_BY_TORCHRUN, describe_exit, is_consequence, rank_list
@@ -31,112 +31,6 @@ def runtime_findings(facts: FactSet, found: Sequence[Finding]) -> list[Finding]:
     return findings + _output_findings(trace, [*found, *findings])
 
 
-# -- DDP6xx ----------------------------------------------------------------------------------
-@rule(
-    "DDP601",
-    Remediation(
-        "Run the ranks with a Python that reads PYTHONPATH (no -I or -E) and that imports torch, "
-        "and for torchrun --no-python make the entry start a Python; the output at the end of "
-        "the report (-v) shows why a rank did not start."
-    ),
-)
-def monitor_not_loaded(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: torchrun was asked for N ranks on this node, but fewer ranks (or none)
-    ever reported to the doctor: the monitor never ran in them.
-    Why it matters: nothing of those ranks was seen, so their mistakes and their hang
-    positions are missing from the report; often the rank did not start at all.
-    Example: the script path is wrong and torchrun fails before any rank runs; `--no-python`
-    with a shell script that starts Python with -I.
-    Fix: make the ranks start a plain Python; read the run's output.
-    """
-    trace: TraceFacts | None = facts.facts("trace")
-    if trace is None or not trace.launched:
-        return
-    expected = trace.expected_ranks or (1 if trace.launcher == "python" else None)
-    seen = len(trace.ranks)
-    if expected is None or seen >= expected:
-        return
-    last = next((line for line in reversed(trace.output_tail.splitlines()) if line.strip()), "")
-    yield Hit(
-        f"{seen} of {expected} ranks reported to the doctor"
-        + (f"; the run's last output: {last.strip()[:200]}" if last else ""),
-        {"expected_ranks": expected, "seen_ranks": seen},
-    )
-
-
-@rule(
-    "DDP602",
-    Remediation(
-        "Call torch.distributed.init_process_group() (backend from the environment torchrun "
-        "sets) and wrap the model in DistributedDataParallel, or run the script as one process "
-        "without torchrun."
-    ),
-)
-def no_process_group(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: torchrun started several ranks and they ran the script, but none called
-    init_process_group.
-    Why it matters: every rank trains its own model on all of the data: N times the work for
-    one result, and N processes writing the same checkpoints and logs.
-    Example: a single-GPU script launched with `torchrun --nproc-per-node 4`.
-    Fix: init the process group and wrap the model in DDP, or run one process.
-    """
-    trace: TraceFacts | None = facts.facts("trace")
-    if trace is None or trace.launcher != "torchrun" or len(trace.ranks) < 2:
-        return
-    if any(r.init is not None for r in trace.ranks):
-        return
-    worked = [r.rank for r in trace.ranks if r.steps or r.end in ("returned", "bound")]
-    if worked:
-        yield Hit(
-            f"{len(trace.ranks)} ranks ran {trace.target}, none called init_process_group: "
-            f"ranks {rank_list(worked)} trained alone",
-            {"ranks": [r.rank for r in trace.ranks], "trained": worked},
-        )
-
-
-@rule(
-    "DDP603",
-    Remediation(
-        "Build the DistributedSampler without num_replicas and rank (it reads them from the "
-        "process group), or pass dist.get_world_size() and dist.get_rank(), never local_rank."
-    ),
-)
-def sampler_shard_mismatch(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: a DistributedSampler whose num_replicas is not the process group's world
-    size, or whose rank is not the rank's own (seen per rank at runtime).
-    Why it matters: ranks read the same shard, or some shards are never read: training sees
-    duplicated data and misses the rest, silently.
-    Example: DistributedSampler(ds, num_replicas=world_size, rank=local_rank) on two nodes:
-    both nodes read the shards of the first.
-    Fix: let the sampler read world size and rank from the process group.
-    """
-    trace: TraceFacts | None = facts.facts("trace")
-    if trace is None:
-        return
-    wrong: dict[tuple[Site | None, str], list[int]] = {}
-    for rank in trace.ranks:
-        init = rank.init
-        if init is None or not init.ok or init.world_size is None:
-            continue
-        for sampler in rank.samplers:
-            problems = []
-            if sampler.num_replicas is not None and sampler.num_replicas != init.world_size:
-                problems.append(
-                    f"num_replicas {sampler.num_replicas} != world size {init.world_size}"
-                )
-            if sampler.rank is not None and init.rank is not None and sampler.rank != init.rank:
-                problems.append(f"rank={sampler.rank}, but this is rank {init.rank}")
-            if problems:
-                wrong.setdefault((sampler.site, "; ".join(problems)), []).append(rank.rank)
-    for (site, problem), ranks in wrong.items():
-        yield Hit(
-            f"seen at runtime: the DistributedSampler{_at(site)} on rank(s) {rank_list(ranks)}: "
-            f"{problem}",
-            {"seen": SEEN, "ranks": ranks, "problem": problem},
-            location=_location(site),
-        )
-
-
 # -- codes of `check` and of the job, confirmed at runtime -----------------------------------
 def _set_epoch_missing(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
     same: dict[Site | None, list[tuple[int, int, object]]] = {}
@@ -152,11 +46,11 @@ def _set_epoch_missing(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
         yield (
             "DDP113",
             Hit(
-                f"seen at runtime: the shuffling DistributedSampler{_at(site)} was iterated "
+                f"seen at runtime: the shuffling DistributedSampler{at_site(site)} was iterated "
                 f"{iterations} times on rank(s) {rank_list(ranks)} with epoch {epoch} every time: "
                 "each epoch repeats the same order",
                 {"seen": SEEN, "ranks": ranks, "iterations": iterations, "epoch": epoch},
-                location=_location(site),
+                location=location_of(site),
             ),
         )
 
@@ -173,9 +67,9 @@ def _save_on_every_rank(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
             yield (
                 "DDP116",
                 Hit(
-                    f"seen at runtime: ranks {rank_list(ranks)} all wrote {target}{_at(site, 'with torch.save')}",
+                    f"seen at runtime: ranks {rank_list(ranks)} all wrote {target}{at_site(site, 'with torch.save')}",
                     {"seen": SEEN, "ranks": sorted(ranks), "path": target},
-                    location=_location(site),
+                    location=location_of(site),
                 ),
             )
 
@@ -192,9 +86,9 @@ def _load_onto_other_gpu(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                     "DDP118",
                     Hit(
                         f"seen at runtime: rank {rank.rank} (on {own}) loaded {load.target} onto "
-                        f"{', '.join(elsewhere)}{_at(load.site, 'with torch.load')} (no map_location)",
+                        f"{', '.join(elsewhere)}{at_site(load.site, 'with torch.load')} (no map_location)",
                         {"seen": SEEN, "rank": rank.rank, "device": own, "loaded_on": elsewhere},
-                        location=_location(load.site),
+                        location=location_of(load.site),
                     ),
                 )
 
@@ -214,14 +108,14 @@ def _ddp_device_ids(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                 yield (
                     "DDP108",
                     Hit(
-                        f"seen at runtime on rank {rank.rank}: DDP{_at(ddp.site)}: {'; '.join(problems)}",
+                        f"seen at runtime on rank {rank.rank}: DDP{at_site(ddp.site)}: {'; '.join(problems)}",
                         {
                             "seen": SEEN,
                             "rank": rank.rank,
                             "device_ids": list(ids),
                             "output_device": ddp.output_device,
                         },
-                        location=_location(ddp.site),
+                        location=location_of(ddp.site),
                     ),
                 )
 
@@ -234,10 +128,10 @@ def _model_on_cpu(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                 yield (
                     "DDP109",
                     Hit(
-                        f"seen at runtime on rank {rank.rank}: DDP{_at(ddp.site)} wraps a model on "
+                        f"seen at runtime on rank {rank.rank}: DDP{at_site(ddp.site)} wraps a model on "
                         "the CPU in an nccl process group",
                         {"seen": SEEN, "rank": rank.rank, "backend": backend},
-                        location=_location(ddp.site),
+                        location=location_of(ddp.site),
                     ),
                 )
 
@@ -254,10 +148,10 @@ def _sampler_missing(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
         yield (
             "DDP111",
             Hit(
-                f"seen at runtime: the DataLoader{_at(site)} fed DDP training on rank(s) "
+                f"seen at runtime: the DataLoader{at_site(site)} fed DDP training on rank(s) "
                 f"{rank_list(ranks)} with no DistributedSampler: every rank trained on all the data",
                 {"seen": SEEN, "ranks": ranks},
-                location=_location(site),
+                location=location_of(site),
             ),
         )
 
@@ -272,10 +166,10 @@ def _syncbn_after_ddp(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
         yield (
             "DDP115",
             Hit(
-                f"seen at runtime: convert_sync_batchnorm{_at(site)} converted a model already "
+                f"seen at runtime: convert_sync_batchnorm{at_site(site)} converted a model already "
                 f"wrapped in DDP (rank(s) {rank_list(ranks)})",
                 {"seen": SEEN, "ranks": ranks},
-                location=_location(site),
+                location=location_of(site),
             ),
         )
 
@@ -286,9 +180,9 @@ def _data_parallel(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
             yield (
                 "DDP101",
                 Hit(
-                    f"seen at runtime: nn.DataParallel{_at(dp.site)} over device_ids {list(dp.device_ids)}",
+                    f"seen at runtime: nn.DataParallel{at_site(dp.site)} over device_ids {list(dp.device_ids)}",
                     {"seen": SEEN, "rank": rank.rank, "device_ids": list(dp.device_ids)},
-                    location=_location(dp.site),
+                    location=location_of(dp.site),
                 ),
             )
             problem = _dataparallel_devices(dp)
@@ -296,13 +190,13 @@ def _data_parallel(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                 yield (
                     "DDP405",
                     Hit(
-                        f"seen at runtime: DataParallel{_at(dp.site)}: {problem}",
+                        f"seen at runtime: DataParallel{at_site(dp.site)}: {problem}",
                         {
                             "seen": SEEN,
                             "device_ids": list(dp.device_ids),
                             "output_device": dp.output_device,
                         },
-                        location=_location(dp.site),
+                        location=location_of(dp.site),
                     ),
                 )
 
@@ -354,9 +248,9 @@ def _rank_failed(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
             "DDP307",
             Hit(
                 f"seen at runtime: rank{'s' if len(ranks) > 1 else ''} {rank_list(ranks)} raised "
-                f"{kind}{_at(site)}: {message}",
+                f"{kind}{at_site(site)}: {message}",
                 {"seen": SEEN, "ranks": ranks, "exception": kind},
-                location=_location(site),
+                location=location_of(site),
             ),
         )
     for rank in trace.ranks:
@@ -396,11 +290,11 @@ def _unused_parameters(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
         yield (
             "DDP501",
             Hit(
-                f"seen at runtime: {count} parameter(s) of the DDP model{_at(site, 'built')} got no "
+                f"seen at runtime: {count} parameter(s) of the DDP model{at_site(site, 'built')} got no "
                 f"gradient in the first backward on rank(s) {rank_list(ranks)} ({shown}), and "
                 "find_unused_parameters is False",
                 {"seen": SEEN, "ranks": ranks, "parameters": list(names), "count": count},
-                location=_location(site),
+                location=location_of(site),
             ),
         )
 
@@ -444,13 +338,13 @@ def _gpu_of(rank: RankTrace) -> str | None:
     return None
 
 
-def _at(site: Site | None, verb: str = "at") -> str:
+def at_site(site: Site | None, verb: str = "at") -> str:
     if site is None:
         return ""
     return f" {verb} {site}" if verb == "at" else f" ({verb} at {site})"
 
 
-def _location(site: Site | None) -> Location | None:
+def location_of(site: Site | None) -> Location | None:
     return Location(site.path, site.line) if site is not None else None
 
 

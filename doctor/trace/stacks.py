@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from ddp_doctor.probes.trace_patches import is_user_file
+from ddp_doctor.probes.trace_sites import is_user_file
 
 from .facts import Site
 
