@@ -87,6 +87,8 @@ def record_exception(recorder: Recorder | None, error: BaseException) -> None:
     if recorder is None:
         return
     frames = [[f.filename, f.lineno, f.name] for f in traceback.extract_tb(error.__traceback__)]
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        frames.append([error.filename, error.lineno, "<module>"])  # the line that does not parse
     recorder.event(
         "exception",
         type=type(error).__name__,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from ddp_doctor.facts import FactSet
-from ddp_doctor.model import Finding, Location
+from ddp_doctor.model import Finding, Location, Remediation
 from ddp_doctor.registry import Hit, spec_for
 from ddp_doctor.trace.facts import DataParallelRecord, RankTrace, Site, TraceFacts
 
@@ -251,6 +251,7 @@ def _rank_failed(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                 f"{kind}{at_site(site)}: {message}",
                 {"seen": SEEN, "ranks": ranks, "exception": kind},
                 location=location_of(site),
+                fix=EXCEPTION_FIX,
             ),
         )
     for rank in trace.ranks:
@@ -272,6 +273,13 @@ def _rank_failed(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
                 {"ranks": [rank.rank], "exit_code": rank.exit_code},
             ),
         )
+
+
+EXCEPTION_FIX = Remediation(
+    "Fix the exception at the line named; errors of other ranks that only say a peer went away "
+    "followed from it and are left out. `-v` shows the end of the run's output with the full "
+    "traceback."
+)
 
 
 def _own_signal(exit_code: int | None) -> bool:

@@ -68,7 +68,7 @@ def no_process_group(facts: FactSet) -> Iterator[Hit]:
         return
     if any(r.init is not None for r in trace.ranks):
         return
-    worked = [r.rank for r in trace.ranks if r.steps or r.end in ("returned", "bound")]
+    worked = [r.rank for r in trace.ranks if r.steps]
     if worked:
         yield Hit(
             f"{len(trace.ranks)} ranks ran {trace.target}, none called init_process_group: "
