@@ -41,6 +41,7 @@ CASES = [
     Case("no_process_group.py", without_line=frozenset({"DDP602"})),
     Case("sampler_shard_mismatch.py"),
     Case("sampler_missing.py"),
+    Case("uneven_batches.py", outcome="hang", options=("--hang-after", "3")),
 ]
 
 
@@ -116,6 +117,21 @@ def test_the_hang_names_collective_ranks_and_lines(
     where = {r["rank"]: (r["where"]["line"], r["waiting"]) for r in forensics["ranks"]}
     assert where == {0: (15, "collective"), 1: (16, "collective")}
     assert Counter(r["end"] for r in traced.trace["ranks"]) == {"stopped": 2}
+
+
+@pytest.mark.timeout(180)
+def test_a_hang_in_ddps_own_all_reduce_is_read_from_the_flight_recorder(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    traced, _ = traced_case(case_named("uneven_batches.py"), tmp_path_factory)
+    hang = next(f for f in traced.findings if f["code"] == "DDP302")
+    assert (hang["evidence"]["collective"], hang["evidence"]["waiting_ranks"]) == (
+        "all_reduce",
+        [0],
+    )
+    assert "barrier" in hang["evidence"]["ranks_elsewhere"]["1"]
+    waiting = {r["rank"]: r["waiting"] for r in traced.trace["forensics"]["ranks"]}
+    assert waiting == {0: "backward", 1: "collective"}
 
 
 @pytest.mark.timeout(180)
