@@ -1,4 +1,4 @@
-"""The command line: run, diagnose, explain, rules (here), check and logs (in commands/).
+"""The command line: the group, shared report options and exit handling; commands in commands/.
 
 Nothing here imports torch: `--help`, `--version`, `explain`, `rules` and `check` stay fast.
 """
@@ -48,6 +48,9 @@ COMMANDS = {
     "logs": LazyCommand("logs", "logs_command", "Name the root cause in a failed run's log."),
     "rules": LazyCommand("explain", "rules_command", "List every rule."),
     "run": LazyCommand("run", "run_command", "Probe this machine and launch a small job."),
+    "trace": LazyCommand(
+        "trace", "trace_command", "Run your training under a monitor; find hangs."
+    ),
 }
 
 

@@ -11,7 +11,8 @@ Judged:
   doctor      raised by the doctor's own machinery (a rule that crashed, a file it cannot read)
 A new code goes here first, in the free numbers of its block (the catalogue's blocks: DDP0xx
 install and devices, DDP1xx scripts, DDP2xx rendezvous and network, DDP3xx collectives,
-DDP4xx wrapping and memory, DDP5xx log texts, DDP9xx the doctor itself).
+DDP4xx wrapping and memory, DDP5xx log texts, DDP6xx the user's run, as traced, DDP9xx the
+doctor itself).
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ CODES: tuple[Code, ...] = (
     Code("DDP509", "tensors-on-different-devices", ERROR, "log", "logscan.codes", "One operation got tensors on different devices: a model, an input or a target was not moved."),
     Code("DDP510", "dataparallel-replica-error", ERROR, "log", "logscan.codes", "A nn.DataParallel replica raised an error; the replica's own error is the cause."),
     Code("DDP511", "flight-recorder-unreadable", WARNING, "log", "flightrec.codes", "A flight-recorder dump could not be read, so its rank is missing from the comparison."),
+    Code("DDP601", "monitor-not-loaded", WARNING, "facts", "rules.traced_run", "Ranks of the traced run never loaded the trace monitor, so nothing of them was seen."),
+    Code("DDP602", "no-process-group", WARNING, "facts", "rules.traced_run", "torchrun started several ranks, but none called init_process_group: each trained alone."),
+    Code("DDP603", "sampler-shard-mismatch", ERROR, "facts", "rules.traced_run", "A DistributedSampler's num_replicas or rank differs from the process group's at runtime."),
     Code("DDP901", "probe-crashed", WARNING, "facts", "rules.doctor_self", "A probe raised an unexpected error, so what it measures is missing from the report."),
     Code("DDP902", "probe-timed-out", WARNING, "facts", "rules.doctor_self", "A probe did not answer within its time limit and was abandoned."),
     Code("DDP903", "rule-crashed", WARNING, "doctor", "rules.doctor_self", "A rule raised an error while judging the facts, so its problem was not checked."),

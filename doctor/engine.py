@@ -103,15 +103,23 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
         try:
             findings.extend(spec.run(facts))
         except Exception as error:
-            crash = Hit(
-                f"rule {spec.code} ({spec.name}) crashed: {_describe_crash(error)}",
-                evidence={"rule": spec.code},
-            )
-            findings.append(spec_for("DDP903").finding(crash))
+            findings.append(_rule_crashed(f"{spec.code} ({spec.name})", spec.code, error))
     from .rules.job_output import job_output_findings
 
     findings.extend(job_output_findings(facts, findings))
+    if facts.trace is not None:  # `trace`: the script and job codes the user's run confirmed
+        from .rules.trace_runtime import runtime_findings
+
+        try:
+            findings.extend(runtime_findings(facts, findings))
+        except Exception as error:
+            findings.append(_rule_crashed("for the traced run", "trace", error))
     return selector.filter(sort_findings(findings))
+
+
+def _rule_crashed(what: str, rule: str, error: Exception) -> Finding:
+    crash = Hit(f"rule {what} crashed: {_describe_crash(error)}", evidence={"rule": rule})
+    return spec_for("DDP903").finding(crash)
 
 
 __all__ = ["PendingProbes", "Probe", "judge", "make_report", "run_probe", "run_probes"]

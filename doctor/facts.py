@@ -13,6 +13,7 @@ from typing import Any
 from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult
 from .topofacts import TopologyFacts
+from .trace.facts import TraceFacts
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ FACT_TYPES: dict[str, type] = {
     "plan": PlanFacts,
     "job": JobFacts,
     "dataparallel": DataParallelFacts,
+    "trace": TraceFacts,
 }
 
 
@@ -230,6 +232,10 @@ class FactSet:
     @property
     def dataparallel(self) -> DataParallelFacts | None:
         return self.facts("dataparallel")
+
+    @property
+    def trace(self) -> TraceFacts | None:
+        return self.facts("trace")
 
     @property
     def plan(self) -> PlanFacts:

@@ -29,6 +29,12 @@ PATIENT_MODULES = (
     "journal",
     "python_describe",
     "torch_describe",
+    "trace_boot",
+    "trace_data_patches",
+    "trace_monitor",
+    "trace_patches",
+    "trace_recorder",
+    "trace_sites",
     "watchdog",
     "worker",
 )

@@ -1,7 +1,14 @@
-"""Shared fixtures: a clean environment, and the CLI under CliRunner."""
+"""Shared fixtures: a clean environment, and the CLI under CliRunner.
+
+The scripts of the environment under test (`ddp-doctor`, `torchrun`) come first on PATH, as in
+an activated virtualenv: the README's test command runs `.venv/bin/python -m pytest` without
+activating it, and a machine may have other copies on PATH.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,6 +17,8 @@ from click.testing import CliRunner, Result
 
 from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
 
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
 # Variables that change what the probes report; tests start without them.
 AMBIENT_VARIABLES = ("JPY_PARENT_PID", "KUBERNETES_SERVICE_HOST", "NO_COLOR")
 
@@ -17,8 +26,6 @@ AMBIENT_VARIABLES = ("JPY_PARENT_PID", "KUBERNETES_SERVICE_HOST", "NO_COLOR")
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """No CUDA_VISIBLE_DEVICES, NCCL_*, RANK ... from the machine running the tests."""
-    import os
-
     for name in list(os.environ):
         if name in EXACT_NAMES or name.startswith(PREFIXES) or name in AMBIENT_VARIABLES:
             monkeypatch.delenv(name)

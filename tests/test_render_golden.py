@@ -49,9 +49,28 @@ RENDERERS = {
 }
 
 
-@pytest.mark.parametrize("filename", sorted(RENDERERS))
-def test_render_matches_golden(filename: str) -> None:
-    text = RENDERERS[filename](golden_report())
+# A traced run that hung (a real run of fixtures/trace/hang_under_rank_guard.py, with this
+# machine's folders replaced), for the trace's own tables in table and markdown.
+TRACE_FIXTURE = HERE.parent / "fixtures" / "trace" / "reports" / "hang-under-rank-guard.json"
+TRACE_RENDERERS = {
+    "trace.table.txt": lambda report: render_table(report, verbose=True, colour=False),
+    "trace.markdown.md": lambda report: render(report, "markdown"),
+}
+
+
+def golden_trace_report() -> Report:
+    saved = load_report(TRACE_FIXTURE)
+    return Report(saved.tool_version, saved.created, saved.probes, tuple(judge(saved.probes)))
+
+
+@pytest.mark.parametrize(
+    ("filename", "make"),
+    [(name, golden_report) for name in sorted(RENDERERS)]
+    + [(name, golden_trace_report) for name in sorted(TRACE_RENDERERS)],
+)
+def test_render_matches_golden(filename: str, make: object) -> None:
+    renderer = {**RENDERERS, **TRACE_RENDERERS}[filename]
+    text = renderer(make())  # type: ignore[operator]
     text = text if text.endswith("\n") else text + "\n"
     path = GOLDEN / filename
     if os.environ.get("UPDATE_GOLDEN") == "1":

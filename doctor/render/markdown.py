@@ -22,6 +22,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     if probes:
         lines += _probe_table(document["probes"])
         lines += _job(probes.get("job"), document.get("bandwidth"))
+        lines += _trace(probes.get("trace"))
         lines += _dataparallel(probes.get("dataparallel"))
         lines += _folded_facts(document["probes"], sum(len(line) + 1 for line in lines))
     return "\n".join(lines).rstrip() + "\n"
@@ -67,6 +68,14 @@ def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -
     return ["### Job", "", "```", render_job_text(probe["facts"], bandwidth), "```", ""]
 
 
+def _trace(probe: dict[str, Any] | None) -> list[str]:
+    if not probe or not probe.get("facts"):
+        return []
+    from .trace_tables import render_trace_text  # only `trace` reports need it
+
+    return ["### Traced run", "", "```", render_trace_text(probe["facts"]), "```", ""]
+
+
 def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
@@ -99,11 +108,12 @@ def _folded_facts(probes: list[dict[str, Any]], visible_chars: int) -> list[str]
 def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:
     by_name = {p["probe"]: p.get("facts") or {} for p in probes}
     sections = []
-    job = by_name.get("job", {})
-    failed = job.get("timed_out") or job.get("exit_code") not in (None, 0)
-    if failed and (job.get("output_tail") or "").strip():
-        tail = job["output_tail"].rstrip().splitlines()[-OUTPUT_LINES:]
-        sections.append((f"job output (last {len(tail)} lines)", "\n".join(tail)))
+    for name, what in (("job", "job output"), ("trace", "output of the traced run")):
+        run = by_name.get(name, {})
+        failed = run.get("timed_out") or run.get("exit_code") not in (None, 0)
+        if failed and (run.get("output_tail") or "").strip():
+            tail = run["output_tail"].rstrip().splitlines()[-OUTPUT_LINES:]
+            sections.append((f"{what} (last {len(tail)} lines)", "\n".join(tail)))
     for name in SECTION_ORDER:
         body = compact_facts(by_name.get(name) or {})
         if body:

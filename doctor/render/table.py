@@ -31,6 +31,13 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
 
         tables = bandwidth_tables(FactSet.of(report.probes))
         parts.append(render_job_text(to_jsonable(job.facts), tables))
+    trace = next((r for r in report.probes if r.probe == "trace" and r.facts is not None), None)
+    if trace is not None:
+        from ddp_doctor.codec import to_jsonable
+
+        from .trace_tables import render_trace_text  # only `trace` reports need it
+
+        parts.append(render_trace_text(to_jsonable(trace.facts)))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
         from .dataparallel_table import render_dataparallel_text  # `check` never needs it
@@ -42,10 +49,13 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
             parts.append(_severity_block(severity, findings, colour))
     if verbose:
         parts.append(_header(report))
-        blocks = (_facts_block(r) for r in report.probes if r.facts and r.probe != "job")
+        blocks = (
+            _facts_block(r) for r in report.probes if r.facts and r.probe not in ("job", "trace")
+        )
         parts.extend(block for block in blocks if block)
-        if job is not None and job.facts.output_tail:
-            parts.append("job output (end):\n" + _indent(job.facts.output_tail[-4000:]))
+        for run, title in ((job, "job output (end)"), (trace, "output of the traced run (end)")):
+            if run is not None and run.facts.output_tail:
+                parts.append(f"{title}:\n" + _indent(run.facts.output_tail[-4000:]))
     parts.append(summary_line(report.findings) if report.findings else report.nothing_found)
     return "\n\n".join(parts) + "\n"
 

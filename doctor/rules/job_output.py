@@ -32,9 +32,10 @@ EXPLAINING_PREFIXES = ("DDP00", "DDP2", "DDP3", "DDP4", "DDP5", "DDP906")
 # name it as the crashed rank, and the journals know who never joined or hung. DDP231-DDP234
 # and DDP504 are what the log table concludes about the same texts (a client's store timeout,
 # a peer that left, a SIGKILL nothing explains), which the journals decide here too.
-JUDGED_FROM_FACTS = frozenset(
-    {"DDP201", "DDP202", "DDP203", "DDP301", "DDP302", "DDP305", "DDP307"}
-    | {"DDP231", "DDP232", "DDP233", "DDP234", "DDP504"}
+TEXT_CONCLUSIONS = frozenset({"DDP231", "DDP232", "DDP233", "DDP234", "DDP504"})
+JUDGED_FROM_FACTS = (
+    frozenset({"DDP201", "DDP202", "DDP203", "DDP301", "DDP302", "DDP305", "DDP307"})
+    | TEXT_CONCLUSIONS
 )
 
 

@@ -1,0 +1,1 @@
+"""`ddp-doctor trace`: the user's own training under a thin monitor, read back and judged."""

@@ -1,0 +1,87 @@
+"""The `trace` operation: which Python runs the user's command, whether it can, and the traced
+run itself within the time limit. The command prints; this decides."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import replace
+
+from ddp_doctor.checkup import DEFAULT_PROBE_TIMEOUT_S, Budget, why_patient_unusable
+from ddp_doctor.engine import Probe, run_probe
+from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.progress import Progress
+
+from .command import TracedCommand, interpreter_of
+from .facts import TraceFacts
+
+DEFAULT_HANG_AFTER_S = 60.0
+TRACE_GRACE_S = 15.0  # the trace bounds itself; this only catches a doctor that hangs
+
+
+def default_hang_after(timeout_s: float) -> float:
+    """60 s, or a third of the time limit when that is less, so a hang is named in time."""
+    return min(DEFAULT_HANG_AFTER_S, max(1.0, timeout_s / 3))
+
+
+def patient_python(command: TracedCommand, explicit: str | None) -> tuple[str, str]:
+    """--python, else the Python the command names (python, or torchrun's own), else as `run`
+    chooses (the active environment, this Python with torch, python3 on PATH)."""
+    from ddp_doctor.probes.patient import choose_python
+
+    if explicit:
+        return choose_python(explicit, os.environ)
+    named = interpreter_of(command)
+    if named:
+        return named, f"the {command.launcher} in the command"
+    return choose_python(None, os.environ)
+
+
+def collect_trace(
+    command: TracedCommand,
+    words: tuple[str, ...],
+    explicit_python: str | None,
+    limits: dict[str, float | int | None],
+    progress: Progress,
+) -> list[ProbeResult]:
+    from ddp_doctor.probes.patient import collect_python
+    from ddp_doctor.probes.trace_launch import TraceConfig, run_trace
+
+    timeout = float(limits["timeout_s"] or 0)
+    budget = Budget(timeout)
+    python, chosen_by = patient_python(command, explicit_python)
+    quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
+    progress.say("trace: checking the Python that trains")
+    described = run_probe(Probe("python", lambda: collect_python(python, chosen_by, quick), quick))
+    results = [described]
+    unusable = why_patient_unusable(described.facts, python)
+    if unusable is not None:
+        reason, torch_missing = unusable
+        if torch_missing:
+            from ddp_doctor.facts import TorchFacts
+
+            torch = TorchFacts(importable=False, import_error=reason)
+            results.append(ProbeResult("torch", ProbeStatus.FAILED, torch, 0.0, reason))
+        results.append(ProbeResult("trace", ProbeStatus.SKIPPED, None, 0.0, reason))
+        progress.done()
+        return results
+    hang_after = limits.get("hang_after_s") or default_hang_after(timeout)
+    config = TraceConfig(
+        command=command,
+        python=python,
+        timeout_s=budget.left(),
+        hang_after_s=float(hang_after),
+        steps=_int(limits.get("steps")),
+        epochs=_int(limits.get("epochs")),
+    )
+
+    def traced() -> TraceFacts:
+        return replace(run_trace(config, progress.say), command=shlex.join(words))
+
+    results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
+    progress.done()
+    return results
+
+
+def _int(value: float | int | None) -> int | None:
+    return None if value is None else int(value)
