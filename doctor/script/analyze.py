@@ -1,4 +1,9 @@
-"""One file in, its findings out: parse once, walk once, run every selected script rule."""
+"""One file in, its findings out: parse once, walk once, run every selected script rule.
+
+`prepare` turns a file's text into facts; `judge` runs the rules on them once every file of
+the tree is prepared (rules may follow calls into the other files); `analyze` does both for a
+file checked on its own.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
 
 from .facts import ScriptFacts
-from .files import PYTHON
+from .files import PYTHON, Candidate, read_text
+from .project import Project
 from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
 from .suppress import without_suppressed
 from .walker import build_facts
@@ -25,21 +31,42 @@ def script_rules() -> list[RuleSpec]:
 
 
 def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> list[Finding]:
-    """The findings for one file's text, suppression comments applied."""
-    if kind == PYTHON:
-        parsed = parse(path, source)
-        if isinstance(parsed, Finding):
-            return [parsed]
-        try:
-            facts = build_facts(path, source, parsed)
-        except RecursionError:
-            return [unreadable(path, "nested too deeply to analyse")]
-    else:
-        facts = ScriptFacts(path=path, source=source, tree=None)
+    """The findings for one file's text checked on its own, suppression comments applied."""
+    prepared = prepare(path, source, kind)
+    if isinstance(prepared, Finding):
+        return [prepared]
+    if prepared.is_python:
+        Project.of([prepared], load=load_for_context)
+    return judge(prepared, rules)
+
+
+def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:
+    """The facts of one file, or the finding that says why it cannot be checked."""
+    if kind != PYTHON:
+        return ScriptFacts(path=path, source=source, tree=None)
+    parsed = parse(path, source)
+    if isinstance(parsed, Finding):
+        return parsed
+    try:
+        return build_facts(path, source, parsed)
+    except RecursionError:
+        return unreadable(path, "nested too deeply to analyse")
+
+
+def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
     findings: list[Finding] = []
     for spec in rules:
         findings.extend(_run_guarded(spec, facts))
-    return without_suppressed(findings, source)
+    return without_suppressed(findings, facts.source)
+
+
+def load_for_context(path: str) -> ScriptFacts | None:
+    """A module of the tree that no path given to `check` names, read to answer questions."""
+    text = read_text(Candidate(path, PYTHON))
+    if not isinstance(text, str):
+        return None
+    prepared = prepare(path, text, PYTHON)
+    return prepared if isinstance(prepared, ScriptFacts) else None
 
 
 def parse(path: str, source: str) -> ast.Module | Finding:

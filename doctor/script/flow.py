@@ -1,7 +1,9 @@
-"""Facts derived from the walk that several rules share: which names hold a DDP-wrapped model,
-which functions only run on rank 0 (through the call graph), whether the script is distributed.
+"""Facts derived from the walk that several rules share: is the script distributed, which
+values hold the DDP model, which functions run only on rank 0, and whether the rank's GPU was
+pinned (set_device) on the way to a line.
 
-Computed lazily, once per script, from the recorded facts; nothing here walks the AST again.
+Computed lazily, once per script, from the recorded facts and the tree's call graph and data
+flow (callgraph.py, values.py); nothing here walks the AST again.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from collections.abc import Iterator
 from functools import cached_property
 
 from . import names
-from .facts import ZERO, Assignment, CallSite, Context, Function, ScriptFacts, position
+from .callgraph import DEPTH, CallGraph, Edge
+from .facts import SINGLE, Assignment, CallSite, Context, Function, ScriptFacts, position
 from .guards import is_rank_like
+from .values import Values
 
-_RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
 _CUDA_DEVICE_PREFIX = "cuda"
 _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
 _LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
+_PINNING_LIBRARIES = ("accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric")
 _DISTRIBUTED_MARKS = frozenset(
     {
         names.INIT_PROCESS_GROUP,
@@ -31,6 +35,7 @@ _DISTRIBUTED_MARKS = frozenset(
         *names.COLLECTIVES,
     }
 )
+_RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")
 
 
 def candidates(value: ast.AST) -> Iterator[ast.AST]:
@@ -50,12 +55,10 @@ def candidates(value: ast.AST) -> Iterator[ast.AST]:
 class Flow:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
+        self.graph: CallGraph = facts.project.graph
+        self.values: Values = facts.project.values
 
     # calls and assignments -------------------------------------------------------------------
-
-    @cached_property
-    def site_of(self) -> dict[int, CallSite]:
-        return {id(site.node): site for site in self.facts.calls}
 
     @cached_property
     def _assignment_of_candidate(self) -> dict[int, Assignment]:
@@ -73,8 +76,8 @@ class Flow:
         found = self.assignment_of(node)
         return found.target if found else None
 
-    def is_call_to(self, node: ast.AST, *qualnames: str) -> bool:
-        return isinstance(node, ast.Call) and self.facts.qualname(node.func) in qualnames
+    def unit(self, ctx: Context) -> Function:
+        return self.graph.unit(self.facts, ctx)
 
     # the distributed setup -------------------------------------------------------------------
 
@@ -88,6 +91,11 @@ class Flow:
         return [c for c in self.facts.calls_to(names.INIT_PROCESS_GROUP) if not _single(c)]
 
     @cached_property
+    def is_rpc(self) -> bool:
+        """An RPC script: workers and parameter servers, not one process per GPU."""
+        return any((self.facts.resolve(c) or "").startswith(_RPC) for c in self.facts.calls)
+
+    @cached_property
     def is_multiprocess(self) -> bool:
         """One process per GPU: a process group, DDP, a DistributedSampler or mp.spawn."""
         facts = self.facts
@@ -96,18 +104,8 @@ class Flow:
 
     @cached_property
     def set_device_calls(self) -> list[CallSite]:
-        facts = self.facts
-        found = facts.calls_to("torch.cuda.device")
-        found += [c for c in facts.calls if _SETS_DEVICE.search(c.key)]  # helpers too
-        found += [  # colossalai.launch, mmengine's init_dist: library set-ups that pin the GPU
-            c
-            for c in facts.calls
-            if _LIBRARY_SETUP.match(c.key)
-            and facts.resolve(c) is not None
-            and not facts.resolve(c).startswith("torch.")  # type: ignore[union-attr]
-        ]
-        found += [c for c in self.init_calls if c.keyword("device_id") is not None]
-        return sorted(found, key=position)
+        """Calls in this file that pin the rank's GPU themselves (not through a helper)."""
+        return sorted((c for c in self.facts.calls if pins_device(self.facts, c)), key=position)
 
     @cached_property
     def pins_device_by_environment(self) -> bool:
@@ -139,6 +137,49 @@ class Flow:
                 return True
         return False
 
+    # pinned GPUs -----------------------------------------------------------------------------
+
+    def _pin_sites(self, unit: Function) -> list[tuple[ScriptFacts, CallSite]]:
+        return self.graph.sites_with(unit, "pins-device", pins_device)
+
+    def pinned_before(self, ctx: Context, node: ast.AST, depth: int = DEPTH) -> bool:
+        """Whether set_device (or a helper, a constructor or a library that calls it) ran
+        before `node` on some path to it: earlier in its function outside the other arms of a
+        condition, or earlier in a caller before the call, a few callers up."""
+        unit = self.graph.unit(self.facts, ctx)
+        if _earlier_pin(self._pin_sites(unit), ctx, node):
+            return True
+        edges = [e for e in self.graph.callers(unit) if not e.spawned]
+        if depth <= 0:
+            return False
+        if not edges:
+            return self._constructor_pins(unit)
+        return any(self._pinned_at_edge(edge, depth - 1) for edge in edges)
+
+    def _pinned_at_edge(self, edge: Edge, depth: int) -> bool:
+        if edge.handed:
+            return True  # a callback: who runs it, and after what, is not in view
+        return Flow.of(edge.facts).pinned_before(edge.site.ctx, edge.site.node, depth)
+
+    def _constructor_pins(self, unit: Function) -> bool:
+        """A method nobody in the tree calls: its class's __init__ runs first."""
+        if unit.class_name is None:
+            return False
+        cls = self.facts.classes.get(unit.class_name)
+        init = self.facts.project.method(cls, "__init__") if cls else None
+        return init is not None and init is not unit and bool(self._pin_sites(init))
+
+    def pins_on_path(self, ctx: Context, depth: int = DEPTH) -> list[tuple[ScriptFacts, CallSite]]:
+        """Pins anywhere in the function of `ctx` or in its callers (any order)."""
+        unit = self.graph.unit(self.facts, ctx)
+        found = [(f, s) for f, s in self._pin_sites(unit) if not s.ctx.excludes(ctx)]
+        if found or depth <= 0:
+            return found
+        for edge in self.graph.callers(unit):
+            if not edge.spawned:
+                found += Flow.of(edge.facts).pins_on_path(edge.site.ctx, depth - 1)
+        return found
+
     # DDP-wrapped models ----------------------------------------------------------------------
 
     @cached_property
@@ -152,187 +193,91 @@ class Flow:
         return found
 
     def holds_wrapped_model(self, expression: ast.AST, ctx: Context, at: ast.AST) -> bool:
-        """Whether `expression` (a name or `self.x`) holds a DDP model where `at` runs."""
-        text = names.dotted(expression)
-        if text is None or text not in self.wrapped:
+        """Whether `expression` may hold a DDP-wrapped model where it is used."""
+        if names.access_path(expression) is None:
             return False
-        for assignment in self.wrapped[text]:
-            if assignment.ctx.function is ctx.function:
-                if _before(assignment.node, at):
-                    return True
-            elif text.startswith("self.") or assignment.ctx.module_level:
-                return True
-        return False
+        return bool(self.values.calls_to(self.facts, expression, ctx, names.DDP))
 
-    # rank guards through the call graph ------------------------------------------------------
-
-    def local_call_sites(self, function: Function) -> list[CallSite]:
-        """Calls that may reach a function defined in this file (by its name)."""
-        sites = []
-        for site in self.facts.calls_by_key.get(function.name, ()):
-            func = site.node.func
-            if site.ctx.function is function:
-                continue  # recursion says nothing about who calls it first
-            if isinstance(func, ast.Name):
-                local = self.facts.imports.names.get(func.id) is None
-            else:  # obj.method(): not torch.save when a method is named save
-                local = function.class_name is not None and self.facts.qualname(func) is None
-            if local:
-                sites.append(site)
-        if function.class_name is None:
-            return sites
-        return self._method_sites(function, sites)
-
-    def _method_sites(self, method: Function, sites: list[CallSite]) -> list[CallSite]:
-        """For a method, `self.save()` and `trainer.save()` (trainer = Trainer(...)) beat
-        `frame.save()` on some other object, when there are any."""
-        instances = self._instances.get(method.class_name or "", set())
-        typed = [
-            s
-            for s in sites
-            if isinstance(s.node.func, ast.Name)
-            or names.dotted(s.receiver) in ("self", "cls")  # type: ignore[arg-type]
-            or names.dotted(s.receiver) in instances  # type: ignore[arg-type]
-        ]
-        return typed or sites
-
-    @cached_property
-    def _instances(self) -> dict[str, set[str]]:
-        """Class name -> names assigned an instance of it: `trainer = Trainer(...)`."""
-        found: dict[str, set[str]] = {}
-        for assignment in self.facts.assignments:
-            value = assignment.value
-            if isinstance(value, ast.Call):
-                name = names.last_identifier(value.func)
-                if name and name[:1].isupper():
-                    found.setdefault(name, set()).add(assignment.target)
-        return found
-
-    @cached_property
-    def rank_zero_functions(self) -> set[str]:
-        """Functions that only ever run on rank 0: decorated so, or every call site guarded."""
-        return self._guarded_functions(lambda site, guarded: self._zero_at(site.ctx, guarded))
-
-    @cached_property
-    def rank_guarded_functions(self) -> set[str]:
-        """Functions that only run on some ranks (either side of a rank guard)."""
-        return self._guarded_functions(lambda site, guarded: self._some_ranks_at(site.ctx, guarded))
-
-    def _guarded_functions(self, guarded_site) -> set[str]:  # type: ignore[no-untyped-def]
-        guarded = {
-            f.qualname
-            for f in self.facts.functions
-            if any(mark in d.lower() for d in f.decorators for mark in _RANK_ZERO_DECORATORS)
-        }
-        sites = {f.qualname: self.local_call_sites(f) for f in self.facts.functions}
-        changed = True
-        while changed:
-            changed = False
-            for function in self.facts.functions:
-                calls = sites[function.qualname]
-                if function.qualname in guarded or not calls:
-                    continue
-                if all(guarded_site(site, guarded) for site in calls):
-                    guarded.add(function.qualname)
-                    changed = True
-        return guarded
-
-    @staticmethod
-    def _zero_at(ctx: Context, guarded: set[str]) -> bool:
-        if ctx.guard is not None:
-            return ctx.guard.polarity == ZERO
-        return ctx.function is not None and ctx.function.qualname in guarded
-
-    @staticmethod
-    def _some_ranks_at(ctx: Context, guarded: set[str]) -> bool:
-        if ctx.guard is not None:
-            return True
-        return ctx.function is not None and ctx.function.qualname in guarded
+    # ranks and regions -----------------------------------------------------------------------
 
     def runs_on_rank_zero_only(self, ctx: Context) -> bool:
-        return self._zero_at(ctx, self.rank_zero_functions)
+        return self.graph.runs_on_rank_zero_only(ctx)
 
     def runs_on_some_ranks_only(self, ctx: Context) -> bool:
-        return self._some_ranks_at(ctx, self.rank_guarded_functions)
+        return self.graph.runs_on_some_ranks_only(ctx)
 
-    @cached_property
-    def _passed_as_argument(self) -> set[str]:
-        """Names handed to a call: mp.spawn(main_worker, ...), Process(target=run)."""
-        found: set[str] = set()
-        for site in self.facts.calls:
-            for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
-                if isinstance(value, ast.Name):
-                    found.add(value.id)
-                elif isinstance(value, ast.Attribute):
-                    found.add(value.attr)
-        return found
+    def local_call_sites(self, function: Function) -> list[CallSite]:
+        """Calls of the function anywhere in the tree (handing it over included)."""
+        return [edge.site for edge in self.graph.callers(function)]
 
     def reachable(self, function: Function | None) -> bool:
-        """Whether this file calls the function (or hands it to a call); module code always is."""
-        if function is None:
-            return True
-        return bool(self.local_call_sites(function)) or function.name in self._passed_as_argument
-
-    @cached_property
-    def _callees(self) -> dict[str | None, set[str]]:
-        """Call graph over this file's functions; None stands for module-level code."""
-        edges: dict[str | None, set[str]] = {}
-        for function in self.facts.functions:
-            for site in self.local_call_sites(function):
-                caller = site.ctx.function.qualname if site.ctx.function else None
-                edges.setdefault(caller, set()).add(function.qualname)
-        by_name = self.facts.functions_by_name
-        for site in self.facts.calls:  # mp.spawn(main_worker, ...): the spawner reaches it
-            caller = site.ctx.function.qualname if site.ctx.function else None
-            for value in site.node.args:
-                if isinstance(value, ast.Name):
-                    for target in by_name.get(value.id, ()):
-                        edges.setdefault(caller, set()).add(target.qualname)
-        return edges
-
-    @cached_property
-    def distributed_region(self) -> set[str | None]:
-        """Functions on a call path through distributed code: those that init, wrap, shard or
-        communicate, their callers, and everything those call. Unrelated helpers and tests in
-        the same file stay out. None stands for module-level code."""
-        seeds: set[str | None] = set()
-        for site in self.facts.calls:
-            if site.key and self.facts.resolve(site) in _DISTRIBUTED_MARKS:
-                seeds.add(site.ctx.function.qualname if site.ctx.function else None)
-        callers: dict[str, set[str | None]] = {}
-        for caller, callees in self._callees.items():
-            for callee in callees:
-                callers.setdefault(callee, set()).add(caller)
-        region = _closure(seeds, callers)  # the seeds and whoever calls them
-        return _closure(region, self._callees)  # and whatever those call
+        """Whether the tree calls the function (or hands it to a call); module code always is."""
+        return function is None or bool(self.graph.callers(function))
 
     def in_distributed_region(self, ctx: Context) -> bool:
+        """On a call path through distributed code: functions that init, wrap, shard or
+        communicate, their callers, and everything those call. Unrelated helpers and tests in
+        the same file stay out, and so does a branch taken only without a launcher."""
+        if ctx.launch == SINGLE:
+            return False
+        region = distributed_region(self.facts.project.graph)
         function = ctx.function
         while function is not None:
-            if function.qualname in self.distributed_region:
+            if function in region:
                 return True
-            function = self._enclosing(function)
-        return ctx.function is None and None in self.distributed_region
-
-    def _enclosing(self, function: Function) -> Function | None:
-        outer = function.qualname.rpartition(".")[0]
-        return next((f for f in self.facts.functions if f.qualname == outer), None)
+            function = self.facts.project.enclosing(self.facts, function)
+        return ctx.function is None and self.facts.module_unit in region
 
     def called_in_loop(self, function: Function | None) -> bool:
-        if function is None:
-            return False
-        return any(site.ctx.loops for site in self.local_call_sites(function))
+        return self.graph.called_in_loop(function)
+
+    @staticmethod
+    def of(facts: ScriptFacts) -> Flow:
+        return flow_of(facts)
 
 
-def _closure(start: set[str | None], edges: dict) -> set[str | None]:  # type: ignore[type-arg]
-    found = set(start)
-    stack = list(start)
-    while stack:
-        for reached in edges.get(stack.pop(), ()):
-            if reached not in found:
-                found.add(reached)
-                stack.append(reached)
-    return found
+def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
+    """A call that pins this process's GPU by itself."""
+    qualified = facts.resolve(site)
+    if qualified in (names.SET_DEVICE, "torch.cuda.device"):
+        return True
+    if qualified is not None and qualified.startswith(_PINNING_LIBRARIES):
+        return True
+    if site.key == "init_process_group" and site.keyword("device_id") is not None:
+        return True
+    if qualified is not None and qualified.startswith("torch."):
+        return False
+    if facts.project.graph.targets(facts, site):
+        return False  # a helper of the tree: the call graph says whether it pins
+    if _SETS_DEVICE.search(site.key):
+        return True
+    return bool(_LIBRARY_SETUP.match(site.key)) and qualified is not None
+
+
+def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: ast.AST) -> bool:
+    here = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    for _, site in pins:
+        if site.ctx.excludes(ctx):
+            continue
+        inside = site.node.lineno <= here[0] <= (site.node.end_lineno or 0)  # with cuda.device()
+        if position(site) < here or inside:
+            return True
+    return False
+
+
+def distributed_region(graph: CallGraph) -> set[Function]:
+    """Units on a call path through distributed code, for the whole tree (computed once)."""
+    cached = graph.__dict__.get("_distributed_region")
+    if cached is not None:
+        return cached
+    seeds: set[Function] = set()
+    for facts in graph.files():
+        for site in facts.calls:
+            if site.key and facts.resolve(site) in _DISTRIBUTED_MARKS:
+                seeds.add(graph.unit(facts, site.ctx))
+    region = graph.closure(graph.closure(seeds, up=True), up=False)
+    graph.__dict__["_distributed_region"] = region
+    return region
 
 
 def _single(site: CallSite) -> bool:
@@ -341,10 +286,6 @@ def _single(site: CallSite) -> bool:
     if count is None and site.key == "init_process_group":
         count = site.argument(3, "world_size")
     return isinstance(count, ast.Constant) and count.value == 1
-
-
-def _before(first: ast.AST, second: ast.AST) -> bool:
-    return (first.lineno, first.col_offset) < (second.lineno, second.col_offset)  # type: ignore
 
 
 def flow_of(facts: ScriptFacts) -> Flow:

@@ -15,7 +15,9 @@ from .facts import (
     NONZERO,
     ZERO,
     Assignment,
+    Branch,
     CallSite,
+    ClassInfo,
     Context,
     EnvAccess,
     Function,
@@ -24,7 +26,7 @@ from .facts import (
     ScriptFacts,
     TorchImport,
 )
-from .names import TORCH_LOADING_ROOTS, dotted, last_identifier
+from .names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
 
 # Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
 _STRING_MARKS = ("NCCL_", "torch.distributed.launch", "torch/distributed/launch")
@@ -56,6 +58,7 @@ class _Walker:
         """`if rank != 0: return` guards every statement after it in the same block."""
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
+        ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
         polarity = guards.flip(guards.classify(stmt.test))
         return replace(ctx, guard=RankGuard(polarity, stmt)) if polarity else ctx
 
@@ -76,8 +79,7 @@ class _Walker:
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:
-            self.exprs(stmt.bases + stmt.decorator_list, ctx)
-            self.body(stmt.body, Context(class_name=stmt.name))
+            self.class_definition(stmt, ctx)
         elif kind is ast.If:
             self.if_statement(stmt, ctx)
         elif kind in (ast.For, ast.AsyncFor):
@@ -99,6 +101,7 @@ class _Walker:
                 self.expr(stmt.value, ctx)
                 if ctx.function is not None:
                     self.facts.returns[ctx.function.qualname].append(stmt.value)
+                    self.facts.return_contexts[id(stmt.value)] = ctx
         elif kind in (ast.Import, ast.ImportFrom):
             self.import_statement(stmt, ctx)
         elif kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
@@ -129,20 +132,34 @@ class _Walker:
         no_grad = any(name in _NO_GRAD for name in decorators)
         self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
 
+    def class_definition(self, node: ast.ClassDef, ctx: Context) -> None:
+        self.exprs(node.bases + node.decorator_list, ctx)
+        first = len(self.facts.functions)
+        self.body(node.body, Context(class_name=node.name))
+        if ctx.function is None and ctx.class_name is None:
+            methods = {
+                f.name: f
+                for f in self.facts.functions[first:]
+                if f.qualname == f"{node.name}.{f.name}"
+            }
+            bases = tuple(text for b in node.bases if (text := dotted(b)) is not None)
+            self.facts.classes[node.name] = ClassInfo(node.name, node, bases, methods)
+
     def if_statement(self, node: ast.If, ctx: Context) -> None:
         self.expr(node.test, ctx)
         if _is_main_guard(node.test):
             self.body(node.body, replace(ctx, main_guard=True))
             self.body(node.orelse, ctx)
             return
+        body = _in_arm(ctx, node, node.test, arm=True)
+        orelse = _in_arm(ctx, node, node.test, arm=False)
         polarity = guards.classify(node.test)
-        if polarity is None:
-            self.body(node.body, ctx)
-            self.body(node.orelse, ctx)
-            return
-        other = NONZERO if polarity == ZERO else ZERO
-        self.body(node.body, replace(ctx, guard=RankGuard(polarity, node)))
-        self.body(node.orelse, replace(ctx, guard=RankGuard(other, node)))
+        if polarity is not None:
+            other = NONZERO if polarity == ZERO else ZERO
+            body = replace(body, guard=RankGuard(polarity, node))
+            orelse = replace(orelse, guard=RankGuard(other, node))
+        self.body(node.body, body)
+        self.body(node.orelse, orelse)
 
     def with_statement(self, node: ast.With | ast.AsyncWith, ctx: Context) -> None:
         no_grad = ctx.no_grad
@@ -164,19 +181,31 @@ class _Walker:
         if any(m.split(".", 1)[0] in TORCH_LOADING_ROOTS for m in modules):
             self.facts.torch_imports.append(TorchImport(node, ctx))
 
-    def target(self, target: ast.expr, value: ast.expr, node: ast.AST, ctx: Context) -> None:
+    def target(
+        self,
+        target: ast.expr,
+        value: ast.expr,
+        node: ast.AST,
+        ctx: Context,
+        index: tuple[int, ...] = (),
+    ) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self.target(element, value, node, ctx)
+            for position, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    element = element.value
+                self.target(element, value, node, ctx, (*index, position))
             return
         text = dotted(target)
         if text is not None:
-            self.facts.assignments.append(Assignment(text, value, node, ctx))  # type: ignore[arg-type]
+            self.facts.assignments.append(Assignment(text, value, node, ctx, index))  # type: ignore[arg-type]
             if text in ("builtins.print", "__builtin__.print", "__builtins__.print"):
                 self.facts.print_overridden = True
             return
         if isinstance(target, ast.Subscript):
             self._environ_subscript(target, ctx, writes=True, value=value)
+            path = access_path(target)
+            if path is not None:
+                self.facts.assignments.append(Assignment(path, value, node, ctx, index))  # type: ignore[arg-type]
         self.expr(target, ctx)
 
     # expressions -----------------------------------------------------------------------------
@@ -202,6 +231,11 @@ class _Walker:
                     facts.strings.append(node)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Name:
+                continue
+            elif kind is ast.IfExp:
+                self.expr(node.test, ctx)  # type: ignore[attr-defined]
+                self.expr(node.body, _in_arm(ctx, node, node.test, arm=True))  # type: ignore[attr-defined]
+                self.expr(node.orelse, _in_arm(ctx, node, node.test, arm=False))  # type: ignore[attr-defined]
                 continue
             elif kind is ast.Subscript:
                 self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
@@ -243,6 +277,18 @@ class _Walker:
             writes = func.attr in ("setdefault", "putenv")
             value = node.args[1] if writes and len(node.args) > 1 else None
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
+
+
+def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
+    """The context of one arm of a condition; a test about the launch sets `launch`."""
+    launch = guards.launch_of(test)
+    if launch is not None and not arm:
+        launch = guards.other_launch(launch)
+    return replace(
+        ctx,
+        branches=(*ctx.branches, Branch(node, arm)),
+        launch=launch if launch is not None else ctx.launch,
+    )
 
 
 def _is_environ(node: ast.AST) -> bool:

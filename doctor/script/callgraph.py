@@ -1,0 +1,287 @@
+"""The call graph of the checked tree: which function of the tree a call reaches, who calls
+whom, and which functions reach an effect (set_device, a print, a collective) a few calls deep.
+
+A call resolves by name through the file's own definitions and its imports of the tree's
+modules (project.py); `self.m()` and `obj.m()` through the class of the receiver, found by the
+data flow (values.py); handing a function to a call (`mp.spawn(worker)`, `Process(target=run)`)
+counts as calling it. Module-level code is one more function per file (`module_unit`).
+Effects spread up from the calls that have them, at most `DEPTH` calls deep, so the work is
+linear in the number of calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from . import names
+from .facts import ZERO, CallSite, ClassInfo, Context, Function, ScriptFacts
+from .project import Project
+
+DEPTH = 4  # calls followed below a function: helpers of helpers of helpers
+_RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
+_STARTERS = frozenset({"Process", "Thread", "spawn", "start_processes", "Pool", "submit"})
+
+
+@dataclass(frozen=True, eq=False)
+class Edge:
+    facts: ScriptFacts  # where the call is
+    site: CallSite
+    caller: Function  # the function (or module unit) the call is in
+    callee: Function
+    handed: bool = False  # the callee was passed to the call, not called by it
+    spawned: bool = False  # ... to start a new process or thread with it
+
+
+SitePredicate = Callable[[ScriptFacts, CallSite], bool]
+
+
+def _always(facts: ScriptFacts, site: CallSite) -> bool:
+    return True
+
+
+class CallGraph:
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._targets: dict[int, tuple[Function, ...]] = {}
+        self._reach: dict[str, dict[Function, int]] = {}
+
+    def unit(self, facts: ScriptFacts, ctx: Context) -> Function:
+        return ctx.function if ctx.function is not None else facts.module_unit
+
+    # resolution ------------------------------------------------------------------------------
+
+    def targets(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """The functions of the tree a call runs (a class call runs its __init__)."""
+        key = id(site.node)
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = self._resolve(facts, site)
+        return found
+
+    def _resolve(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        func = site.node.func
+        project = self.project
+        if isinstance(func, ast.Name):
+            return _callable(project, project.definition(facts, func, site.ctx))
+        if not isinstance(func, ast.Attribute):
+            return ()
+        base, method = func.value, func.attr
+        text = names.dotted(base)
+        if text in ("self", "cls") and site.ctx.class_name:
+            cls = facts.classes.get(site.ctx.class_name)
+            return _callable(project, project.method(cls, method) if cls else None)
+        if isinstance(base, ast.Call) and names.last_identifier(base.func) == "super":
+            cls = facts.classes.get(site.ctx.class_name or "")
+            return self._super_method(cls, method) if cls else ()
+        if text is not None and (defined := project.definition(facts, func, site.ctx)):
+            return _callable(project, defined)  # utils.setup(), Trainer.build()
+        if method not in project.method_names:
+            return ()
+        classes, foreign = project.values.classes_of(facts, base, site.ctx, site.node)
+        if classes:
+            return tuple(m for c in classes if (m := project.method(c, method)) is not None)
+        if foreign or facts.qualname(func) is not None:
+            return ()
+        # an untyped receiver: a method of that name in this file's classes
+        return tuple(m for c in facts.classes.values() if (m := c.methods.get(method)))
+
+    def _super_method(self, cls: ClassInfo, method: str) -> tuple[Function, ...]:
+        owner = self.project.owner(next(iter(cls.methods.values()))) if cls.methods else None
+        for base in cls.bases:
+            parent = self.project.resolve(owner, base, Context()) if owner else None
+            if isinstance(parent, ClassInfo):
+                found = self.project.method(parent, method)
+                if found is not None:
+                    return (found,)
+        return ()
+
+    def handed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """Functions of the tree passed to a call: mp.spawn(worker), Process(target=run)."""
+        found: list[Function] = []
+        for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
+            defined: object = None
+            if isinstance(value, ast.Name):
+                defined = self.project.definition(facts, value, site.ctx)
+            elif isinstance(value, ast.Attribute) and names.dotted(value.value) == "self":
+                cls = facts.classes.get(site.ctx.class_name or "")
+                defined = self.project.method(cls, value.attr) if cls else None
+            elif isinstance(value, ast.Attribute):
+                defined = self.project.definition(facts, value, site.ctx)
+            if isinstance(defined, Function):
+                found.append(defined)
+        return tuple(found)
+
+    # edges -----------------------------------------------------------------------------------
+
+    @cached_property
+    def _edges(self) -> tuple[dict[Function, list[Edge]], dict[Function, list[Edge]]]:
+        out: dict[Function, list[Edge]] = {}
+        into: dict[Function, list[Edge]] = {}
+        ordered = list(self.project.files.values())
+        index = 0
+        while index < len(ordered):
+            facts = ordered[index]
+            index += 1
+            for site in facts.calls:
+                caller = self.unit(facts, site.ctx)
+                edges = [Edge(facts, site, caller, f) for f in self.targets(facts, site)]
+                handed = self.handed(facts, site)
+                if handed:
+                    spawned = site.key in _STARTERS or (facts.resolve(site) or "") in names.SPAWN
+                    edges += [Edge(facts, site, caller, f, True, spawned) for f in handed]
+                for edge in edges:
+                    if edge.callee is not caller:  # recursion says nothing about who runs first
+                        out.setdefault(caller, []).append(edge)
+                        into.setdefault(edge.callee, []).append(edge)
+            if len(ordered) < len(self.project.files):  # resolving read an imported module
+                ordered = list(self.project.files.values())
+        return out, into
+
+    def files(self) -> list[ScriptFacts]:
+        """Every file of the tree, after resolving calls has read the imported modules."""
+        self._edges  # noqa: B018
+        return list(self.project.files.values())
+
+    def callees(self, unit: Function) -> list[Edge]:
+        return self._edges[0].get(unit, [])
+
+    def callers(self, unit: Function) -> list[Edge]:
+        return self._edges[1].get(unit, [])
+
+    # effects ---------------------------------------------------------------------------------
+
+    def reaching(
+        self, key: str, direct: SitePredicate, through: SitePredicate = _always
+    ) -> dict[Function, int]:
+        """Units that have an effect, with how many calls down it is (0: a call of their own).
+
+        `direct` says which calls have the effect; `through` which calls pass it up (e.g. not
+        one under a rank guard). Cached under `key`."""
+        found = self._reach.get(key)
+        if found is not None:
+            return found
+        found = {}
+        for facts in self.files():
+            for site in facts.calls:
+                if direct(facts, site):
+                    found.setdefault(self.unit(facts, site.ctx), 0)
+        frontier = list(found)
+        for depth in range(1, DEPTH + 1):
+            reached = []
+            for unit in frontier:
+                for edge in self.callers(unit):
+                    if edge.caller not in found and through(edge.facts, edge.site):
+                        found[edge.caller] = depth
+                        reached.append(edge.caller)
+            frontier = reached
+        self._reach[key] = found
+        return found
+
+    def sites_with(
+        self, unit: Function, key: str, direct: SitePredicate, through: SitePredicate = _always
+    ) -> list[tuple[ScriptFacts, CallSite]]:
+        """The calls in `unit` that have the effect or lead to it."""
+        reach = self.reaching(key, direct, through)
+        depth = reach.get(unit)
+        if depth is None:
+            return []
+        facts = self.project.owner(unit)
+        found = [
+            (facts, site)
+            for site in facts.calls
+            if self.unit(facts, site.ctx) is unit and direct(facts, site)
+        ]
+        for edge in self.callees(unit):
+            below = reach.get(edge.callee)
+            if below is None or below >= DEPTH or edge.spawned:
+                continue
+            if through(edge.facts, edge.site):
+                found.append((edge.facts, edge.site))
+        return found
+
+    # ranks -----------------------------------------------------------------------------------
+
+    @cached_property
+    def rank_zero_units(self) -> set[Function]:
+        """Functions that only ever run on rank 0: decorated so, or every call guarded so."""
+        return self._guarded(lambda ctx, known: _zero_at(ctx, known))
+
+    @cached_property
+    def rank_guarded_units(self) -> set[Function]:
+        """Functions that only run on some ranks (either side of a rank guard)."""
+        return self._guarded(lambda ctx, known: ctx.guard is not None or ctx.function in known)
+
+    def _guarded(self, guarded_at: Callable[[Context, set[Function]], bool]) -> set[Function]:
+        known: set[Function] = set()
+        functions = [f for facts in self.files() for f in facts.functions]
+        for function in functions:
+            lowered = [d.lower() for d in function.decorators]
+            if any(mark in d for d in lowered for mark in _RANK_ZERO_DECORATORS):
+                known.add(function)
+        changed = True
+        rounds = 0
+        while changed and rounds <= DEPTH * 2:
+            changed, rounds = False, rounds + 1
+            for function in functions:
+                if function in known:
+                    continue
+                calls = [e for e in self.callers(function) if not e.handed]
+                if calls and all(guarded_at(e.site.ctx, known) for e in calls):
+                    known.add(function)
+                    changed = True
+        return known
+
+    def runs_on_rank_zero_only(self, ctx: Context) -> bool:
+        return _zero_at(ctx, self.rank_zero_units)
+
+    def runs_on_some_ranks_only(self, ctx: Context) -> bool:
+        return ctx.guard is not None or ctx.function in self.rank_guarded_units
+
+    # loops -----------------------------------------------------------------------------------
+
+    def called_in_loop(self, unit: Function | None, depth: int = DEPTH) -> bool:
+        """Whether some call of the function runs inside a loop, a few callers up."""
+        if unit is None or depth <= 0:
+            return False
+        return any(
+            edge.site.ctx.loops or self.called_in_loop(edge.site.ctx.function, depth - 1)
+            for edge in self.callers(unit)
+            if not edge.handed
+        )
+
+    def in_loop(self, ctx: Context) -> bool:
+        return bool(ctx.loops) or self.called_in_loop(ctx.function)
+
+    # reach -----------------------------------------------------------------------------------
+
+    def closure(self, start: Iterable[Function], *, up: bool) -> set[Function]:
+        """`start` with every function that calls it (up) or that it calls (down), any depth."""
+        found = set(start)
+        stack = list(found)
+        while stack:
+            unit = stack.pop()
+            edges = self.callers(unit) if up else self.callees(unit)
+            for edge in edges:
+                reached = edge.caller if up else edge.callee
+                if reached not in found:
+                    found.add(reached)
+                    stack.append(reached)
+        return found
+
+
+def _zero_at(ctx: Context, known: set[Function]) -> bool:
+    if ctx.guard is not None:
+        return ctx.guard.polarity == ZERO
+    return ctx.function is not None and ctx.function in known
+
+
+def _callable(project: Project, defined: object) -> tuple[Function, ...]:
+    if isinstance(defined, Function):
+        return (defined,)
+    if isinstance(defined, ClassInfo):
+        init = project.method(defined, "__init__")
+        return (init,) if init is not None else ()
+    return ()

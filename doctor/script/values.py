@@ -1,0 +1,492 @@
+"""Where a value comes from: a small data flow over the recorded assignments, across the
+functions and modules of the checked tree.
+
+`origins(expr)` answers with the places that made the value: the call that built it
+(`DDP(model, ...)`, `DataLoader(...)`, `torch.device("cuda:1")`), a constant, an argparse
+option (`args.local_rank` where `args = parser.parse_args()`), an environment variable, the
+process index mp.spawn passes, or a parameter nobody in the tree passes. Names are followed
+through the assignments that reach the use (in source order, minus other branches'), then
+parameters to the arguments of every call of the function, returns to the returned
+expressions, `self.x` to every `self.x = ...` of the class, `obj.x` through the class of
+`obj`, `d["k"]` to `d["k"] = ...` or the dict literal, `ddp.module` to the wrapped module and
+`loader.sampler` to the loader's sampler. Calls into the tree are followed `DEPTH` deep and
+every answer is remembered, so the cost stays linear in the code.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from . import names
+from .callgraph import DEPTH
+from .facts import MODULE, ClassInfo, Context, Function, ScriptFacts
+from .project import Project
+
+CALL = "call"  # a call we do not see through
+CONSTANT = "constant"
+OPTION = "option"  # an attribute of an argparse namespace
+ENV = "env"
+SPAWN_INDEX = "spawn-index"  # the first argument mp.spawn passes: the process index
+PARAM = "param"  # a parameter with no caller in the tree
+ATTRIBUTE = "attribute"  # an attribute of something unknown
+INSTANCE = "instance"  # an instance of a class of the tree
+DEFINITION = "definition"  # a function or class of the tree itself
+NAME = "name"  # a name imported from outside the tree, or unknown
+OTHER = "other"  # any other expression (arithmetic, f-strings, ...)
+
+# Module methods that return the module itself: `model.cuda()` is still `model`.
+_RETURNS_SELF = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "to_empty"}
+    | {"requires_grad_", "share_memory"}
+)
+_CONVERSIONS = frozenset({"int", "str", "float"})
+_NAMESPACES = frozenset({"parse_args", "parse_known_args"})
+
+
+class Origin:
+    __slots__ = ("cls", "facts", "kind", "name", "node")
+
+    def __init__(
+        self,
+        kind: str,
+        node: ast.AST | None,
+        facts: ScriptFacts | None = None,
+        name: str = "",
+        cls: ClassInfo | None = None,
+    ) -> None:
+        self.kind, self.node, self.facts, self.name, self.cls = kind, node, facts, name, cls
+
+    def _key(self) -> tuple[str, int, str]:
+        return (self.kind, id(self.node), self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Origin) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        text = ast.unparse(self.node) if isinstance(self.node, ast.expr) else ""
+        return f"Origin({self.kind}, {self.name or text!r})"
+
+    @property
+    def qualname(self) -> str | None:
+        """For a CALL: what it calls, through the imports of its file."""
+        if self.kind == CALL and isinstance(self.node, ast.Call) and self.facts is not None:
+            return self.facts.qualname(self.node.func)
+        return None
+
+    @property
+    def call(self) -> ast.Call | None:
+        return self.node if isinstance(self.node, ast.Call) else None
+
+
+Origins = frozenset[Origin]
+_NOTHING: Origins = frozenset()
+
+
+class Values:
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._memo: dict[tuple[int, int], Origins] = {}
+        self._active: set[tuple[int, int]] = set()
+
+    # questions -------------------------------------------------------------------------------
+
+    def origins(
+        self, facts: ScriptFacts, expr: ast.AST, ctx: Context, depth: int = DEPTH
+    ) -> Origins:
+        key = (id(expr), depth)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        if key in self._active:
+            return _NOTHING  # a cycle: x = f(x)
+        self._active.add(key)
+        try:
+            found = frozenset(self._origins(facts, expr, ctx, depth))
+        finally:
+            self._active.discard(key)
+        self._memo[key] = found
+        return found
+
+    def calls_to(
+        self, facts: ScriptFacts, expr: ast.AST, ctx: Context, *qualnames: str
+    ) -> list[Origin]:
+        """The calls of `qualnames` the value may come from: is this the DDP model?"""
+        return [o for o in self.origins(facts, expr, ctx) if o.qualname in qualnames]
+
+    def classes_of(
+        self, facts: ScriptFacts, expr: ast.AST, ctx: Context, at: ast.AST | None = None
+    ) -> tuple[set[ClassInfo], bool]:
+        """Classes of the tree the value is an instance of, and whether it may be something
+        from outside the tree (a library object)."""
+        found = self.origins(facts, expr, ctx)
+        classes = {o.cls for o in found if o.kind == INSTANCE and o.cls is not None}
+        foreign = any(o.kind == CALL and o.qualname is not None for o in found)
+        return classes, foreign
+
+    # expressions -----------------------------------------------------------------------------
+
+    def _origins(
+        self, facts: ScriptFacts, expr: ast.AST, ctx: Context, depth: int
+    ) -> Iterable[Origin]:
+        kind = type(expr)
+        if kind is ast.IfExp:
+            return self.origins(facts, expr.body, ctx, depth) | self.origins(  # type: ignore[attr-defined]
+                facts,
+                expr.orelse,  # type: ignore[attr-defined]
+                ctx,
+                depth,
+            )
+        if kind is ast.BoolOp:
+            return _union(self.origins(facts, v, ctx, depth) for v in expr.values)  # type: ignore[attr-defined]
+        if kind in (ast.NamedExpr, ast.Starred, ast.Await):
+            return self.origins(facts, expr.value, ctx, depth)  # type: ignore[attr-defined]
+        if kind is ast.Constant:
+            return {Origin(CONSTANT, expr, facts)}
+        if kind is ast.Name:
+            return self._name(facts, expr.id, ctx, expr, depth)  # type: ignore[attr-defined]
+        if kind is ast.Attribute:
+            return self._attribute(facts, expr, ctx, depth)  # type: ignore[arg-type]
+        if kind is ast.Subscript:
+            return self._item(facts, expr, ctx, depth)  # type: ignore[arg-type]
+        if kind is ast.Call:
+            return self._call(facts, expr, ctx, depth)  # type: ignore[arg-type]
+        return {Origin(OTHER, expr, facts)}
+
+    def _call(self, facts: ScriptFacts, call: ast.Call, ctx: Context, depth: int) -> set[Origin]:
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in _CONVERSIONS and call.args:
+            return set(self.origins(facts, call.args[0], ctx, depth))
+        env = _env_name(call)
+        if env is not None:
+            return {Origin(ENV, call, facts, env)}
+        made = Origin(CALL, call, facts)
+        if isinstance(func, ast.Attribute) and func.attr in _RETURNS_SELF:
+            return {made} | self.origins(facts, func.value, ctx, depth)
+        defined = self.project.definition(facts, func, ctx)
+        if isinstance(defined, ClassInfo):
+            return {Origin(INSTANCE, call, facts, defined.name, defined)}
+        site = facts.site_of.get(id(call))
+        targets = self.project.graph.targets(facts, site) if site is not None else ()
+        if not targets or depth <= 0:
+            return {made}
+        found: set[Origin] = set()
+        for target in targets:
+            found |= self._returned(target, depth - 1)
+        return found or {made}
+
+    def _returned(self, function: Function, depth: int, index: tuple[int, ...] = ()) -> Origins:
+        owner = self.project.owner(function)
+        found: set[Origin] = set()
+        for value in owner.returns.get(function.qualname, ()):
+            ctx = owner.return_contexts.get(id(value), Context(function=function))
+            element = _element(value, index)
+            if element is not None:
+                found |= self.origins(owner, element, ctx, depth)
+            else:
+                found.add(Origin(OTHER, value, owner))
+        return frozenset(found)
+
+    # names -----------------------------------------------------------------------------------
+
+    def _name(
+        self, facts: ScriptFacts, name: str, ctx: Context, at: ast.AST | None, depth: int
+    ) -> set[Origin]:
+        function = ctx.function
+        if function is not None:
+            local = [
+                a for a in facts.assignments_by_target.get(name, ()) if a.ctx.function is function
+            ]
+            reaching = _reaching(local, ctx, at)
+            if reaching:
+                return self._assigned(facts, reaching, depth)
+            if name in function.params:
+                return self._param(facts, function, name, depth)
+            if local:
+                return self._assigned(facts, local, depth)  # set later in a loop
+            outer = self.project.enclosing(facts, function)
+            if outer is not None:
+                return self._name(facts, name, Context(function=outer), None, depth)
+        module_level = [
+            a
+            for a in facts.assignments_by_target.get(name, ())
+            if a.ctx.function is None and a.ctx.class_name is None
+        ]
+        if module_level:
+            chosen = _reaching(module_level, ctx, at) if ctx.module_level else []
+            return self._assigned(facts, chosen or module_level, depth)
+        return self._global(facts, name, depth)
+
+    def _global(self, facts: ScriptFacts, name: str, depth: int) -> set[Origin]:
+        defined = self.project.top_level(facts, name)
+        if isinstance(defined, (Function, ClassInfo, ScriptFacts)):
+            node = defined.node if not isinstance(defined, ScriptFacts) else defined.tree
+            return {Origin(DEFINITION, node, facts, name)}
+        ref = facts.imports.refs.get(name)
+        if ref is not None and ref.name is not None and depth > 0:
+            source = self.project.module(facts, ref.module, ref.level)
+            if source is not None and source is not facts:
+                return self._name(source, ref.name, MODULE, None, depth - 1)
+        return {Origin(NAME, None, facts, facts.imports.names.get(name, name))}
+
+    def _assigned(self, facts: ScriptFacts, assignments: list, depth: int) -> set[Origin]:  # type: ignore[type-arg]
+        found: set[Origin] = set()
+        for assignment in assignments:
+            value = _element(assignment.value, assignment.index)
+            if value is not None:
+                found |= self.origins(facts, value, assignment.ctx, depth)
+            elif isinstance(assignment.value, ast.Call):
+                found |= self._unpacked_call(facts, assignment, depth)
+            else:
+                found.add(Origin(OTHER, assignment.value, facts))
+        return found
+
+    def _unpacked_call(self, facts: ScriptFacts, assignment, depth: int) -> set[Origin]:  # type: ignore[no-untyped-def]
+        """`model, opt = build(cfg)`: the matching element of what build returns."""
+        site = facts.site_of.get(id(assignment.value))
+        targets = self.project.graph.targets(facts, site) if site is not None else ()
+        found: set[Origin] = set()
+        if depth > 0:
+            for target in targets:
+                found |= self._returned(target, depth - 1, assignment.index)
+        return found or {Origin(CALL, assignment.value, facts)}
+
+    def _param(self, facts: ScriptFacts, function: Function, name: str, depth: int) -> set[Origin]:
+        unknown = {Origin(PARAM, function.node, facts, name)}
+        edges = self.project.graph.callers(function)
+        if depth <= 0 or not edges:
+            return unknown
+        index = function.params.index(name)
+        found: set[Origin] = set()
+        for edge in edges:
+            site = edge.site
+            if edge.handed:
+                found |= self._handed_argument(edge, index, depth) if edge.spawned else unknown
+                continue
+            argument = _argument(site.node, function, index, name, self._bound(edge))
+            if argument is None:
+                argument = _default(function, name)
+                if argument is None:
+                    found |= unknown
+                    continue
+                found |= self.origins(facts, argument, Context(function=function), depth - 1)
+                continue
+            found |= self.origins(edge.facts, argument, site.ctx, depth - 1)
+        return found
+
+    def _handed_argument(self, edge, index: int, depth: int) -> set[Origin]:  # type: ignore[no-untyped-def]
+        """mp.spawn(fn, args=(a, b)): fn(process_index, a, b)."""
+        if index == 0:
+            return {Origin(SPAWN_INDEX, edge.site.node, edge.facts)}
+        passed = edge.site.keyword("args")
+        if isinstance(passed, ast.Tuple) and index - 1 < len(passed.elts):
+            return set(self.origins(edge.facts, passed.elts[index - 1], edge.site.ctx, depth - 1))
+        return {Origin(PARAM, edge.callee.node, edge.facts, edge.callee.params[index])}
+
+    def _bound(self, edge) -> bool:  # type: ignore[no-untyped-def]
+        """Whether the call passes `self` implicitly: obj.method(...) or Class(...)."""
+        callee = edge.callee
+        if callee.class_name is None or "staticmethod" in callee.decorators:
+            return False
+        func = edge.site.node.func
+        if isinstance(func, ast.Attribute):
+            defined = self.project.definition(edge.facts, func.value, edge.site.ctx)
+            return not isinstance(defined, ClassInfo) or "classmethod" in callee.decorators
+        return True  # Class(...) runs __init__(self, ...)
+
+    # attributes and items --------------------------------------------------------------------
+
+    def _attribute(
+        self, facts: ScriptFacts, expr: ast.Attribute, ctx: Context, depth: int
+    ) -> set[Origin]:
+        path = names.access_path(expr)
+        if path is not None:
+            stored = self._stored(facts, path, ctx, expr, depth)
+            if stored:
+                return stored
+        found: set[Origin] = set()
+        for base in self.origins(facts, expr.value, ctx, depth):
+            found |= self._member(base, expr, depth)
+        return found or {Origin(ATTRIBUTE, expr, facts, expr.attr)}
+
+    def _stored(
+        self, facts: ScriptFacts, path: str, ctx: Context, at: ast.AST, depth: int
+    ) -> set[Origin]:
+        """Values assigned to the path itself: `self.model = ...` anywhere in the class,
+        `args.gpu = gpu` before this use in the function."""
+        assignments = facts.assignments_by_target.get(path, ())
+        if not assignments:
+            return set()
+        local = [a for a in assignments if a.ctx.function is ctx.function]
+        reaching = _reaching(local, ctx, at)
+        if reaching:
+            return self._assigned(facts, reaching, depth)
+        if path.startswith("self.") and ctx.class_name is not None:
+            own = [a for a in assignments if a.ctx.class_name == ctx.class_name]
+            return self._assigned(facts, _final(own), depth) if own else set()
+        return set()
+
+    def _member(self, base: Origin, expr: ast.Attribute, depth: int) -> set[Origin]:
+        attr = expr.attr
+        call = base.call
+        if base.kind == CALL and call is not None and base.facts is not None:
+            func_name = names.last_identifier(call.func)
+            if func_name in _NAMESPACES:
+                return {Origin(OPTION, expr, base.facts, attr)}
+            qualname = base.qualname
+            if attr == "module" and qualname in (names.DDP, names.DATA_PARALLEL):
+                site = base.facts.site_of.get(id(call))
+                wrapped = site.argument(0, "module") if site else None
+                if wrapped is not None:
+                    return set(self.origins(base.facts, wrapped, site.ctx, depth))  # type: ignore[union-attr]
+            if qualname == names.DATA_LOADER and attr in ("sampler", "batch_sampler"):
+                site = base.facts.site_of.get(id(call))
+                given = site.argument(2, "sampler") if site and attr == "sampler" else None
+                given = given or (site.keyword("batch_sampler") if site else None)
+                if given is not None:
+                    return set(self.origins(base.facts, given, site.ctx, depth))  # type: ignore[union-attr]
+        if base.kind == INSTANCE and base.cls is not None:
+            return self._class_attribute(base.cls, attr, depth)
+        if base.kind == PARAM and base.facts is not None:
+            return {Origin(ATTRIBUTE, expr, base.facts, attr)}
+        return set()
+
+    def _class_attribute(self, cls: ClassInfo, attr: str, depth: int) -> set[Origin]:
+        for method in cls.methods.values():
+            owner = self.project.owner(method)
+            own = [
+                a
+                for a in owner.assignments_by_target.get(f"self.{attr}", ())
+                if a.ctx.class_name == cls.name
+            ]
+            return self._assigned(owner, _final(own), depth) if own else set()
+        return set()
+
+    def _item(
+        self, facts: ScriptFacts, expr: ast.Subscript, ctx: Context, depth: int
+    ) -> set[Origin]:
+        path = names.access_path(expr)
+        if path is not None:
+            stored = self._stored(facts, path, ctx, expr, depth)
+            if stored:
+                return stored
+        key = expr.slice.value if isinstance(expr.slice, ast.Constant) else None
+        found: set[Origin] = set()
+        if key is not None:
+            for base in self.origins(facts, expr.value, ctx, depth):
+                value = _dict_value(base.node, key)
+                if value is not None and base.facts is not None:
+                    found |= self.origins(base.facts, value, ctx, depth)
+        return found or {Origin(OTHER, expr, facts)}
+
+
+def _union(parts: Iterable[Origins]) -> set[Origin]:
+    found: set[Origin] = set()
+    for part in parts:
+        found |= part
+    return found
+
+
+def _reaching(assignments: list, ctx: Context, at: ast.AST | None) -> list:  # type: ignore[type-arg]
+    """The assignments whose value may still be there at `at`: earlier ones, not in another
+    arm of a condition, and not overwritten by a later one that runs whenever `at` runs."""
+    if at is None or not hasattr(at, "lineno"):
+        return list(assignments)
+    start = (at.lineno, at.col_offset)  # type: ignore[attr-defined]
+    before = [a for a in assignments if _end(a.node) <= start and not a.ctx.excludes(ctx)]
+    return [
+        a
+        for a in before
+        if not any(_start(b.node) > _start(a.node) and ctx.within(b.ctx) for b in before)
+    ]
+
+
+def _final(assignments: list) -> list:  # type: ignore[type-arg]
+    """The assignments still in force when their function returns: `self.model = model.to(d)`
+    then `self.model = DDP(self.model)` in __init__ leaves only the second for other methods."""
+    return [
+        a
+        for a in assignments
+        if not any(
+            b.ctx.function is a.ctx.function
+            and _start(b.node) > _start(a.node)
+            and not b.ctx.branches
+            for b in assignments
+        )
+    ]
+
+
+def _start(node: ast.AST) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+
+
+def _element(value: ast.expr, index: tuple[int, ...]) -> ast.expr | None:
+    """The part of `value` an unpacking target gets, or None when it cannot be told."""
+    for position in index:
+        if isinstance(value, (ast.Tuple, ast.List)) and position < len(value.elts):
+            if any(isinstance(e, ast.Starred) for e in value.elts[: position + 1]):
+                return None
+            value = value.elts[position]
+        else:
+            return None
+    return value
+
+
+def _argument(
+    call: ast.Call, function: Function, index: int, name: str, bound: bool
+) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    position = index - 1 if bound else index
+    if position < 0:
+        return None
+    args = call.args
+    if position < len(args) and not any(isinstance(a, ast.Starred) for a in args[: position + 1]):
+        return args[position]
+    return None
+
+
+def _default(function: Function, name: str) -> ast.expr | None:
+    arguments = function.node.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = arguments.defaults
+    offset = len(positional) - len(defaults)
+    for position, argument in enumerate(positional):
+        if argument.arg == name and position >= offset:
+            return defaults[position - offset]
+    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=False):
+        if argument.arg == name:
+            return default
+    return None
+
+
+def _env_name(call: ast.Call) -> str | None:
+    """`os.environ.get("X")`, `os.getenv("X")`."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("get", "getenv") or not call.args:
+        return None
+    owner = names.dotted(func.value) or ""
+    if not (owner == "os" or owner.endswith("environ")):
+        return None
+    key = call.args[0]
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _dict_value(node: ast.AST | None, key: object) -> ast.expr | None:
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=False):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "dict":
+        for keyword in node.keywords:
+            if keyword.arg == key:
+                return keyword.value
+    return None
