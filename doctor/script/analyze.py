@@ -17,9 +17,10 @@ from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
 
 from .facts import ScriptFacts
 from .files import PYTHON, Candidate, read_text
+from .hits import merge_causes
 from .project import Project
 from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
-from .suppress import without_suppressed
+from .suppress import is_suppressed, suppressions, without_suppressed
 from .walker import build_facts
 
 RULE_CRASHED = "DDP903"
@@ -54,9 +55,11 @@ def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:
 
 
 def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
+    """Every rule on one file: suppressed lines dropped, then one finding per cause."""
+    table = suppressions(facts.source)
     findings: list[Finding] = []
     for spec in rules:
-        findings.extend(_run_guarded(spec, facts))
+        findings.extend(_run_guarded(spec, facts, table))
     return without_suppressed(findings, facts.source)
 
 
@@ -91,12 +94,26 @@ def unreadable(path: str, reason: str) -> Finding:
     )
 
 
-def _run_guarded(spec: RuleSpec, facts: ScriptFacts) -> list[Finding]:
+def _run_guarded(spec: RuleSpec, facts: ScriptFacts, table: dict[int, set[str]]) -> list[Finding]:
     try:
-        return spec.run(facts)
+        found = [spec.finding(h) for h in merge_causes(_kept(spec, facts, table))]
     except Exception as error:  # one broken rule must not hide the others' findings
         frames = traceback.extract_tb(error.__traceback__)
         where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
         message = f"rule {spec.code} ({spec.name}) crashed on this file: {type(error).__name__}: {error}{where}"
         crash = Hit(message, {"rule": spec.code}, location=Location(facts.path))
         return [spec_for(RULE_CRASHED).finding(crash)]
+    return found
+
+
+def _kept(spec: RuleSpec, facts: ScriptFacts, table: dict[int, set[str]]) -> list[Hit]:
+    assert spec.check is not None
+    hits = sorted(spec.check(facts), key=_place)
+    if not table:
+        return hits
+    return [h for h in hits if not is_suppressed(spec.finding(h), table)]
+
+
+def _place(found: Hit) -> tuple[int, int]:
+    where = found.location
+    return (where.line or 0, where.column or 0) if where is not None else (0, 0)

@@ -41,6 +41,7 @@ _RETURNS_SELF = frozenset(
     | {"requires_grad_", "share_memory"}
 )
 _CONVERSIONS = frozenset({"int", "str", "float"})
+_WRAPPERS = (names.DDP, names.DATA_PARALLEL)
 _NAMESPACES = frozenset({"parse_args", "parse_known_args"})
 
 
@@ -134,12 +135,7 @@ class Values:
     ) -> Iterable[Origin]:
         kind = type(expr)
         if kind is ast.IfExp:
-            return self.origins(facts, expr.body, ctx, depth) | self.origins(  # type: ignore[attr-defined]
-                facts,
-                expr.orelse,  # type: ignore[attr-defined]
-                ctx,
-                depth,
-            )
+            return self._conditional(facts, expr, ctx, depth)  # type: ignore[arg-type]
         if kind is ast.BoolOp:
             return _union(self.origins(facts, v, ctx, depth) for v in expr.values)  # type: ignore[attr-defined]
         if kind in (ast.NamedExpr, ast.Starred, ast.Await):
@@ -155,6 +151,16 @@ class Values:
         if kind is ast.Call:
             return self._call(facts, expr, ctx, depth)  # type: ignore[arg-type]
         return {Origin(OTHER, expr, facts)}
+
+    def _conditional(
+        self, facts: ScriptFacts, expr: ast.IfExp, ctx: Context, depth: int
+    ) -> set[Origin]:
+        """Both arms; the `else` of `m.module if hasattr(m, "module") else m` holds no wrapper."""
+        body = self.origins(facts, expr.body, ctx, depth)
+        orelse = self.origins(facts, expr.orelse, ctx, depth)
+        if is_wrapper_test(expr.test):
+            orelse = frozenset(o for o in orelse if o.qualname not in _WRAPPERS)
+        return set(body | orelse)
 
     def _call(self, facts: ScriptFacts, call: ast.Call, ctx: Context, depth: int) -> set[Origin]:
         func = call.func
@@ -374,6 +380,8 @@ class Values:
             if stored:
                 return stored
         key = expr.slice.value if isinstance(expr.slice, ast.Constant) else None
+        if isinstance(key, str) and (names.dotted(expr.value) or "").endswith("environ"):
+            return {Origin(ENV, expr, facts, key)}
         found: set[Origin] = set()
         if key is not None:
             for base in self.origins(facts, expr.value, ctx, depth):
@@ -381,6 +389,25 @@ class Values:
                 if value is not None and base.facts is not None:
                     found |= self.origins(base.facts, value, ctx, depth)
         return found or {Origin(OTHER, expr, facts)}
+
+
+def is_wrapper_test(test: ast.expr) -> bool:
+    """`hasattr(model, "module")`, `isinstance(model, (DDP, DataParallel))`: true only for a
+    wrapped model."""
+    if not isinstance(test, ast.Call) or len(test.args) != 2:
+        return False
+    name = names.last_identifier(test.func)
+    second = test.args[1]
+    if name == "hasattr":
+        return isinstance(second, ast.Constant) and second.value == "module"
+    if name == "isinstance":
+        kinds = second.elts if isinstance(second, ast.Tuple) else [second]
+        return any(
+            "DataParallel" in (names.last_identifier(k) or "")
+            or (names.last_identifier(k) == "DDP")
+            for k in kinds
+        )
+    return False
 
 
 def _union(parts: Iterable[Origins]) -> set[Origin]:
@@ -490,3 +517,41 @@ def _dict_value(node: ast.AST | None, key: object) -> ast.expr | None:
             if keyword.arg == key:
                 return keyword.value
     return None
+
+
+_DEVICE_BUILDERS = frozenset({"device", "format", "join"})
+
+
+def device_sources(
+    facts: ScriptFacts, values: Values, expr: ast.expr, ctx: Context, depth: int = 3
+) -> set[Origin]:
+    """The origins of every value a device expression is computed from: `args.local_rank` in
+    `f"cuda:{args.local_rank}"`, `torch.device("cuda", gpu)`, `gpu % n`, or in a name that
+    holds such a device."""
+    found: set[Origin] = set()
+    stack: list[ast.AST] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            for origin in values.origins(facts, node, ctx):
+                found.add(origin)
+                call = origin.call
+                if (
+                    depth > 0
+                    and origin.kind == CALL
+                    and call is not None
+                    and call is not node
+                    and origin.facts is not None
+                    and names.last_identifier(call.func) in _DEVICE_BUILDERS
+                ):
+                    site = origin.facts.site_of.get(id(call))
+                    if site is not None:
+                        found |= device_sources(origin.facts, values, call, site.ctx, depth - 1)
+            if not isinstance(node, ast.Call):
+                continue
+            if names.last_identifier(node.func) not in _DEVICE_BUILDERS | _CONVERSIONS:
+                continue
+            stack.extend([*node.args, *(kw.value for kw in node.keywords)])
+            continue
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    return found

@@ -13,6 +13,7 @@ from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit, location
 from ..textscan import launch_in_string, launch_mentions
+from ..values import ATTRIBUTE, OPTION, Values, device_sources
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 _PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})
@@ -131,9 +132,11 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        args.local_rank (from parser.add_argument("--local_rank"/"--local-rank")) used to pick
-        the device (set_device, torch.device, .cuda(), .to(), DDP device_ids), in a script that
-        never reads the LOCAL_RANK environment variable.
+        The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
+        argparse --local_rank/--local-rank option, followed through assignments, attributes and
+        function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
+        script that never reads the LOCAL_RANK environment variable. One finding per option,
+        the other lines listed.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -145,38 +148,48 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if not declared & set(_LOCAL_RANK_OPTIONS) or _local_rank_from_env(facts):
+    if _local_rank_from_env(facts):
         return
-    aliases = {
-        a.target
-        for a in facts.assignments
-        if isinstance(a.value, ast.Attribute) and a.value.attr == "local_rank"
-    }
-    reported: set[int] = set()
+    declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
+    values = facts.project.values
     for key in _PLACING_KEYS:
         for call in facts.calls_by_key.get(key, ()):
-            if call.node.lineno in reported or not _uses_local_rank(call, aliases):
+            source = _local_rank_source(facts, values, call, declares_here)
+            if source is None:
                 continue
-            reported.add(call.node.lineno)
             yield hit(
                 facts,
                 call.node,
-                f"{text_of(call.node)} takes the GPU from argparse's local_rank; torchrun passes "
-                "none, so every rank gets the default",
+                f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source}; "
+                "torchrun passes none, so every rank gets the default",
                 {"call": text_of(call.node)},
+                cause="local_rank",
             )
 
 
-def _uses_local_rank(call: CallSite, aliases: set[str]) -> bool:
-    values = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-    for value in values:
-        for node in ast.walk(value):
-            if isinstance(node, ast.Attribute) and node.attr == "local_rank":
-                return True
-            if isinstance(node, ast.Name) and node.id in aliases:
-                return True
-    return False
+def _declared(facts: ScriptFacts) -> set[str]:
+    return {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
+
+
+def _local_rank_source(
+    facts: ScriptFacts, values: Values, call: CallSite, declares_here: bool
+) -> str | None:
+    """Where the call's GPU comes from, when that is an argparse --local_rank: "" for this
+    file's own option, " (from FILE)" for another file's."""
+    for value in [*call.node.args, *(kw.value for kw in call.node.keywords)]:
+        for origin in device_sources(facts, values, value, call.ctx):
+            if origin.name != "local_rank":
+                continue
+            if origin.kind == OPTION and origin.facts is not None:
+                owner = origin.facts
+                if owner is facts and declares_here:
+                    return ""
+                declared = _declared(owner) & set(_LOCAL_RANK_OPTIONS)
+                if owner is not facts and declared and not _local_rank_from_env(owner):
+                    return f" (declared in {owner.path})"
+            elif origin.kind == ATTRIBUTE and declares_here:
+                return ""
+    return None
 
 
 @rule("DDP123", Remediation('Start processes only under `if __name__ == "__main__":`.'))

@@ -12,7 +12,8 @@ from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit
-from ..placement import device_state_before, is_hard_coded_index
+from ..placement import FRESH, device_state_before, is_device_move, is_hard_coded_index
+from ..values import CALL, Origin
 
 
 @rule(
@@ -146,38 +147,73 @@ def _is_global_rank(facts: ScriptFacts, value: ast.expr) -> bool:
     return isinstance(key, ast.Constant) and key.value == "RANK"
 
 
-@rule("DDP109", Remediation("Move the model first (model.to(device)), then wrap it in DDP."))
+@rule(
+    "DDP109",
+    Remediation(
+        "Move the model first (model.to(device)), then wrap it in DDP; for DataParallel, move "
+        "it (or the wrapper) to device_ids[0] before the first forward."
+    ),
+)
 def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel(model) in a CUDA script where `model` was built in the same
         function and not moved with .to(device) or .cuda() before the wrap (also when it is
-        moved only afterwards).
+        moved only afterwards). nn.DataParallel(model) where `model` was built on the CPU and
+        neither it nor the wrapper is ever moved (`nn.DataParallel(model).cuda()` is right). A
+        model whose own layers are placed on devices (model parallel) is left alone.
     Why it matters:
         DDP registers the parameters and their gradient hooks at construction. A CPU module
         with device_ids fails ("module parameters ... on device cpu"); without device_ids the
         NCCL backend fails on CPU tensors, and moving the wrapped model later leaves DDP's
-        buckets pointing at the old tensors.
+        buckets pointing at the old tensors. DataParallel checks at every forward: "module
+        must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one
+        of them on device: cpu".
     Example:
         model = Net()
         model = DDP(model, device_ids=[local_rank])
     Fix:
         model = Net().to(local_rank)
         model = DDP(model, device_ids=[local_rank])
+        (DataParallel: model = nn.DataParallel(Net()).to("cuda:0"))
     """
     flow = flow_of(facts)
-    if not flow.uses_cuda or facts.calls_to("torch.set_default_device"):
+    if facts.calls_to("torch.set_default_device"):
         return
-    for site in flow.ddp_wraps:
+    for site in flow.ddp_wraps if flow.uses_cuda else []:
         module = site.argument(0, "module")
-        if module is None:
-            continue
-        if device_state_before(facts, module, site) == "fresh":
+        if module is not None and device_state_before(facts, module, site) == FRESH:
             yield hit(
                 facts,
                 site.node,
                 f"{text_of(module)} is wrapped in DDP before it is moved to its GPU",
                 {"model": text_of(module)},
             )
+    for site in facts.calls_to(names.DATA_PARALLEL):
+        module = site.argument(0, "module")
+        if module is None or device_state_before(facts, module, site) != FRESH:
+            continue
+        if not _moved_anywhere(facts, site, module):
+            yield hit(
+                facts,
+                site.node,
+                f"{text_of(module)} is run by nn.DataParallel while still on the CPU: forward "
+                "fails with 'module must have its parameters and buffers on device cuda:0'",
+                {"model": text_of(module)},
+            )
+
+
+def _moved_anywhere(facts: ScriptFacts, wrap: CallSite, module: ast.expr) -> bool:
+    """Whether the wrapper or the model inside it is moved to a device anywhere in the file."""
+    values = facts.project.values
+    held = {Origin(CALL, wrap.node, facts)} | values.origins(facts, module, wrap.ctx)
+    for name in ("to", "cuda", "to_empty"):
+        for move in facts.methods_called(name):
+            receiver = move.receiver
+            if receiver is None or not is_device_move(move.node):
+                continue
+            if receiver is wrap.node or values.origins(facts, receiver, move.ctx) & held:
+                return True
+    return False
 
 
 @rule(
