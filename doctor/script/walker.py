@@ -29,7 +29,7 @@ from .facts import (
 from .names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
 
 # Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
-_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "torch/distributed/launch")
+_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
 _SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop)

@@ -12,7 +12,7 @@ from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit, location
-from ..textscan import launch_in_string, launch_mentions
+from ..textscan import is_launcher_path, launch_in_string, launch_mentions
 from ..values import ATTRIBUTE, OPTION, Values, device_sources
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
@@ -30,7 +30,9 @@ _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefil
 def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
-        YAML, Makefile and Markdown files and in Python strings, and imports of the module.
+        YAML, Makefile and Markdown files and in Python strings (also built as
+        os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
+        "/distributed/launch.py"), and imports of the module.
     Why it matters:
         torch.distributed.launch is deprecated in favour of torchrun. Since torch 2.0 it passes
         `--local-rank=N` (with a hyphen), which scripts that declare only `--local_rank`
@@ -53,6 +55,10 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
             line = constant.lineno + before.count("\n")
             column = constant.col_offset if "\n" not in before else len(before.rsplit("\n", 1)[1])
             yield _launch_hit(facts, text, location(facts, line=line, column=column))
+    for join in facts.calls_by_key.get("join", []) + facts.calls_by_key.get("joinpath", []):
+        parts = [a.value for a in join.node.args if isinstance(a, ast.Constant)]
+        if all(isinstance(p, str) for p in parts) and is_launcher_path(parts):  # type: ignore[arg-type]
+            yield _launch_hit(facts, text_of(join.node), location(facts, join.node))
     for imported in facts.torch_imports:
         node = imported.node
         modules = (

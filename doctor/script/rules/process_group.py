@@ -9,10 +9,11 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import ScriptFacts, text_of
-from ..flow import candidates, flow_of
+from ..facts import CallSite, Context, ScriptFacts, text_of
+from ..flow import flow_of
 from ..hits import hit, location
 from ..textscan import renamed_nccl_variables
+from ..values import CONSTANT
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 
@@ -80,9 +81,12 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 )
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        init_process_group with the literal backend "nccl" (or a variable only ever set to it)
-        in a script that never calls torch.cuda.is_available(), dist.is_nccl_available() or
-        torch.cuda.device_count().
+        init_process_group with the backend "nccl" (literally, or through names that only ever
+        hold it) where no availability check (torch.cuda.is_available(),
+        dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
+        backend's own expression, and none in a condition around the call or around the
+        assignment of the backend, here or in a caller. A check that only sizes the world
+        (world_size = torch.cuda.device_count()) is no fallback.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -93,23 +97,59 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
         dist.init_process_group(backend=backend)
     """
-    if any(facts.calls_by_key.get(name) for name in _AVAILABILITY_CHECKS):
-        return
-    for init in flow_of(facts).init_calls:
+    flow = flow_of(facts)
+    for init in flow.init_calls:
         backend = init.argument(0, "backend")
-        if backend is not None and _only_nccl(facts, backend):
-            yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
+        if backend is None or not _only_nccl(facts, backend, init):
+            continue
+        if _chosen_by_check(facts, init.ctx) or _checked_in_callers(facts, init):
+            continue
+        yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
 
 
-def _only_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
+def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
+    """Every value the backend may hold is the constant "nccl", and no check chose it."""
+    values = facts.project.values
     if isinstance(node, ast.Constant):
         return node.value == "nccl"
-    if isinstance(node, ast.Name):
-        values = [a.value for a in facts.assignments_by_target.get(node.id, [])]
-        return bool(values) and all(
-            isinstance(c, ast.Constant) and c.value == "nccl" for v in values for c in candidates(v)
-        )
+    origins = values.origins(facts, node, init.ctx)
+    if not origins or any(o.kind != CONSTANT or o.node.value != "nccl" for o in origins):  # type: ignore[union-attr]
+        return False
+    for origin in origins:
+        assignment = flow_of(origin.facts).assignment_of(origin.node)  # type: ignore[arg-type]
+        if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
+            return False
+    return True
+
+
+def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
+    """A condition around this place asks whether CUDA or NCCL is there."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is not None and _asks_availability(test):
+            return True
     return False
+
+
+def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = 3) -> bool:
+    graph = facts.project.graph
+    frontier = [(facts, init.ctx)]
+    for _ in range(depth):
+        callers = []
+        for owner, ctx in frontier:
+            for edge in graph.callers(graph.unit(owner, ctx)):
+                if _chosen_by_check(edge.facts, edge.site.ctx):
+                    return True
+                callers.append((edge.facts, edge.site.ctx))
+        frontier = callers
+    return False
+
+
+def _asks_availability(test: ast.expr) -> bool:
+    return any(
+        isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
+        for node in ast.walk(test)
+    )
 
 
 @rule("DDP121", Remediation("Call dist.destroy_process_group() at the end, in a finally: block."))

@@ -57,7 +57,9 @@ def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
 def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
-        id, or the global rank; DDP or DataParallel whose output_device is not device_ids[0].
+        id (a list of several, or list(range(...)), directly or through a name), or the
+        global rank; DDP whose output_device is not device_ids[0]. DataParallel's device_ids
+        and output_device are its own business (several GPUs, any output device, are legal).
     Why it matters:
         Each DDP process drives exactly one GPU, its local rank. device_ids=[0] puts every
         rank's replica on GPU 0 ("Duplicate GPU detected" or a silent pile-up); several ids are
@@ -73,12 +75,18 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     pinned = flow.pins_device_by_environment
     for site in flow.ddp_wraps:
         yield from _ddp_ids(facts, site, pinned)
-    for site in facts.calls_to(names.DATA_PARALLEL):
-        yield from _output_device_mismatch(facts, site)
 
 
 def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
     ids = site.argument(1, "device_ids")
+    if ids is not None and _several_ids(facts, ids, site):
+        yield hit(
+            facts,
+            ids,
+            f"device_ids={text_of(ids)} gives one DDP process several GPUs",
+            {"device_ids": text_of(ids)},
+        )
+        return
     if isinstance(ids, (ast.List, ast.Tuple)):
         if len(ids.elts) > 1:
             yield hit(
@@ -124,6 +132,22 @@ def _output_device_mismatch(facts: ScriptFacts, site: CallSite) -> Iterator[Hit]
             f"output_device={text_of(output)} differs from device_ids[0]={text_of(first)}",
             {"device_ids": text_of(ids), "output_device": text_of(output)},
         )
+
+
+def _several_ids(facts: ScriptFacts, ids: ast.expr, site: CallSite) -> bool:
+    """A list of several ids, or a range of them, written here or held by a name."""
+    if isinstance(ids, (ast.List, ast.Tuple)):
+        return False  # judged element by element by the caller
+    made = [o.node for o in facts.project.values.origins(facts, ids, site.ctx)]
+    return bool(made) and all(_is_several(node) for node in made)
+
+
+def _is_several(node: ast.AST | None) -> bool:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return len(node.elts) > 1 and not any(isinstance(e, ast.Starred) for e in node.elts)
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "list" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Call) and names.last_identifier(node.func) == "range"
 
 
 def _holds_global_rank(facts: ScriptFacts, node: ast.expr) -> bool:
