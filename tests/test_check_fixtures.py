@@ -134,3 +134,40 @@ def test_realistic_script(script: Path) -> None:
 def test_correct_realistic_scripts_exist() -> None:
     correct = [p for p in REALISTIC_SCRIPTS if "# expect:" not in p.read_text(encoding="utf-8")]
     assert len(correct) >= 4
+
+
+PROJECTS = sorted(p for p in (SCRIPTS / "projects").iterdir() if p.is_dir())
+
+
+def marked(root: Path, marker: re.Pattern[str] = _EXPECT) -> Counter[tuple[Path, int, str]]:
+    found: Counter[tuple[Path, int, str]] = Counter()
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for (line, code), count in expectations(lines, marker).items():
+            found[(path.resolve(), line, code)] += count
+    return found
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project(project: Path) -> None:
+    """Several modules checked as one tree: a helper in another module counts."""
+    outcome = check_paths([str(project)])
+    kept = [f for f in outcome.findings if f.severity >= Severity.WARNING]
+    found = Counter((Path(f.location.path).resolve(), f.location.line, f.code) for f in kept)
+    assert found == marked(project)
+    also = Counter(
+        (Path(f.location.path).resolve(), line, f.code)
+        for f in kept
+        for line in f.evidence.get("also_lines", ())
+    )
+    assert also == marked(project, _ALSO)
+
+
+def test_a_file_checked_alone_reads_the_modules_it_imports() -> None:
+    """utils/dist.py is read for context (its set_device counts) but not reported on."""
+    pinned = check_paths([str(SCRIPTS / "projects" / "pinned_in_helper" / "train.py")])
+    assert pinned.checked == 1 and not pinned.findings
+    unpinned = check_paths([str(SCRIPTS / "projects" / "unpinned_helper" / "train.py")])
+    assert {(Path(f.location.path).name, f.code) for f in unpinned.findings} == {
+        ("train.py", "DDP127")
+    }

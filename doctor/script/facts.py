@@ -56,11 +56,12 @@ class Function:
     decorators: tuple[str, ...]  # last identifiers of the decorator expressions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Loop:
     node: ast.For | ast.AsyncFor | ast.While
     target: str | None  # `epoch` in `for epoch in ...`, dotted text or None
     iterates: str | None  # dotted text of the iterable (`loader`, `self.train_data`), if plain
+    ctx: Context | None = None  # where the loop statement itself is
 
 
 @dataclass(frozen=True)

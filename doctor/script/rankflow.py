@@ -66,21 +66,31 @@ def paired_collectives(facts: ScriptFacts) -> set[tuple[Function | None, str | N
 
 
 def collective_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
-    """Calls, under a rank guard, of a function of this file that runs a collective unguarded."""
-    from .flow import flow_of
-
-    flow = flow_of(facts)
-    helpers: dict[str, str] = {}
-    for call in facts.calls_to(*names.COLLECTIVES):
-        function = call.ctx.function
-        if function is not None and call.ctx.guard is None:
-            helpers.setdefault(function.qualname, names.dotted(call.node.func) or "a collective")
+    """Calls, under a rank guard, of a function of the tree that runs a collective outside any
+    rank guard of its own (directly or a few calls down)."""
+    graph = facts.project.graph
+    reach = graph.reaching("collective", _unguarded_collective, _unguarded)
     found = []
-    for function in facts.functions:
-        collective = helpers.get(function.qualname)
-        if collective is None:
+    for site in facts.calls:
+        if site.ctx.guard is None:
             continue
-        for site in flow.local_call_sites(function):
-            if site.ctx.guard is not None and site.ctx.function is not function:
-                found.append((site, f"{collective}()"))
+        for target in graph.targets(facts, site):
+            if target in reach and target is not site.ctx.function:
+                found.append((site, _first_collective(graph, target)))
+                break
     return found
+
+
+def _unguarded_collective(facts: ScriptFacts, site: CallSite) -> bool:
+    return site.ctx.guard is None and facts.resolve(site) in names.COLLECTIVES
+
+
+def _unguarded(facts: ScriptFacts, site: CallSite) -> bool:
+    return site.ctx.guard is None
+
+
+def _first_collective(graph, function: Function) -> str:  # type: ignore[no-untyped-def]
+    for facts, site in graph.sites_with(function, "collective", _unguarded_collective, _unguarded):
+        if _unguarded_collective(facts, site):
+            return f"{names.dotted(site.node.func) or 'a collective'}()"
+    return "a collective"

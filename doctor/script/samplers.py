@@ -1,9 +1,9 @@
-"""Data flow from DistributedSampler to DataLoader to set_epoch.
+"""Data flow from DistributedSampler to DataLoader to set_epoch and to the epoch loop.
 
 `sampler = DistributedSampler(ds)`; `loader = DataLoader(ds, sampler=sampler)`;
 `loader.sampler.set_epoch(epoch)` or `self.train_data.sampler.set_epoch(epoch)` in a method
-the epoch loop calls. Loaders returned by a helper (`def prepare(ds): return DataLoader(...)`)
-follow the helper's callers.
+the epoch loop calls. Where the sampler and loader go is asked of the tree's data flow
+(values.py): kept on `self`, returned by a helper, handed to a trainer's constructor.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from . import names
-from .facts import CallSite, ScriptFacts
+from .facts import CallSite, Context, Loop, ScriptFacts
 from .flow import candidates, flow_of
+from .values import CALL, Origin, Values
 
 _EVAL_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"}
@@ -45,6 +46,11 @@ class SamplerUse:
         shuffle = self.site.argument(3, "shuffle")
         return not (isinstance(shuffle, ast.Constant) and not shuffle.value)
 
+    @property
+    def drops_last(self) -> bool:
+        drop = self.site.keyword("drop_last")
+        return isinstance(drop, ast.Constant) and drop.value is True
+
     def is_for_eval(self) -> bool:
         dataset = self.site.argument(0, "dataset")
         return looks_like_eval(
@@ -67,6 +73,7 @@ class SamplerFlow:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
         self.flow = flow_of(facts)
+        self.values: Values = facts.project.values
 
     @cached_property
     def loaders(self) -> list[CallSite]:
@@ -81,25 +88,39 @@ class SamplerFlow:
             if target:
                 use.names.add(target)
             for loader in self.loaders:
-                if self._feeds(use, site, loader):
+                if self._feeds(use, loader):
                     use.loaders.append(loader)
                     use.loader_names |= self._names_of_loader(loader)
             found.append(use)
         return found
 
-    def _feeds(self, use: SamplerUse, sampler: CallSite, loader: CallSite) -> bool:
+    def _feeds(self, use: SamplerUse, loader: CallSite) -> bool:
+        own = Origin(CALL, use.site.node, self.facts)
         for keyword in ("sampler", "batch_sampler"):
             value = loader.argument(2, keyword) if keyword == "sampler" else loader.keyword(keyword)
             if value is None:
                 continue
             for candidate in candidates(value):
-                if candidate is sampler.node or names.dotted(candidate) in use.names:
+                if candidate is use.site.node or names.dotted(candidate) in use.names:
                     return True
                 if isinstance(candidate, ast.Call) and any(
-                    a is sampler.node or names.dotted(a) in use.names for a in candidate.args
+                    a is use.site.node or names.dotted(a) in use.names for a in candidate.args
                 ):
                     return True  # BatchSampler(sampler, ...)
+            if own in self._sources(value, loader.ctx):
+                return True
         return False
+
+    def _sources(self, value: ast.expr, ctx: Context) -> set[Origin]:
+        """What a sampler argument holds, through BatchSampler(sampler, ...) too."""
+        found = set(self.values.origins(self.facts, value, ctx))
+        for origin in list(found):
+            call = origin.call
+            if call is not None and (origin.qualname or "").endswith("BatchSampler") and call.args:
+                site = origin.facts.site_of.get(id(call)) if origin.facts else None
+                if site is not None:
+                    found |= self.values.origins(origin.facts, call.args[0], site.ctx)  # type: ignore[arg-type]
+        return found
 
     def _names_of_loader(self, loader: CallSite) -> set[str]:
         found = set()
@@ -108,7 +129,7 @@ class SamplerFlow:
             found.add(target)
         if loader.ctx.function is not None and self._returned(loader, target):
             for caller in self.flow.local_call_sites(loader.ctx.function):
-                caller_target = self.flow.target_of(caller.node)
+                caller_target = flow_of(self.facts).target_of(caller.node)
                 if caller_target:
                     found.add(caller_target)
         return found
@@ -123,20 +144,67 @@ class SamplerFlow:
                     return True
         return False
 
+    # set_epoch -------------------------------------------------------------------------------
+
     @cached_property
-    def set_epoch_calls(self) -> list[CallSite]:
-        return self.facts.methods_called("set_epoch")
+    def set_epoch_calls(self) -> list[tuple[ScriptFacts, CallSite]]:
+        """set_epoch calls anywhere in the tree (a trainer module may call it)."""
+        return [
+            (facts, call)
+            for facts in self.flow.graph.files()
+            for call in facts.methods_called("set_epoch")
+        ]
 
     def set_epoch_for(self, use: SamplerUse) -> list[CallSite]:
         """set_epoch calls that reach this sampler, or reach a sampler we cannot name."""
+        own = Origin(CALL, use.site.node, self.facts)
+        samplers = {Origin(CALL, u.site.node, self.facts) for u in self.uses}
         receivers = use.receivers()
         known = set().union(*(u.receivers() for u in self.uses)) if self.uses else set()
         found = []
-        for call in self.set_epoch_calls:
+        for facts, call in self.set_epoch_calls:
+            held = self.values.origins(facts, call.receiver, call.ctx)  # type: ignore[arg-type]
+            if own in held:
+                found.append(call)
+                continue
+            if held & samplers or facts is not self.facts:
+                continue  # another sampler of this file, or an unknown one of another file
             text = names.dotted(call.receiver) if call.receiver is not None else None
             if text in receivers or text is None or text not in known:
                 found.append(call)
         return found
+
+    # loops -----------------------------------------------------------------------------------
+
+    def iterations(self, use: SamplerUse) -> list[tuple[ScriptFacts, Loop]]:
+        """Loops of the tree over a loader this sampler feeds (or over the sampler)."""
+        wanted = {Origin(CALL, n.node, self.facts) for n in [use.site, *use.loaders]}
+        found = []
+        for facts in self.flow.graph.files():
+            for loop in facts.loops:
+                iterable = getattr(loop.node, "iter", None)
+                if iterable is None or loop.ctx is None:
+                    continue
+                if self._mentioned(facts, iterable, loop.ctx) & wanted:
+                    found.append((facts, loop))
+        return found
+
+    def _mentioned(self, facts: ScriptFacts, iterable: ast.expr, ctx: Context) -> set[Origin]:
+        """Origins of the loader in `loader`, `enumerate(loader)`, `tqdm(self.loader)`."""
+        found: set[Origin] = set()
+        for node in ast.walk(iterable):
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+                found |= self.values.origins(facts, node, ctx)
+        return found
+
+    def runs_epochs(self, use: SamplerUse) -> bool | None:
+        """Whether the loader is iterated once per epoch of an outer loop; None when no loop
+        over it is in view."""
+        iterations = self.iterations(use)
+        if not iterations:
+            return None
+        graph = self.flow.graph
+        return any(loop.ctx is not None and graph.in_loop(loop.ctx) for _, loop in iterations)
 
     @cached_property
     def has_manual_training_loop(self) -> bool:

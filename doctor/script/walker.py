@@ -84,13 +84,13 @@ class _Walker:
             self.if_statement(stmt, ctx)
         elif kind in (ast.For, ast.AsyncFor):
             self.expr(stmt.iter, ctx)
-            loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter))
+            loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
             self.facts.loops.append(loop)
             self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
         elif kind is ast.While:
             self.expr(stmt.test, ctx)
-            loop = Loop(stmt, None, None)
+            loop = Loop(stmt, None, None, ctx)
             self.facts.loops.append(loop)
             self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)

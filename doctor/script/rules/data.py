@@ -9,7 +9,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, ScriptFacts, text_of
+from ..facts import CallSite, Function, ScriptFacts, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
 from ..rankflow import mentions_rank
@@ -125,10 +125,13 @@ def _is_none(node: ast.AST) -> bool:
 )
 def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        A DistributedSampler (shuffle not False, not an evaluation sampler) in a script that
-        runs its own training loop, with no set_epoch reaching it: not on the sampler's name,
-        not through loader.sampler, not in a method the epoch loop calls. Also set_epoch with a
-        constant argument, and set_epoch called once before the epoch loop.
+        A DistributedSampler (shuffle not False, not an evaluation sampler) whose loader is
+        iterated once per epoch of an outer loop (or, when no loop over it is in view, in a
+        script that runs its own training loop), with no set_epoch reaching it: not on the
+        sampler, not through loader.sampler, not on `self.sampler` in another method, not in
+        a function or module of the tree the epoch loop calls. Also set_epoch with a constant
+        argument, and set_epoch called once before the epoch loop. A single pass over the data
+        needs no set_epoch.
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -146,17 +149,20 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
                 ...
     """
     flow = _samplers(facts)
-    if not flow.has_manual_training_loop:
-        return
     reported_calls: set[int] = set()
     for use in flow.uses:
         if not use.shuffles or use.is_for_eval():
+            continue
+        epochs = flow.runs_epochs(use)
+        if epochs is False or (epochs is None and not flow.has_manual_training_loop):
             continue
         calls = flow.set_epoch_for(use)
         if not calls:
             yield _missing(facts, use)
             continue
         for call in calls:
+            if not any(c is call for c in facts.calls_by_key.get("set_epoch", ())):
+                continue  # in another file: judged there
             problem = _misplaced(facts, call)
             if problem and id(call) not in reported_calls:
                 reported_calls.add(id(call))
@@ -221,11 +227,10 @@ def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
 def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
-        (val, valid, test, eval).
+        (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
-        by world_size (or drops the tail with drop_last=True). Averaged metrics then count some
-        samples twice, or miss some, silently.
+        by world_size. Averaged metrics then count some samples twice, silently.
     Example:
         val_sampler = DistributedSampler(val_set, shuffle=False)
     Fix:
@@ -233,7 +238,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         truncate to len(val_set).
     """
     for use in _samplers(facts).uses:
-        if use.is_for_eval():
+        if use.is_for_eval() and not use.drops_last:
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
                 facts,
@@ -251,7 +256,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
         np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
-        seeding call in the script uses the rank. Reported once, at the first call.
+        seeding call in the script uses the rank. Module-level seeding counts: spawned
+        workers import the script again and run it; seeding only in the parent before
+        mp.spawn does not (the workers start afresh). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -265,7 +272,12 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    seeds = [s for s in facts.calls_to(*names.SEEDERS) if flow.in_distributed_region(s.ctx)]
+    workers = _spawned_code(facts)
+    seeds = [
+        s
+        for s in facts.calls_to(*names.SEEDERS)
+        if flow.in_distributed_region(s.ctx) and (workers is None or _in_worker(facts, s, workers))
+    ]
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
@@ -279,6 +291,25 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
+
+
+def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
+    """Functions that run in processes this script spawns; None when it spawns none."""
+    graph = facts.project.graph
+    started = {
+        edge.callee
+        for site in facts.calls
+        for edge in graph.callees(graph.unit(facts, site.ctx))
+        if edge.site is site and edge.spawned
+    }
+    return graph.closure(started, up=False) if started else None
+
+
+def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
+    """Module code outside the main guard runs again in every spawned worker."""
+    if site.ctx.function is None:
+        return not site.ctx.main_guard
+    return site.ctx.function in workers
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:

@@ -155,7 +155,8 @@ def _asks_availability(test: ast.expr) -> bool:
 @rule("DDP121", Remediation("Call dist.destroy_process_group() at the end, in a finally: block."))
 def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        A script that calls init_process_group and never destroy_process_group.
+        A script that calls init_process_group and never destroy_process_group: not itself,
+        and not through a helper of the checked tree (a `cleanup()` in utils/dist.py).
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -171,12 +172,24 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
             dist.destroy_process_group()
     """
     flow = flow_of(facts)
-    if not flow.init_calls or facts.calls_to(names.DESTROY_PROCESS_GROUP):
+    if not flow.init_calls or facts.calls_by_key.get("destroy_process_group"):
+        return  # called, or a helper of that name
+    if any(
+        names.last_identifier(value) == "destroy_process_group"
+        for site in facts.calls
+        for value in site.node.args
+    ):
+        return  # atexit.register(dist.destroy_process_group)
+    graph = facts.project.graph
+    reach = graph.reaching("destroys", _destroys)
+    if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
         return
-    if facts.calls_by_key.get("destroy_process_group"):
-        return  # a local helper or an unresolved import named so
     first = flow.init_calls[0]
     yield hit(facts, first.node, "init_process_group has no matching destroy_process_group()")
+
+
+def _destroys(facts: ScriptFacts, site: CallSite) -> bool:
+    return site.key == "destroy_process_group"
 
 
 _RENAMED_NCCL_VARIABLES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
@@ -21,6 +22,7 @@ from ..rankflow import (
     paired_collectives,
     save_calls,
 )
+from ..values import is_wrapper_test
 
 
 @rule(
@@ -74,7 +76,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
-        where x holds the DDP-wrapped model at that point.
+        where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
+        `self.model` wrapped in another method, or a parameter that a caller passes the
+        wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
+        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`.
     Why it matters:
         DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
         plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
@@ -86,14 +91,14 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         torch.save(model.module.state_dict(), "model.pt")
     """
     flow = flow_of(facts)
-    if not flow.wrapped:
-        return
     saves = save_calls(facts)
     for call in facts.methods_called("state_dict"):
         receiver = call.receiver
-        if receiver is None or not flow.holds_wrapped_model(receiver, call.ctx, call.node):
+        if receiver is None or call.node.args or not _is_saved(facts, call, saves):
             continue
-        if _is_saved(facts, call, saves):
+        if _unwrapped_here(facts, call, receiver):
+            continue
+        if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
                 facts,
                 call.node,
@@ -103,18 +108,43 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
             )
 
 
+def _unwrapped_here(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> bool:
+    """In the arm of a wrapper test that holds no wrapper, or after `x = x.module`."""
+    for branch in call.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None:
+            continue
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        core = test.operand if negated else test  # type: ignore[attr-defined]
+        if is_wrapper_test(core) and branch.arm == negated:
+            return True
+    text = names.access_path(receiver)
+    for assignment in facts.assignments_by_target.get(text or "", ()):
+        value = assignment.value
+        unwraps = (isinstance(value, ast.Attribute) and value.attr == "module") or (
+            isinstance(value, ast.Call) and "unwrap" in (names.last_identifier(value.func) or "")
+        )
+        if (
+            unwraps
+            and assignment.ctx.function is call.ctx.function
+            and (position(assignment) < position(call))
+        ):
+            return True
+    return False
+
+
 def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
     same_function = [s for s in saves if s.ctx.function is call.ctx.function]
     if any(contains(save.node, call.node) for save in same_function):
         return True
     for assignment in facts.assignments:
         if assignment.ctx.function is call.ctx.function and contains(assignment.value, call.node):
-            root = assignment.target.split(".")[0]
+            root = re.split(r"[.\[]", assignment.target, maxsplit=1)[0]
             return any(
                 names.dotted(arg) in (assignment.target, root)
                 for save in same_function
                 if position(save) > position(assignment)
-                for arg in save.node.args
+                for arg in [*save.node.args, *(kw.value for kw in save.node.keywords)]
             )
     return False
 
@@ -162,10 +192,11 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 )
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop,
+        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop
+        (or in a function a loop calls, a few calls up: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
-        Once per function and kind. Skipped where print is overridden off rank 0 or logging is
-        configured per rank, and for messages that include the rank.
+        One finding per kind, the other lines listed. Skipped where print is overridden off
+        rank 0 or logging is configured per rank, and for messages that include the rank.
     Why it matters:
         Every line appears world_size times, progress bars fight over the terminal, wandb
         starts one run per GPU and tensorboard writes one event file per rank.
@@ -183,7 +214,6 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
     )
     quiet_logging = logging_is_rank_aware(facts)
-    seen: set[tuple[object, str]] = set()
     for call in facts.calls:
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx):
@@ -192,12 +222,12 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
-        key = (call.ctx.function, kind)
-        if key in seen:
-            continue
-        seen.add(key)
         yield hit(
-            facts, call.node, f"{text_of(call.node.func)}(...) runs on every rank", {"kind": kind}
+            facts,
+            call.node,
+            f"{text_of(call.node.func)}(...) runs on every rank",
+            {"kind": kind},
+            cause=kind,
         )
 
 
@@ -205,11 +235,14 @@ def _log_kind(
     facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
 ) -> str | None:
     func = call.node.func
+    in_loop = facts.project.graph.in_loop
     if call.key == "print" and isinstance(func, ast.Name):
-        return "print" if call.ctx.loops and not quiet_print else None
+        return "print" if not quiet_print and in_loop(call.ctx) else None
     if call.key in _LOG_METHODS and call.receiver is not None:
         receiver = names.dotted(call.receiver) or ""
-        if "log" not in receiver.rsplit(".", 1)[-1].lower() or not call.ctx.loops or quiet_logging:
+        if "log" not in receiver.rsplit(".", 1)[-1].lower() or quiet_logging:
+            return None
+        if not in_loop(call.ctx):
             return None
         origin = facts.qualname(call.receiver) or "logging"
         return "logging" if origin.startswith("logging") else None  # LOGGER from elsewhere: its
