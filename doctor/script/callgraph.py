@@ -22,6 +22,7 @@ from .project import Project
 
 DEPTH = 4  # calls followed below a function: helpers of helpers of helpers
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
+_FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
 _STARTERS = frozenset({"Process", "Thread", "spawn", "start_processes", "Pool", "submit"})
 
 
@@ -47,6 +48,9 @@ class CallGraph:
         self.project = project
         self._targets: dict[int, tuple[Function, ...]] = {}
         self._reach: dict[str, dict[Function, int]] = {}
+        Index = tuple[dict[Function, list[Edge]], dict[Function, list[Edge]]]
+        self._index: Index | None = None
+        self._partial: Index | None = None
 
     def unit(self, facts: ScriptFacts, ctx: Context) -> Function:
         return ctx.function if ctx.function is not None else facts.module_unit
@@ -58,10 +62,15 @@ class CallGraph:
         key = id(site.node)
         found = self._targets.get(key)
         if found is None:
-            found = self._targets[key] = self._resolve(facts, site)
+            found = self._resolve(facts, site)
+            if found is None:  # needs the receiver's class: the data flow, once edges exist
+                if self._index is None:
+                    return ()
+                found = self._typed(facts, site)
+            self._targets[key] = found
         return found
 
-    def _resolve(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+    def _resolve(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...] | None:
         func = site.node.func
         project = self.project
         if isinstance(func, ast.Name):
@@ -80,6 +89,14 @@ class CallGraph:
             return _callable(project, defined)  # utils.setup(), Trainer.build()
         if method not in project.method_names:
             return ()
+        return None  # obj.method(): the receiver's class decides
+
+    def _typed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """`obj.method()`: the method of obj's class, when the data flow knows the class."""
+        project = self.project
+        func = site.node.func
+        assert isinstance(func, ast.Attribute)
+        base, method = func.value, func.attr
         classes, foreign = project.values.classes_of(facts, base, site.ctx, site.node)
         if classes:
             return tuple(m for c in classes if (m := project.method(c, method)) is not None)
@@ -103,6 +120,8 @@ class CallGraph:
         found: list[Function] = []
         for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
             defined: object = None
+            if isinstance(value, ast.Name) and not self.project.may_define(facts, value.id):
+                continue
             if isinstance(value, ast.Name):
                 defined = self.project.definition(facts, value, site.ctx)
             elif isinstance(value, ast.Attribute) and names.dotted(value.value) == "self":
@@ -116,29 +135,66 @@ class CallGraph:
 
     # edges -----------------------------------------------------------------------------------
 
-    @cached_property
+    @property
     def _edges(self) -> tuple[dict[Function, list[Edge]], dict[Function, list[Edge]]]:
+        """Out- and in-edges of every unit. Built in two passes: calls resolved by name first;
+        then `obj.method()` calls, whose receiver's class the data flow finds over those
+        edges. While it is built, the first pass's edges answer."""
+        if self._index is not None:
+            return self._index
+        if self._partial is not None:
+            return self._partial
         out: dict[Function, list[Edge]] = {}
         into: dict[Function, list[Edge]] = {}
+        self._partial = (out, into)
+        untyped: list[tuple[ScriptFacts, CallSite]] = []
         ordered = list(self.project.files.values())
         index = 0
         while index < len(ordered):
             facts = ordered[index]
             index += 1
+            defined = self.project.defined_names | _imported_names(facts)
             for site in facts.calls:
-                caller = self.unit(facts, site.ctx)
-                edges = [Edge(facts, site, caller, f) for f in self.targets(facts, site)]
-                handed = self.handed(facts, site)
-                if handed:
-                    spawned = site.key in _STARTERS or (facts.resolve(site) or "") in names.SPAWN
-                    edges += [Edge(facts, site, caller, f, True, spawned) for f in handed]
-                for edge in edges:
-                    if edge.callee is not caller:  # recursion says nothing about who runs first
-                        out.setdefault(caller, []).append(edge)
-                        into.setdefault(edge.callee, []).append(edge)
+                if not _may_reach_tree(facts, site, defined):
+                    self._targets[id(site.node)] = ()
+                    continue  # torch.save, x.to(...): nothing of the tree is called
+                found = self._resolve(facts, site)
+                if found is None:
+                    untyped.append((facts, site))
+                    found = ()
+                else:
+                    self._targets[id(site.node)] = found
+                self._add(facts, site, found, out, into)
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
-        return out, into
+        for facts, site in untyped:
+            found = self._typed(facts, site)
+            self._targets[id(site.node)] = found
+            self._add(facts, site, found, out, into, handed=False)
+        self._index, self._partial = (out, into), None
+        self.project.values.forget()  # answers given over the first pass's edges only
+        return self._index
+
+    def _add(
+        self,
+        facts: ScriptFacts,
+        site: CallSite,
+        found: tuple[Function, ...],
+        out: dict[Function, list[Edge]],
+        into: dict[Function, list[Edge]],
+        *,
+        handed: bool = True,
+    ) -> None:
+        caller = self.unit(facts, site.ctx)
+        edges = [Edge(facts, site, caller, f) for f in found]
+        passed = self.handed(facts, site) if handed else ()
+        if passed:
+            spawned = site.key in _STARTERS or (facts.resolve(site) or "") in names.SPAWN
+            edges += [Edge(facts, site, caller, f, True, spawned) for f in passed]
+        for edge in edges:
+            if edge.callee is not caller:  # recursion says nothing about who runs first
+                out.setdefault(caller, []).append(edge)
+                into.setdefault(edge.callee, []).append(edge)
 
     def files(self) -> list[ScriptFacts]:
         """Every file of the tree, after resolving calls has read the imported modules."""
@@ -270,6 +326,41 @@ class CallGraph:
                     found.add(reached)
                     stack.append(reached)
         return found
+
+
+def _imported_names(facts: ScriptFacts) -> frozenset[str]:
+    """Names a file imports (a module of the tree not read yet may define them)."""
+    cached = facts.__dict__.get("_imported_names")
+    if cached is None:
+        refs = facts.imports.refs
+        cached = frozenset(refs) | frozenset(r.name for r in refs.values() if r.name)
+        facts.__dict__["_imported_names"] = cached
+    return cached
+
+
+def _may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str]) -> bool:
+    """A cheap look before resolving: could this call reach a function of the tree?"""
+    if site.key in defined:
+        return True
+    func = site.node.func
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    if isinstance(func, ast.Name) and func.id in facts.imports.refs:
+        ref = facts.imports.refs[func.id]
+        foreign = facts.imports.names.get(func.id, "").split(".")[0] in _FOREIGN_ROOTS
+        if (ref.name is None or ref.level) and not foreign:
+            return True  # utils.setup(), from . import dist; dist.init()
+    return _passes_a_name(site, defined)
+
+
+def _passes_a_name(site: CallSite, defined: frozenset[str]) -> bool:
+    """Whether a call hands over something named like a function of the tree."""
+    for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
+        if isinstance(value, ast.Name) and value.id in defined:
+            return True
+        if isinstance(value, ast.Attribute) and value.attr in defined:
+            return True
+    return False
 
 
 def _zero_at(ctx: Context, known: set[Function]) -> bool:

@@ -226,10 +226,20 @@ class ScriptFacts:
         return [c for c in self.calls_by_key.get(name, ()) if c.receiver is not None]
 
     def resolve(self, call: CallSite) -> str | None:
-        return self.imports.resolve(call.node.func)
+        return self.qualname(call.node.func)
 
     def qualname(self, node: ast.AST) -> str | None:
-        return self.imports.resolve(node)
+        """What a dotted expression names through the imports (remembered per node)."""
+        known = self._qualnames
+        key = id(node)
+        if key in known:
+            return known[key]
+        found = known[key] = self.imports.resolve(node)
+        return found
+
+    @cached_property
+    def _qualnames(self) -> dict[int, str | None]:
+        return {}
 
     @cached_property
     def assignments_by_target(self) -> dict[str, list[Assignment]]:

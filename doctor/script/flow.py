@@ -35,6 +35,8 @@ _DISTRIBUTED_MARKS = frozenset(
         *names.COLLECTIVES,
     }
 )
+_MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
+_PIN_KEYS = frozenset({"set_device", "device", "init_process_group", "Accelerator", "Fabric"})
 _RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")
 
 
@@ -238,6 +240,9 @@ class Flow:
 
 def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     """A call that pins this process's GPU by itself."""
+    key = site.key
+    if key not in _PIN_KEYS and not _SETS_DEVICE.search(key) and not _LIBRARY_SETUP.match(key):
+        return False
     qualified = facts.resolve(site)
     if qualified in (names.SET_DEVICE, "torch.cuda.device"):
         return True
@@ -273,7 +278,7 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     seeds: set[Function] = set()
     for facts in graph.files():
         for site in facts.calls:
-            if site.key and facts.resolve(site) in _DISTRIBUTED_MARKS:
+            if site.key in _MARK_KEYS and facts.resolve(site) in _DISTRIBUTED_MARKS:
                 seeds.add(graph.unit(facts, site.ctx))
     region = graph.closure(graph.closure(seeds, up=True), up=False)
     graph.__dict__["_distributed_region"] = region

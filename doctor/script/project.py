@@ -36,6 +36,9 @@ class Project:
         self._load = load
         self._owners: dict[Function, ScriptFacts] = {}
         self._missing: set[str] = set()
+        self._modules: dict[tuple[str, str, int], ScriptFacts | None] = {}
+        self._listings: dict[str, frozenset[str]] = {}
+        self._resolved: dict[tuple[int, str, int], Definition | None] = {}
 
     @classmethod
     def of(
@@ -75,6 +78,18 @@ class Project:
 
         return Values(self)
 
+    @property
+    def defined_names(self) -> frozenset[str]:
+        """Names of every function and class of the tree (a call by another name reaches
+        none of them); recomputed when reading an imported module added files."""
+        cached = self.__dict__.get("_defined")
+        if cached is None or cached[0] != len(self.files):
+            names = frozenset(
+                n for f in self.files.values() for n in (*f.functions_by_name, *f.classes)
+            )
+            cached = self.__dict__["_defined"] = (len(self.files), names)
+        return cached[1]
+
     @cached_property
     def method_names(self) -> frozenset[str]:
         return frozenset(
@@ -85,7 +100,15 @@ class Project:
 
     def module(self, importer: ScriptFacts, module: str, level: int) -> ScriptFacts | None:
         """The file an import names, when it is in the tree."""
-        here = os.path.dirname(os.path.abspath(importer.path))
+        here = importer.__dict__.get("_folder")
+        if here is None:
+            here = importer.__dict__["_folder"] = os.path.dirname(os.path.abspath(importer.path))
+        key = (here, module, level)
+        if key not in self._modules:
+            self._modules[key] = self._find_module(here, module, level)
+        return self._modules[key]
+
+    def _find_module(self, here: str, module: str, level: int) -> ScriptFacts | None:
         if level:
             base = here
             for _ in range(level - 1):
@@ -109,11 +132,32 @@ class Project:
         path = os.path.join(base, *module.split(".")) if module else base
         for candidate in (path + ".py", os.path.join(path, "__init__.py")):
             found = self.files.get(candidate)
-            if found is None:
+            if found is None and self._listed(candidate):
                 found = self._read_for_context(candidate)
             if found is not None:
                 return found
         return None
+
+    def _listed(self, path: str) -> bool:
+        """Whether the file exists, from one listing per folder (imports of torch, numpy and
+        the like are looked up in every folder up to the root)."""
+        folder, name = os.path.split(path)
+        return name in self._listing(folder)
+
+    def _listing(self, folder: str) -> frozenset[str]:
+        listing = self._listings.get(folder)
+        if listing is not None:
+            return listing
+        parent, name = os.path.split(folder)
+        if parent != folder and name not in self._listing(parent):
+            listing = frozenset()  # base/torch/nn when base/torch is not there
+        else:
+            try:
+                listing = frozenset(os.listdir(folder))
+            except OSError:
+                listing = frozenset()
+        self._listings[folder] = listing
+        return listing
 
     def _read_for_context(self, path: str) -> ScriptFacts | None:
         if self._load is None or path in self._missing:
@@ -136,7 +180,15 @@ class Project:
         return self.resolve(facts, text, ctx) if text is not None else None
 
     def resolve(self, facts: ScriptFacts, text: str, ctx: Context) -> Definition | None:
+        key = (id(facts), text, id(ctx.function))
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(facts, text, ctx)
+        return self._resolved[key]
+
+    def _resolve(self, facts: ScriptFacts, text: str, ctx: Context) -> Definition | None:
         root, *rest = text.split(".")
+        if not self.may_define(facts, root):
+            return None
         found = self._local(facts, root, ctx)
         ref = facts.imports.refs.get(root)
         if found is None and rest and ref is not None and ref.name is None and ref.module == root:
@@ -150,6 +202,13 @@ class Project:
                 return None
             found = self.member(found, part)
         return found
+
+    @staticmethod
+    def may_define(facts: ScriptFacts, name: str) -> bool:
+        """A cheap first look: the name is a def, a class or an import of the file."""
+        return (
+            name in facts.functions_by_name or name in facts.classes or name in facts.imports.refs
+        )
 
     def _local(self, facts: ScriptFacts, name: str, ctx: Context) -> Definition | None:
         function = ctx.function

@@ -81,8 +81,15 @@ def collective_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
     return found
 
 
+_COLLECTIVE_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in names.COLLECTIVES)
+
+
 def _unguarded_collective(facts: ScriptFacts, site: CallSite) -> bool:
-    return site.ctx.guard is None and facts.resolve(site) in names.COLLECTIVES
+    return (
+        site.ctx.guard is None
+        and site.key in _COLLECTIVE_KEYS
+        and facts.resolve(site) in names.COLLECTIVES
+    )
 
 
 def _unguarded(facts: ScriptFacts, site: CallSite) -> bool:

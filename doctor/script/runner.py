@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,16 @@ def check_paths(paths: Sequence[str], options: CheckOptions = CheckOptions()) ->
 
     Every file is read and walked first, then judged: a rule may follow a call into another
     file of the tree (an import of the user's own module)."""
+    collecting = gc.isenabled()
+    gc.disable()  # every tree stays alive until judged: the cycle collector would rescan them
+    try:
+        return _check_paths(paths, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     configs = ConfigFinder()
     excludes = _excludes(paths, options, configs)
     outcome = CheckOutcome()

@@ -179,23 +179,7 @@ class SamplerFlow:
     def iterations(self, use: SamplerUse) -> list[tuple[ScriptFacts, Loop]]:
         """Loops of the tree over a loader this sampler feeds (or over the sampler)."""
         wanted = {Origin(CALL, n.node, self.facts) for n in [use.site, *use.loaders]}
-        found = []
-        for facts in self.flow.graph.files():
-            for loop in facts.loops:
-                iterable = getattr(loop.node, "iter", None)
-                if iterable is None or loop.ctx is None:
-                    continue
-                if self._mentioned(facts, iterable, loop.ctx) & wanted:
-                    found.append((facts, loop))
-        return found
-
-    def _mentioned(self, facts: ScriptFacts, iterable: ast.expr, ctx: Context) -> set[Origin]:
-        """Origins of the loader in `loader`, `enumerate(loader)`, `tqdm(self.loader)`."""
-        found: set[Origin] = set()
-        for node in ast.walk(iterable):
-            if isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
-                found |= self.values.origins(facts, node, ctx)
-        return found
+        return [(facts, loop) for facts, loop, held in _loops(self.facts) if held & wanted]
 
     def runs_epochs(self, use: SamplerUse) -> bool | None:
         """Whether the loader is iterated once per epoch of an outer loop; None when no loop
@@ -213,3 +197,26 @@ class SamplerFlow:
             return True
         loader_names = set().union(*(u.loader_names for u in self.uses)) if self.uses else set()
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def _loops(facts: ScriptFacts) -> list[tuple[ScriptFacts, Loop, set[Origin]]]:
+    """Every `for` loop of the tree with what its iterable may hold (`loader`,
+    `enumerate(loader)`, `tqdm(self.loader)`), computed once per tree."""
+    graph = facts.project.graph
+    cached = graph.__dict__.get("_loops")
+    if cached is not None:
+        return cached
+    values = facts.project.values
+    found = []
+    for owner in graph.files():
+        for loop in owner.loops:
+            iterable = getattr(loop.node, "iter", None)
+            if iterable is None or loop.ctx is None:
+                continue
+            held: set[Origin] = set()
+            for node in ast.walk(iterable):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    held |= values.origins(owner, node, loop.ctx)
+            found.append((owner, loop, held))
+    graph.__dict__["_loops"] = found
+    return found

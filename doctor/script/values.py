@@ -93,6 +93,10 @@ class Values:
         self._memo: dict[tuple[int, int], Origins] = {}
         self._active: set[tuple[int, int]] = set()
 
+    def forget(self) -> None:
+        """Drop remembered answers (they were given over an incomplete call graph)."""
+        self._memo.clear()
+
     # questions -------------------------------------------------------------------------------
 
     def origins(

@@ -32,7 +32,6 @@ from .names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
 _STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
-_SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop)
 
 
 def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
@@ -242,13 +241,16 @@ class _Walker:
             elif kind is ast.NamedExpr:
                 target = node.target.id  # type: ignore[attr-defined]
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
-            for name in node._fields:
+            fields = _CHILD_FIELDS.get(kind)
+            if fields is None:
+                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+            for name in fields:
                 child = getattr(node, name, None)
+                if child is None:
+                    continue
                 if type(child) is list:
-                    for item in child:
-                        if isinstance(item, ast.AST):
-                            push(item)
-                elif isinstance(child, ast.AST) and not isinstance(child, _SKIP):
+                    stack.extend(item for item in child if item is not None)
+                else:
                     push(child)
 
     def _call_key(self, func: ast.expr) -> str:
@@ -279,15 +281,31 @@ class _Walker:
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
 
 
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_NOT_CHILDREN = frozenset(
+    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "attr", "arg", "id"}
+)
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an expression type that hold expressions (not `ctx`, `op`, flags)."""
+    return tuple(name for name in kind._fields if name not in _NOT_CHILDREN)  # type: ignore[attr-defined]
+
+
 def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
     """The context of one arm of a condition; a test about the launch sets `launch`."""
     launch = guards.launch_of(test)
     if launch is not None and not arm:
         launch = guards.other_launch(launch)
-    return replace(
-        ctx,
-        branches=(*ctx.branches, Branch(node, arm)),
-        launch=launch if launch is not None else ctx.launch,
+    return Context(
+        ctx.function,
+        ctx.class_name,
+        ctx.loops,
+        ctx.guard,
+        ctx.main_guard,
+        ctx.no_grad,
+        (*ctx.branches, Branch(node, arm)),
+        launch if launch is not None else ctx.launch,
     )
 
 
