@@ -11,7 +11,7 @@ from ddp_doctor.registry import Hit, rule
 from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
-from ..hits import hit, location
+from ..hits import ScriptHit, hit, location
 from ..textscan import is_launcher_path, launch_in_string, launch_mentions
 from ..values import ATTRIBUTE, OPTION, Values, device_sources
 
@@ -32,7 +32,8 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
         YAML, Makefile and Markdown files and in Python strings (also built as
         os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
-        "/distributed/launch.py"), and imports of the module.
+        "/distributed/launch.py"), and imports of the module. One finding per file, the
+        other lines listed.
     Why it matters:
         torch.distributed.launch is deprecated in favour of torchrun. Since torch 2.0 it passes
         `--local-rank=N` (with a hyphen), which scripts that declare only `--local_rank`
@@ -74,10 +75,11 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
-    return Hit(
+    return ScriptHit(
         f"'{text}' uses the deprecated launcher; use torchrun",
         {"launcher": text},
         location=where,  # type: ignore[arg-type]
+        cause="launcher",
     )
 
 

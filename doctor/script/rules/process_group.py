@@ -11,7 +11,7 @@ from ddp_doctor.registry import Hit, rule
 from .. import names
 from ..facts import CallSite, Context, ScriptFacts, text_of
 from ..flow import flow_of
-from ..hits import hit, location
+from ..hits import ScriptHit, hit, location
 from ..textscan import renamed_nccl_variables
 from ..values import CONSTANT
 
@@ -238,8 +238,9 @@ def _renamed_hit(
     facts: ScriptFacts, name: str, *, node: ast.AST | None = None, line: int = 1, column: int = 0
 ) -> Hit:
     new = _RENAMED_NCCL_VARIABLES[name]
-    return Hit(
+    return ScriptHit(
         f"{name} was renamed {new}: set {new} instead",
         {"variable": name},
         location=location(facts, node, line=line, column=column),
+        cause=name,
     )
