@@ -134,6 +134,7 @@ class Assignment:
     node: ast.stmt | ast.expr
     ctx: Context
     index: tuple[int, ...] = ()  # where the target sits in an unpacking: (1,) for b in a, b = ...
+    element: bool = False  # a loop variable: one element of `value` (the iterable) at a time
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity
@@ -250,7 +251,7 @@ class ScriptFacts:
 
     @cached_property
     def assignment_of_value(self) -> dict[int, Assignment]:
-        return {id(a.value): a for a in self.assignments}
+        return {id(a.value): a for a in self.assignments if not a.element}
 
     def assigned_to(self, node: ast.AST) -> str | None:
         """The target a value is assigned to: `sampler` for `sampler = DistributedSampler(ds)`."""

@@ -66,6 +66,8 @@ class Flow:
     def _assignment_of_candidate(self) -> dict[int, Assignment]:
         found: dict[int, Assignment] = {}
         for assignment in self.facts.assignments:
+            if assignment.element:
+                continue
             for candidate in candidates(assignment.value):
                 found.setdefault(id(candidate), assignment)
         return found
@@ -91,6 +93,12 @@ class Flow:
     def init_calls(self) -> list[CallSite]:
         """init_process_group calls, less single-process ones (world_size=1)."""
         return [c for c in self.facts.calls_to(names.INIT_PROCESS_GROUP) if not _single(c)]
+
+    @cached_property
+    def distributed_everywhere(self) -> bool:
+        """A process group or DDP wrap outside any launch condition: the script always runs
+        one process per GPU (not only under `if args.distributed:`)."""
+        return any(site.ctx.launch is None for site in [*self.init_calls, *self.ddp_wraps])
 
     @cached_property
     def is_rpc(self) -> bool:

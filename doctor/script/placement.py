@@ -29,6 +29,8 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
         return UNKNOWN
     events: list[tuple[tuple[int, int], str]] = []
     for assignment in facts.assignments_by_target.get(text, ()):
+        if assignment.element:
+            continue
         if assignment.ctx.function is wrap.ctx.function and position(assignment) < position(wrap):
             events.append((position(assignment), _state_of_value(facts, assignment.value, text)))
     for name in _MOVES:

@@ -245,6 +245,9 @@ class Values:
     def _assigned(self, facts: ScriptFacts, assignments: list, depth: int) -> set[Origin]:  # type: ignore[type-arg]
         found: set[Origin] = set()
         for assignment in assignments:
+            if assignment.element:
+                found.add(Origin(OTHER, assignment.node, facts))  # an element of the iterable
+                continue
             value = _element(assignment.value, assignment.index)
             if value is not None:
                 found |= self.origins(facts, value, assignment.ctx, depth)

@@ -83,6 +83,7 @@ class _Walker:
             self.if_statement(stmt, ctx)
         elif kind in (ast.For, ast.AsyncFor):
             self.expr(stmt.iter, ctx)
+            self.loop_target(stmt.target, stmt.iter, ctx)
             loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
             self.facts.loops.append(loop)
             self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
@@ -179,6 +180,17 @@ class _Walker:
             modules = [node.module or ""] if not node.level else []
         if any(m.split(".", 1)[0] in TORCH_LOADING_ROOTS for m in modules):
             self.facts.torch_imports.append(TorchImport(node, ctx))
+
+    def loop_target(self, target: ast.expr, iterable: ast.expr, ctx: Context) -> None:
+        """`for name, module in ...`: each name holds an element of the iterable."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.loop_target(element, iterable, ctx)
+            return
+        text = dotted(target)
+        if text is not None:
+            assignment = Assignment(text, iterable, target, ctx, element=True)
+            self.facts.assignments.append(assignment)
 
     def target(
         self,

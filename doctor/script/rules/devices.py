@@ -54,6 +54,7 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
                 init.node,
                 "init_process_group runs with no torch.cuda.set_device(local_rank) on its path: "
                 "every rank starts on cuda:0",
+                cause="no set_device",
             )
             continue
         here = [s for f, s in pins if f is facts and s.ctx.function is init.ctx.function]
@@ -86,8 +87,10 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         function outside the other arms of a condition, not in a caller before the call, not
         in a helper, constructor or library set-up called first. And literal "cuda:0" /
         .cuda(0) there, except in code only rank 0 runs. Branches taken only without a
-        launcher (a DataParallel fallback) and RPC scripts are left alone; a per-rank
-        CUDA_VISIBLE_DEVICES silences it. One finding per kind, the other lines listed.
+        launcher (a DataParallel fallback), code shared with one when the process group is
+        only started under `if args.distributed:`, and RPC scripts are left alone; a
+        per-rank CUDA_VISIBLE_DEVICES silences it. One finding per kind, the other lines
+        listed.
     Why it matters:
         "cuda" means the current device, which is cuda:0 until set_device runs. Every rank
         then puts its model and batches on GPU 0: out of memory, "Duplicate GPU detected", or
@@ -105,6 +108,8 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     for site in _placements(facts):
         if not flow.in_distributed_region(site.ctx):
             continue
+        if site.ctx.launch is None and not flow.distributed_everywhere:
+            continue  # shared by a single-process path: "cuda" is right there
         device = _device_argument(site)
         if device is None and site.key == "cuda" and not site.node.args:
             if not flow.pinned_before(site.ctx, site.node):

@@ -138,6 +138,8 @@ def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool
     if any(contains(save.node, call.node) for save in same_function):
         return True
     for assignment in facts.assignments:
+        if assignment.element:
+            continue
         if assignment.ctx.function is call.ctx.function and contains(assignment.value, call.node):
             root = re.split(r"[.\[]", assignment.target, maxsplit=1)[0]
             return any(
