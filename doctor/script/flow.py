@@ -22,7 +22,13 @@ from .values import Values
 _CUDA_DEVICE_PREFIX = "cuda"
 _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
 _LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
-_PINNING_LIBRARIES = ("accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric")
+_PINNING_LIBRARIES = (
+    "accelerate.Accelerator",
+    "lightning.Fabric",
+    "lightning.fabric.Fabric",
+    "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
+    "torchtune.training.get_device",
+)
 _DISTRIBUTED_MARKS = frozenset(
     {
         names.INIT_PROCESS_GROUP,
@@ -36,7 +42,9 @@ _DISTRIBUTED_MARKS = frozenset(
     }
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
-_PIN_KEYS = frozenset({"set_device", "device", "init_process_group", "Accelerator", "Fabric"})
+_PIN_KEYS = frozenset(
+    {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
+)
 _RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")
 
 

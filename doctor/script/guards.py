@@ -9,6 +9,7 @@ Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_ra
 from __future__ import annotations
 
 import ast
+import re
 
 from .facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
 from .names import last_identifier
@@ -79,9 +80,19 @@ def flip(polarity: str | None) -> str | None:
     return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
 
 
+_MAIN_PROCESS_NAME = re.compile(
+    r"(is_|am_)?(global_|local_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
+    r"|_rank|_worker)?|chief|leader|primary|first_rank|rank0_process)(_only)?"
+)
+
+
 def is_main_process_predicate(node: ast.AST) -> bool:
+    """`is_main_process()`, `accelerator.is_main_process`, `self._is_rank_zero`, `master`."""
     name = last_identifier(node)
-    return name is not None and name.lower() in _MAIN_PROCESS
+    if name is None:
+        return False
+    lowered = name.lower().lstrip("_")
+    return lowered in _MAIN_PROCESS or _MAIN_PROCESS_NAME.fullmatch(lowered) is not None
 
 
 def is_rank_like(node: ast.AST) -> bool:
