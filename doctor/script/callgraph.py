@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from . import names
 from .facts import ZERO, CallSite, ClassInfo, Context, Function, ScriptFacts
@@ -26,8 +26,7 @@ _FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "lo
 _STARTERS = frozenset({"Process", "Thread", "spawn", "start_processes", "Pool", "submit"})
 
 
-@dataclass(frozen=True, eq=False)
-class Edge:
+class Edge(NamedTuple):
     facts: ScriptFacts  # where the call is
     site: CallSite
     caller: Function  # the function (or module unit) the call is in

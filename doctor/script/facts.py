@@ -96,7 +96,7 @@ class Context:
 MODULE = Context()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity
 class CallSite:
     node: ast.Call
     ctx: Context
@@ -127,7 +127,7 @@ class CallSite:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Assignment:
     target: str  # access path: "model", "self.model", "cfg['model']"
     value: ast.expr
