@@ -60,13 +60,17 @@ class CallGraph:
         """The functions of the tree a call runs (a class call runs its __init__)."""
         key = id(site.node)
         found = self._targets.get(key)
-        if found is None:
-            found = self._resolve(facts, site)
-            if found is None:  # needs the receiver's class: the data flow, once edges exist
-                if self._index is None:
-                    return ()
-                found = self._typed(facts, site)
-            self._targets[key] = found
+        if found is not None:
+            return found
+        if self._index is None and self._partial is None:
+            self._edges  # noqa: B018  (resolves every call of the tree once)
+            return self.targets(facts, site)
+        found = self._resolve(facts, site)
+        if found is None:  # needs the receiver's class: the data flow, once edges exist
+            if self._index is None:
+                return ()
+            found = self._typed(facts, site)
+        self._targets[key] = found
         return found
 
     def _resolve(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...] | None:

@@ -236,16 +236,12 @@ def _launch_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | Non
         if isinstance(left, ast.Constant) and left.value in _LAUNCH_ENV and _is_environ(right):
             return DISTRIBUTED if isinstance(op, ast.In) else SINGLE
         return None
-    value, subject = _int_constant(right), left
+    value, subject = _signed_constant(right), left
     if value is None:
-        value, subject = _int_constant(left), right
+        value, subject = _signed_constant(left), right
         op = _MIRRORED.get(type(op), op)
     if value is None:
-        if isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub):
-            operand = _int_constant(right.operand)
-            value = -operand if operand is not None else None
-        if value is None:
-            return None
+        return None
     name = (last_identifier(_unwrap_int(subject)) or "").lower()
     if name in _WORLD_SIZES or _is_env_read(subject, "WORLD_SIZE"):
         if (isinstance(op, ast.Gt) and value == 1) or (isinstance(op, ast.GtE) and value == 2):
@@ -259,6 +255,13 @@ def _launch_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | Non
         if isinstance(op, (ast.NotEq, ast.IsNot)):
             return DISTRIBUTED
     return None
+
+
+def _signed_constant(node: ast.expr) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        operand = _int_constant(node.operand)
+        return -operand if operand is not None else None
+    return _int_constant(node)
 
 
 def _unwrap_int(node: ast.expr) -> ast.expr:
