@@ -90,9 +90,27 @@ class CallGraph:
             return self._super_method(cls, method) if cls else ()
         if text is not None and (defined := project.definition(facts, func, site.ctx)):
             return _callable(project, defined)  # utils.setup(), Trainer.build()
-        if method not in project.method_names:
+        if method not in self._reachable_methods(facts):
             return ()
         return None  # obj.method(): the receiver's class decides
+
+    def _reachable_methods(self, facts: ScriptFacts) -> frozenset[str]:
+        """Method names of the classes this file defines or imports from the tree: an
+        object of another class of the tree is rarely handed to it."""
+        cached = facts.__dict__.get("_reachable_methods")
+        if cached is None:
+            classes = list(facts.classes.values())
+            for local, ref in facts.imports.refs.items():
+                defined = self.project.top_level(facts, local) if ref.name else None
+                if isinstance(defined, ClassInfo):
+                    classes.append(defined)
+                elif ref.name is None or isinstance(defined, ScriptFacts):
+                    module = defined if isinstance(defined, ScriptFacts) else None
+                    module = module or self.project.module(facts, ref.module, ref.level)
+                    classes += list(module.classes.values()) if module else []
+            cached = frozenset(m for c in classes for m in c.methods)
+            facts.__dict__["_reachable_methods"] = cached
+        return cached
 
     def _typed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
         """`obj.method()`: the method of obj's class, when the data flow knows the class."""
@@ -167,13 +185,13 @@ class CallGraph:
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into)
+                self._add(facts, site, found, out, into, _passes_a_name(site, defined))
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         for facts, site in untyped:
             found = self._typed(facts, site)
             self._targets[id(site.node)] = found
-            self._add(facts, site, found, out, into, handed=False)
+            self._add(facts, site, found, out, into, False)
         self._index, self._partial = (out, into), None
         self.project.values.forget()  # answers given over the first pass's edges only
         return self._index
@@ -185,9 +203,10 @@ class CallGraph:
         found: tuple[Function, ...],
         out: dict[Function, list[Edge]],
         into: dict[Function, list[Edge]],
-        *,
-        handed: bool = True,
+        handed: bool,
     ) -> None:
+        if not found and not handed:
+            return
         caller = self.unit(facts, site.ctx)
         edges = [Edge(facts, site, caller, f) for f in found]
         passed = self.handed(facts, site) if handed else ()

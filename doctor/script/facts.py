@@ -13,7 +13,7 @@ import ast
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .names import ImportTable, dotted
 
@@ -64,8 +64,7 @@ class Loop:
     ctx: Context | None = None  # where the loop statement itself is
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):  # a tuple: made for every branch and loop of every file
     function: Function | None = None
     class_name: str | None = None
     loops: tuple[Loop, ...] = ()

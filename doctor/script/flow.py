@@ -46,6 +46,7 @@ _PIN_KEYS = frozenset(
     {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
 )
 _RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")
+_RPC_KEYS = ("init_rpc", "rpc_sync", "rpc_async", "remote")
 
 
 def candidates(value: ast.AST) -> Iterator[ast.AST]:
@@ -111,7 +112,9 @@ class Flow:
     @cached_property
     def is_rpc(self) -> bool:
         """An RPC script: workers and parameter servers, not one process per GPU."""
-        return any((self.facts.resolve(c) or "").startswith(_RPC) for c in self.facts.calls)
+        keys = self.facts.calls_by_key
+        sites = [c for key in _RPC_KEYS for c in keys.get(key, ())]
+        return any((self.facts.resolve(c) or "").startswith(_RPC) for c in sites)
 
     @cached_property
     def is_multiprocess(self) -> bool:

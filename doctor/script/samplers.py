@@ -214,9 +214,24 @@ def _loops(facts: ScriptFacts) -> list[tuple[ScriptFacts, Loop, set[Origin]]]:
             if iterable is None or loop.ctx is None:
                 continue
             held: set[Origin] = set()
-            for node in ast.walk(iterable):
-                if isinstance(node, (ast.Name, ast.Attribute)):
-                    held |= values.origins(owner, node, loop.ctx)
-            found.append((owner, loop, held))
+            for node in _iterated(iterable):
+                held |= values.origins(owner, node, loop.ctx)
+            if held:
+                found.append((owner, loop, held))
     graph.__dict__["_loops"] = found
     return found
+
+
+_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "cycle", "chain"})
+
+
+def _iterated(iterable: ast.expr) -> list[ast.expr]:
+    """The names a loop iterates: `loader` in `enumerate(tqdm(loader))`; none in `range(n)`."""
+    if isinstance(iterable, (ast.Name, ast.Attribute)):
+        return [iterable]
+    if (
+        isinstance(iterable, ast.Call)
+        and names.last_identifier(iterable.func) in _WRAPPING_ITERATORS
+    ):
+        return [n for arg in iterable.args for n in _iterated(arg)]
+    return []

@@ -7,7 +7,6 @@ explicit stack, so a generated file with a 10,000-term sum cannot overflow the r
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 from . import guards
 from .facts import (
@@ -59,7 +58,7 @@ class _Walker:
             return ctx
         ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
         polarity = guards.flip(guards.classify(stmt.test))
-        return replace(ctx, guard=RankGuard(polarity, stmt)) if polarity else ctx
+        return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
 
     def statement(self, stmt: ast.stmt, ctx: Context) -> None:
         kind = type(stmt)
@@ -86,13 +85,13 @@ class _Walker:
             self.loop_target(stmt.target, stmt.iter, ctx)
             loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
             self.facts.loops.append(loop)
-            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
         elif kind is ast.While:
             self.expr(stmt.test, ctx)
             loop = Loop(stmt, None, None, ctx)
             self.facts.loops.append(loop)
-            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
         elif kind in (ast.With, ast.AsyncWith):
             self.with_statement(stmt, ctx)
@@ -148,7 +147,7 @@ class _Walker:
     def if_statement(self, node: ast.If, ctx: Context) -> None:
         self.expr(node.test, ctx)
         if _is_main_guard(node.test):
-            self.body(node.body, replace(ctx, main_guard=True))
+            self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
         body = _in_arm(ctx, node, node.test, arm=True)
@@ -156,8 +155,8 @@ class _Walker:
         polarity = guards.classify(node.test)
         if polarity is not None:
             other = NONZERO if polarity == ZERO else ZERO
-            body = replace(body, guard=RankGuard(polarity, node))
-            orelse = replace(orelse, guard=RankGuard(other, node))
+            body = body._replace(guard=RankGuard(polarity, node))
+            orelse = orelse._replace(guard=RankGuard(other, node))
         self.body(node.body, body)
         self.body(node.orelse, orelse)
 
@@ -169,7 +168,7 @@ class _Walker:
                 no_grad = True
             if item.optional_vars is not None:
                 self.target(item.optional_vars, item.context_expr, node, ctx)
-        self.body(node.body, replace(ctx, no_grad=no_grad) if no_grad != ctx.no_grad else ctx)
+        self.body(node.body, ctx._replace(no_grad=no_grad) if no_grad != ctx.no_grad else ctx)
 
     def import_statement(self, node: ast.Import | ast.ImportFrom, ctx: Context) -> None:
         if isinstance(node, ast.Import):
