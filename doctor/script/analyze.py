@@ -36,9 +36,13 @@ def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> lis
     prepared = prepare(path, source, kind)
     if isinstance(prepared, Finding):
         return [prepared]
-    if prepared.is_python:
-        Project.of([prepared], load=load_for_context)
-    return judge(prepared, rules)
+    if not prepared.is_python:
+        return judge(prepared, rules)
+    project = Project.of([prepared], load=load_for_context)
+    try:
+        return judge(prepared, rules)
+    finally:
+        project.close()
 
 
 def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:

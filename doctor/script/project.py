@@ -63,6 +63,18 @@ class Project:
         for function in facts.functions:
             self._owners[function] = facts
 
+    def close(self) -> None:
+        """Drop the links between the files, their derived facts and this tree, so that all of
+        it is freed at once by reference counting (the cycle collector would scan every
+        syntax tree of the check to find it)."""
+        for facts in self.files.values():
+            for key in ("_project", "_flow", "_samplers"):
+                facts.__dict__.pop(key, None)
+        self.__dict__.pop("graph", None)
+        self.__dict__.pop("values", None)
+        self.files.clear()
+        self._owners.clear()
+
     def owner(self, function: Function) -> ScriptFacts:
         return self._owners[function]
 

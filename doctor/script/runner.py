@@ -65,9 +65,12 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
             if facts.is_python:
                 project.add(facts)
             prepared.append((found, facts))
-    for found, facts in prepared:
-        rules = selections.rules_for(found.path, configs.for_file(found.path))
-        outcome.findings.extend(judge(facts, rules))
+    try:
+        for found, facts in prepared:
+            rules = selections.rules_for(found.path, configs.for_file(found.path))
+            outcome.findings.extend(judge(facts, rules))
+    finally:
+        project.close()
     outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
     outcome.findings.sort(key=_order)
     return outcome
