@@ -10,7 +10,6 @@ from ddp_doctor.registry import Hit, rule
 
 from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
-from ..flow import flow_of
 from ..hits import ScriptHit, hit, location
 from ..textscan import is_launcher_path, launch_in_string, launch_mentions
 from ..values import ATTRIBUTE, OPTION, Values, device_sources
@@ -156,7 +155,7 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    if _local_rank_from_env(facts):
+    if _local_rank_from_env(facts) or not _declared_in_tree(facts):
         return
     declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
     values = facts.project.values
@@ -173,6 +172,16 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
                 {"call": text_of(call.node)},
                 cause="local_rank",
             )
+
+
+def _declared_in_tree(facts: ScriptFacts) -> bool:
+    """Whether some file of the tree declares a --local_rank option at all."""
+    graph = facts.project.graph
+    cached = graph.__dict__.get("_declares_local_rank")
+    if cached is None:
+        cached = any(_declared(f) & set(_LOCAL_RANK_OPTIONS) for f in graph.files())
+        graph.__dict__["_declares_local_rank"] = cached
+    return cached
 
 
 def _declared(facts: ScriptFacts) -> set[str]:
@@ -235,7 +244,7 @@ def spawn_without_main_guard(facts: ScriptFacts) -> Iterator[Hit]:
 
 def _module_level_entries(facts: ScriptFacts) -> dict[str, CallSite]:
     """Functions run at import time, each with the unguarded module-level call that starts it."""
-    flow = flow_of(facts)
+    graph = facts.project.graph
     reached: dict[str, CallSite] = {}
     changed = True
     while changed:
@@ -243,7 +252,8 @@ def _module_level_entries(facts: ScriptFacts) -> dict[str, CallSite]:
         for function in facts.functions:
             if function.qualname in reached:
                 continue
-            for site in sorted(flow.local_call_sites(function), key=position):
+            here = [e.site for e in graph.callers(function) if e.facts is facts and not e.handed]
+            for site in sorted(here, key=position):
                 ctx = site.ctx
                 if ctx.module_level and not ctx.main_guard:
                     reached[function.qualname] = site
