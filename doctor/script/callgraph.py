@@ -335,18 +335,32 @@ class CallGraph:
 
     # reach -----------------------------------------------------------------------------------
 
-    def closure(self, start: Iterable[Function], *, up: bool) -> set[Function]:
-        """`start` with every function that calls it (up) or that it calls (down), any depth."""
+    def closure(
+        self,
+        start: Iterable[Function],
+        *,
+        up: bool,
+        depth: int | None = None,
+        follow: Callable[[Edge], bool] | None = None,
+    ) -> set[Function]:
+        """`start` with every function that calls it (up) or that it calls (down), any depth
+        or at most `depth` calls away, along the edges `follow` accepts."""
         found = set(start)
-        stack = list(found)
-        while stack:
-            unit = stack.pop()
-            edges = self.callers(unit) if up else self.callees(unit)
-            for edge in edges:
-                reached = edge.caller if up else edge.callee
-                if reached not in found:
-                    found.add(reached)
-                    stack.append(reached)
+        frontier = list(found)
+        level = 0
+        while frontier and (depth is None or level < depth):
+            level += 1
+            reached_now = []
+            for unit in frontier:
+                edges = self.callers(unit) if up else self.callees(unit)
+                for edge in edges:
+                    if follow is not None and not follow(edge):
+                        continue
+                    reached = edge.caller if up else edge.callee
+                    if reached not in found:
+                        found.add(reached)
+                        reached_now.append(reached)
+            frontier = reached_now
         return found
 
 

@@ -177,6 +177,7 @@ class ScriptFacts:
     strings: list[ast.Constant] = field(default_factory=list)  # ones that look relevant
     torch_imports: list[TorchImport] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)  # module-level classes by name
+    asserts: list[tuple[ast.Assert, Context]] = field(default_factory=list)
     print_overridden: bool = False  # `builtins.print = ...` (silences print off rank 0)
 
     @property

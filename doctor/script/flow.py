@@ -42,6 +42,8 @@ _DISTRIBUTED_MARKS = frozenset(
     }
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
+_RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
+_DIST_INITS = frozenset({"init", "setup", "init_distributed", "init_distributed_mode"})
 _PIN_KEYS = frozenset(
     {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
 )
@@ -173,8 +175,8 @@ class Flow:
         edges = [e for e in self.graph.callers(unit) if not e.spawned]
         if depth <= 0:
             return False
-        if not edges:
-            return self._constructor_pins(unit)
+        if not edges and not self.graph.callers(unit):
+            return self._constructor_pins(unit) or self._pins_elsewhere(unit)
         return any(self._pinned_at_edge(edge, depth - 1) for edge in edges)
 
     def _pinned_at_edge(self, edge: Edge, depth: int) -> bool:
@@ -189,6 +191,27 @@ class Flow:
         cls = self.facts.classes.get(unit.class_name)
         init = self.facts.project.method(cls, "__init__") if cls else None
         return init is not None and init is not unit and bool(self._pin_sites(init))
+
+    def _pins_elsewhere(self, unit: Function) -> bool:
+        """A function the tree never calls (a library's entry, a callback named in a config):
+        who calls it first is not in view, so a pin anywhere else in the tree counts."""
+        reach = self.graph.reaching("pins-device", pins_device)
+        return any(depth == 0 and other is not unit for other, depth in reach.items())
+
+    def calls_a_callback(self, ctx: Context, after: ast.AST) -> bool:
+        """`init_process_group(...)` then `fn(*args)` with `fn` a parameter: the caller's
+        function runs next, and may pin the GPU."""
+        function = ctx.function
+        if function is None:
+            return False
+        start = (after.lineno, after.col_offset)  # type: ignore[attr-defined]
+        return any(
+            isinstance(site.node.func, ast.Name)
+            and site.node.func.id in function.params
+            and position(site) > start
+            for site in self.facts.calls
+            if site.ctx.function is function
+        )
 
     def pins_on_path(self, ctx: Context, depth: int = DEPTH) -> list[tuple[ScriptFacts, CallSite]]:
         """Pins anywhere in the function of `ctx` or in its callers (any order)."""
@@ -260,7 +283,9 @@ class Flow:
 def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     """A call that pins this process's GPU by itself."""
     key = site.key
-    if key not in _PIN_KEYS and not _SETS_DEVICE.search(key) and not _LIBRARY_SETUP.match(key):
+    if key not in _PIN_KEYS | _DIST_INITS and not (
+        _SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key)
+    ):
         return False
     qualified = facts.resolve(site)
     if qualified in (names.SET_DEVICE, "torch.cuda.device"):
@@ -275,7 +300,10 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
         return False  # a helper of the tree: the call graph says whether it pins
     if _SETS_DEVICE.search(site.key):
         return True
-    return bool(_LIBRARY_SETUP.match(site.key)) and qualified is not None
+    if qualified is None:
+        return False
+    module = qualified.rpartition(".")[0]
+    return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
 
 
 def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: ast.AST) -> bool:
@@ -290,16 +318,22 @@ def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: a
 
 
 def distributed_region(graph: CallGraph) -> set[Function]:
-    """Units on a call path through distributed code, for the whole tree (computed once)."""
+    """Units that run in the ranks of a distributed job, for the whole tree (computed once):
+    those that init, wrap, shard or communicate, and the functions mp.spawn starts; their
+    callers (not across a spawn: the parent is one process); and whatever all those call."""
     cached = graph.__dict__.get("_distributed_region")
     if cached is not None:
         return cached
     seeds: set[Function] = set()
     for facts in graph.files():
         for site in facts.calls:
-            if site.key in _MARK_KEYS and facts.resolve(site) in _DISTRIBUTED_MARKS:
+            if site.key in _MARK_KEYS and facts.resolve(site) in _RANK_MARKS:
                 seeds.add(graph.unit(facts, site.ctx))
-    region = graph.closure(graph.closure(seeds, up=True), up=False)
+            elif site.key in _MARK_KEYS and facts.resolve(site) in names.SPAWN:
+                unit = graph.unit(facts, site.ctx)
+                seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
+    callers = graph.closure(seeds, up=True, follow=lambda edge: not edge.spawned)
+    region = graph.closure(callers, up=False)
     graph.__dict__["_distributed_region"] = region
     return region
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 
 from .facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
-from .names import last_identifier
+from .names import dotted, last_identifier
 
 _RANK_LIKE = frozenset(
     {
@@ -62,17 +63,23 @@ _MAIN_PROCESS = frozenset(
 _RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "NODE_RANK"})
 
 
-def classify(test: ast.expr) -> str | None:
-    """ZERO if the test holds only on rank 0, NONZERO if only off rank 0, None otherwise."""
+def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | None:
+    """ZERO if the test holds only on rank 0, NONZERO if only off rank 0, None otherwise.
+
+    `flags` are names assigned such a test earlier (`save_logs = args.logs and
+    is_master(args)`), by dotted name."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return flip(classify(test.operand))
+        return flip(classify(test.operand, flags))
     if isinstance(test, ast.BoolOp):
-        kinds = {classify(value) for value in test.values} - {None}
+        kinds = {classify(value, flags) for value in test.values} - {None}
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _classify_compare(test.left, test.ops[0], test.comparators[0])
     if is_main_process_predicate(test):
         return ZERO
+    if flags:
+        text = dotted(test)
+        return flags.get(text) if text is not None else None
     return None
 
 
@@ -81,7 +88,7 @@ def flip(polarity: str | None) -> str | None:
 
 
 _MAIN_PROCESS_NAME = re.compile(
-    r"(is_|am_)?(global_|local_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
+    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
     r"|_rank|_worker)?|chief|leader|primary|first_rank|rank0_process)(_only)?"
 )
 

@@ -31,7 +31,9 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
     for assignment in facts.assignments_by_target.get(text, ()):
         if assignment.element:
             continue
-        if assignment.ctx.function is wrap.ctx.function and position(assignment) < position(wrap):
+        if assignment.ctx.function is wrap.ctx.function and _ends_before(
+            assignment.node, wrap.node
+        ):
             events.append((position(assignment), _state_of_value(facts, assignment.value, text)))
     for name in _MOVES:
         for call in facts.methods_called(name):
@@ -43,6 +45,11 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
         if event != "keep":
             state = event
     return state
+
+
+def _ends_before(node: ast.AST, later: ast.AST) -> bool:
+    end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return end <= (later.lineno, later.col_offset)  # type: ignore[attr-defined,operator]
 
 
 def _moves(call: CallSite, text: str) -> bool:
@@ -66,7 +73,8 @@ def _state_of_value(facts: ScriptFacts, value: ast.expr, own_name: str | None) -
             continue
         break
     call = node if isinstance(node, ast.Call) else value
-    if own_name is not None and any(names.dotted(a) == own_name for a in call.args):
+    passed = [*call.args, *(kw.value for kw in call.keywords)]
+    if own_name is not None and any(names.dotted(a) == own_name for a in passed):
         return "keep"  # convert_sync_batchnorm(model), torch.compile(model)
     return FRESH if _builds_on_cpu(facts, call) else UNKNOWN
 

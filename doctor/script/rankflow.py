@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from . import names
 from .facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
@@ -35,16 +36,30 @@ def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
     return False
 
 
+_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging")
+_LOG_CONFIGURATION = frozenset(
+    {*_LOG_SETUPS, "dictConfig", "fileConfig", "addHandler", "log_to_stderr"}
+)
+_RANK_AWARE_SETUP = re.compile(r"log.*(dist|rank|master|main)|(dist|rank|master|main).*log", re.I)
+
+
+def logging_configured_here(facts: ScriptFacts) -> bool:
+    """The file sets logging up itself; otherwise who prints what is decided elsewhere
+    (often per rank: a launcher or an entry script the check does not see)."""
+    return any(facts.calls_by_key.get(key) for key in _LOG_CONFIGURATION)
+
+
 def logging_is_rank_aware(facts: ScriptFacts) -> bool:
-    """logging configured per rank: basicConfig/setLevel under a rank guard or with the rank."""
-    for key in ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging"):
+    """logging configured per rank: basicConfig/setLevel under a rank guard or with the rank,
+    or a set-up helper named for it (init_logger_dist, setup_logger(distributed_rank=...))."""
+    if any(_RANK_AWARE_SETUP.search(site.key) for site in facts.calls if "log" in site.key.lower()):
+        return True
+    for key in _LOG_SETUPS:
         for call in facts.calls_by_key.get(key, ()):
             if call.ctx.guard is not None:
                 return True
             values: list[ast.AST] = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-            for value in list(
-                values
-            ):  # level = INFO if rank == 0 else WARNING; basicConfig(level=level)
+            for value in list(values):  # level = INFO if rank == 0 else WARNING
                 if isinstance(value, ast.Name):
                     values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
             if any(

@@ -338,7 +338,12 @@ class Values:
         if reaching:
             return self._assigned(facts, reaching, depth)
         if path.startswith("self.") and ctx.class_name is not None:
-            own = [a for a in assignments if a.ctx.class_name == ctx.class_name]
+            later_here = {id(a) for a in local if _start(a.node) >= _start(at)}
+            own = [
+                a
+                for a in assignments
+                if a.ctx.class_name == ctx.class_name and id(a) not in later_here
+            ]
             return self._assigned(facts, _final(own), depth) if own else set()
         return set()
 

@@ -44,6 +44,24 @@ class _Walker:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
         self.imports = facts.imports
+        # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
+        self.flags: dict[object, dict[str, str]] = {}
+
+    def _flags(self, ctx: Context) -> dict[str, str]:
+        found = dict(self.flags.get(ctx.class_name, {})) if ctx.class_name else {}
+        found.update(self.flags.get(ctx.function, {}))
+        return found
+
+    def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
+        text = dotted(target)
+        if text is None:
+            return
+        polarity = guards.classify(value, self._flags(ctx))
+        scope: object = ctx.class_name if text.startswith("self.") else ctx.function
+        if polarity is not None:
+            self.flags.setdefault(scope, {})[text] = polarity
+        elif text in self.flags.get(scope, {}):
+            del self.flags[scope][text]
 
     # statements ------------------------------------------------------------------------------
 
@@ -57,7 +75,7 @@ class _Walker:
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
         ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
-        polarity = guards.flip(guards.classify(stmt.test))
+        polarity = guards.flip(guards.classify(stmt.test, self._flags(ctx)))
         return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
 
     def statement(self, stmt: ast.stmt, ctx: Context) -> None:
@@ -68,6 +86,7 @@ class _Walker:
             self.expr(stmt.value, ctx)
             for target in stmt.targets:
                 self.target(target, stmt.value, stmt, ctx)
+                self._remember_flag(target, stmt.value, ctx)
         elif kind is ast.AnnAssign:
             if stmt.value is not None:
                 self.expr(stmt.value, ctx)
@@ -114,6 +133,8 @@ class _Walker:
             for case in stmt.cases:
                 self.body(case.body, ctx)
         else:  # Raise, Assert, Delete, ...: only their expressions matter
+            if kind is ast.Assert:
+                self.facts.asserts.append((stmt, ctx))  # type: ignore[arg-type]
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
                     self.expr(child, ctx)
@@ -152,7 +173,7 @@ class _Walker:
             return
         body = _in_arm(ctx, node, node.test, arm=True)
         orelse = _in_arm(ctx, node, node.test, arm=False)
-        polarity = guards.classify(node.test)
+        polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             other = NONZERO if polarity == ZERO else ZERO
             body = body._replace(guard=RankGuard(polarity, node))
@@ -243,9 +264,7 @@ class _Walker:
             elif kind is ast.Name:
                 continue
             elif kind is ast.IfExp:
-                self.expr(node.test, ctx)  # type: ignore[attr-defined]
-                self.expr(node.body, _in_arm(ctx, node, node.test, arm=True))  # type: ignore[attr-defined]
-                self.expr(node.orelse, _in_arm(ctx, node, node.test, arm=False))  # type: ignore[attr-defined]
+                self.conditional(node, ctx)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Subscript:
                 self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
@@ -263,6 +282,18 @@ class _Walker:
                     stack.extend(item for item in child if item is not None)
                 else:
                     push(child)
+
+    def conditional(self, node: ast.IfExp, ctx: Context) -> None:
+        """`tqdm(loader) if is_master else loader`: each arm in its own context."""
+        self.expr(node.test, ctx)
+        body = _in_arm(ctx, node, node.test, arm=True)
+        orelse = _in_arm(ctx, node, node.test, arm=False)
+        polarity = guards.classify(node.test, self._flags(ctx))
+        if polarity is not None:
+            body = body._replace(guard=RankGuard(polarity, node))
+            orelse = orelse._replace(guard=RankGuard(guards.flip(polarity) or polarity, node))
+        self.expr(node.body, body)
+        self.expr(node.orelse, orelse)
 
     def _call_key(self, func: ast.expr) -> str:
         if isinstance(func, ast.Attribute):

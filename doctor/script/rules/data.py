@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
@@ -258,7 +259,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
         seeding call in the script uses the rank. Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
-        mp.spawn does not (the workers start afresh). Reported once, at the first call.
+        mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
+        comparison needs the same data on every rank). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -270,13 +272,17 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.manual_seed(42 + dist.get_rank())
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess:
+    if not flow.is_multiprocess or _is_test_file(facts.path):
         return
     workers = _spawned_code(facts)
     seeds = [
         s
         for s in facts.calls_to(*names.SEEDERS)
-        if flow.in_distributed_region(s.ctx) and (workers is None or _in_worker(facts, s, workers))
+        if (
+            _in_worker(facts, s, workers)
+            if workers is not None
+            else flow.in_distributed_region(s.ctx)
+        )
     ]
     if not seeds:
         return
@@ -291,6 +297,12 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
+
+
+def _is_test_file(path: str) -> bool:
+    name = os.path.basename(path)
+    parts = os.path.normpath(path).split(os.sep)
+    return name.startswith("test_") or name.endswith("_test.py") or "tests" in parts[:-1]
 
 
 def _spawned_code(facts: ScriptFacts) -> set[Function] | None:

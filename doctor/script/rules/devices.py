@@ -48,6 +48,8 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         if _is_gloo(init) or init.ctx.launch == SINGLE:
             continue
         pins = flow.pins_on_path(init.ctx)
+        if not pins and flow.calls_a_callback(init.ctx, init.node):
+            continue  # dispatch(fn): init, then the caller's function, which may pin
         if not pins:
             yield hit(
                 facts,
@@ -105,8 +107,9 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not (flow.init_calls or flow.ddp_wraps) or flow.pins_device_by_environment or flow.is_rpc:
         return
+    defaults = _default_values(facts)
     for site in _placements(facts):
-        if not flow.in_distributed_region(site.ctx):
+        if not flow.in_distributed_region(site.ctx) or id(site.node) in defaults:
             continue
         if site.ctx.launch is None and not flow.distributed_everywhere:
             continue  # shared by a single-process path: "cuda" is right there
@@ -146,6 +149,18 @@ def _literal_index(site: CallSite, device: ast.expr) -> ast.expr | None:
     if isinstance(device, ast.Constant) and is_hard_coded_index(device):
         return device
     return None
+
+
+def _default_values(facts: ScriptFacts) -> set[int]:
+    """Nodes inside parameter defaults (`device=torch.device("cuda")`): a device value for
+    later, not a placement."""
+    found: set[int] = set()
+    for function in facts.functions:
+        arguments = function.node.args
+        for default in [*arguments.defaults, *arguments.kw_defaults]:
+            if default is not None:
+                found.update(id(node) for node in ast.walk(default))
+    return found
 
 
 def _placements(facts: ScriptFacts) -> list[CallSite]:

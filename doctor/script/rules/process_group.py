@@ -9,6 +9,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
+from ..callgraph import DEPTH
 from ..facts import CallSite, Context, ScriptFacts, text_of
 from ..flow import flow_of
 from ..hits import ScriptHit, hit, location
@@ -102,7 +103,9 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         backend = init.argument(0, "backend")
         if backend is None or not _only_nccl(facts, backend, init):
             continue
-        if _chosen_by_check(facts, init.ctx) or _checked_in_callers(facts, init):
+        if _chosen_by_check(facts, init.ctx) or _gloo_beside(flow, init):
+            continue
+        if _checked_before(facts, init) or _checked_in_callers(facts, init):
             continue
         yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
 
@@ -131,7 +134,38 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
     return False
 
 
-def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = 3) -> bool:
+def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
+    """`if gpu_id >= 0: init("nccl") else: init("gloo")`: the other arm is the fallback."""
+    return any(
+        other is not init
+        and other.ctx.function is init.ctx.function
+        and other.ctx.excludes(init.ctx)
+        and _is_backend(other, "gloo")
+        for other in flow.init_calls
+    )
+
+
+def _is_backend(init: CallSite, name: str) -> bool:
+    backend = init.argument(0, "backend")
+    return isinstance(backend, ast.Constant) and backend.value == name
+
+
+def _checked_before(facts: ScriptFacts, site: CallSite) -> bool:
+    """`assert torch.cuda.device_count() >= 2` earlier in the function, or a decorator such
+    as `@unittest.skipIf(torch.cuda.device_count() < 2, ...)` on it."""
+    function = site.ctx.function
+    if function is not None and any(_asks_availability(d) for d in function.node.decorator_list):
+        return True
+    return any(
+        ctx.function is function
+        and (statement.lineno, statement.col_offset) < (site.node.lineno, site.node.col_offset)
+        and _asks_availability(statement.test)
+        for statement, ctx in facts.asserts
+    )
+
+
+def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) -> bool:
+    """A check around a call on the way here, up to `depth` callers (mp.spawn included)."""
     graph = facts.project.graph
     frontier = [(facts, init.ctx)]
     for _ in range(depth):
@@ -139,6 +173,8 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = 3) -> b
         for owner, ctx in frontier:
             for edge in graph.callers(graph.unit(owner, ctx)):
                 if _chosen_by_check(edge.facts, edge.site.ctx):
+                    return True
+                if _checked_before(edge.facts, edge.site):
                     return True
                 callers.append((edge.facts, edge.site.ctx))
         frontier = callers
@@ -184,6 +220,9 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     reach = graph.reaching("destroys", _destroys)
     if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
         return
+    starters = {graph.unit(facts, init.ctx) for init in flow.init_calls}
+    if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
+        return  # a caller (in another module) ends the group: run() { setup(); ...; destroy() }
     first = flow.init_calls[0]
     yield hit(facts, first.node, "init_process_group has no matching destroy_process_group()")
 

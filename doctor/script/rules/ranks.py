@@ -17,6 +17,7 @@ from ..hits import hit
 from ..rankflow import (
     collective_helpers,
     contains,
+    logging_configured_here,
     logging_is_rank_aware,
     mentions_rank,
     paired_collectives,
@@ -198,7 +199,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         (or in a function a loop calls, a few calls up: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
-        rank 0 or logging is configured per rank, and for messages that include the rank.
+        rank 0, for messages that include the rank, and for logging where the file does
+        not set logging up itself (it is configured elsewhere, often per rank) or sets it
+        up per rank.
     Why it matters:
         Every line appears world_size times, progress bars fight over the terminal, wandb
         starts one run per GPU and tensorboard writes one event file per rank.
@@ -215,7 +218,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_print = facts.print_overridden or bool(
         facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
     )
-    quiet_logging = logging_is_rank_aware(facts)
+    quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in facts.calls:
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx):
