@@ -320,18 +320,24 @@ class CallGraph:
 
     # loops -----------------------------------------------------------------------------------
 
-    def called_in_loop(self, unit: Function | None, depth: int = DEPTH) -> bool:
-        """Whether some call of the function runs inside a loop, a few callers up."""
+    def called_in_loop(
+        self, unit: Function | None, depth: int = DEPTH, within: set[Function] | None = None
+    ) -> bool:
+        """Whether some call of the function runs inside a loop, a few callers up (only
+        callers `within` a set of functions, when given)."""
         if unit is None or depth <= 0:
             return False
         return any(
-            edge.site.ctx.loops or self.called_in_loop(edge.site.ctx.function, depth - 1)
+            edge.site.ctx.loops or self.called_in_loop(edge.site.ctx.function, depth - 1, within)
             for edge in self.callers(unit)
-            if not edge.handed
+            if not edge.handed and (within is None or edge.caller in within)
         )
 
-    def in_loop(self, ctx: Context) -> bool:
-        return bool(ctx.loops) or self.called_in_loop(ctx.function)
+    def in_loop(
+        self, ctx: Context, depth: int = DEPTH, within: set[Function] | None = None
+    ) -> bool:
+        """Inside a loop, or in a function called in one (at most `depth` calls up)."""
+        return bool(ctx.loops) or self.called_in_loop(ctx.function, depth, within)
 
     # reach -----------------------------------------------------------------------------------
 

@@ -15,7 +15,16 @@ from functools import cached_property
 
 from . import names
 from .callgraph import DEPTH, CallGraph, Edge
-from .facts import SINGLE, Assignment, CallSite, Context, Function, ScriptFacts, position
+from .facts import (
+    DISTRIBUTED,
+    SINGLE,
+    Assignment,
+    CallSite,
+    Context,
+    Function,
+    ScriptFacts,
+    position,
+)
 from .guards import is_rank_like
 from .values import Values
 
@@ -325,17 +334,27 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     if cached is not None:
         return cached
     seeds: set[Function] = set()
+    conditional: set[Function] = set()  # marks only under `if self.is_ddp:`: not the callers'
     for facts in graph.files():
         for site in facts.calls:
-            if site.key in _MARK_KEYS and facts.resolve(site) in _RANK_MARKS:
-                seeds.add(graph.unit(facts, site.ctx))
-            elif site.key in _MARK_KEYS and facts.resolve(site) in names.SPAWN:
-                unit = graph.unit(facts, site.ctx)
+            if site.key not in _MARK_KEYS:
+                continue
+            qualified = facts.resolve(site)
+            unit = graph.unit(facts, site.ctx)
+            if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not _single(site):
+                (conditional if site.ctx.launch == DISTRIBUTED else seeds).add(unit)
+            elif qualified in names.SPAWN:
                 seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
-    callers = graph.closure(seeds, up=True, follow=lambda edge: not edge.spawned)
-    region = graph.closure(callers, up=False)
+    callers = graph.closure(seeds, up=True, follow=_runs_in_the_ranks)
+    region = graph.closure(callers | conditional, up=False)
     graph.__dict__["_distributed_region"] = region
     return region
+
+
+def _runs_in_the_ranks(edge: Edge) -> bool:
+    """A call that passes the rank's code up to its caller: not mp.spawn (the caller is the
+    parent), not one made only without a launcher (`if world_size == 1: run(0, 1)`)."""
+    return not edge.spawned and edge.site.ctx.launch != SINGLE
 
 
 def _single(site: CallSite) -> bool:

@@ -225,6 +225,8 @@ def launch_of(test: ast.expr) -> str | None:
         known = set(kinds) - {None}
         if isinstance(test.op, ast.And):  # every part must hold: one telling part decides
             return known.pop() if len(known) == 1 else None
+        if known == {SINGLE}:  # `world_size == 1 or not multi_gpus`: taken without a launch
+            return SINGLE
         return known.pop() if len(known) == 1 and None not in kinds else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _launch_compare(test.left, test.ops[0], test.comparators[0])

@@ -159,7 +159,7 @@ def _checked_before(facts: ScriptFacts, site: CallSite) -> bool:
     return any(
         ctx.function is function
         and (statement.lineno, statement.col_offset) < (site.node.lineno, site.node.col_offset)
-        and _asks_availability(statement.test)
+        and _asks_availability(statement.test, facts, ctx)
         for statement, ctx in facts.asserts
     )
 
@@ -181,11 +181,22 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
     return False
 
 
-def _asks_availability(test: ast.expr) -> bool:
-    return any(
-        isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
-        for node in ast.walk(test)
-    )
+def _asks_availability(
+    test: ast.expr, facts: ScriptFacts | None = None, ctx: Context | None = None
+) -> bool:
+    """The test calls an availability check, or (given where it is: an assert) uses a name
+    assigned one in the same function (`n_gpus = torch.cuda.device_count(); assert n_gpus
+    >= 2`). A branch on such a name only sizes the world."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS:
+            return True
+        if isinstance(node, ast.Name) and facts is not None and ctx is not None:
+            for assignment in facts.assignments_by_target.get(node.id, ()):
+                if assignment.ctx.function is ctx.function and _asks_availability(
+                    assignment.value
+                ):
+                    return True
+    return False
 
 
 @rule("DDP121", Remediation("Call dist.destroy_process_group() at the end, in a finally: block."))

@@ -10,8 +10,8 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, ScriptFacts, position, text_of
-from ..flow import flow_of
+from ..facts import CallSite, Context, ScriptFacts, position, text_of
+from ..flow import distributed_region, flow_of
 from ..guards import is_rank_like
 from ..hits import hit
 from ..rankflow import (
@@ -196,7 +196,7 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop
-        (or in a function a loop calls, a few calls up: a progress meter's display()),
+        (or in a function the loop calls directly: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, and for logging where the file does
@@ -240,7 +240,12 @@ def _log_kind(
     facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
 ) -> str | None:
     func = call.node.func
-    in_loop = facts.project.graph.in_loop
+    graph = facts.project.graph
+    region = distributed_region(graph)
+
+    def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
+        return graph.in_loop(ctx, depth=1, within=region)
+
     if call.key == "print" and isinstance(func, ast.Name):
         return "print" if not quiet_print and in_loop(call.ctx) else None
     if call.key in _LOG_METHODS and call.receiver is not None:
