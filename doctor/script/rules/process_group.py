@@ -136,13 +136,27 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
 
 def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
     """`if gpu_id >= 0: init("nccl") else: init("gloo")`: the other arm is the fallback."""
-    return any(
-        other is not init
-        and other.ctx.function is init.ctx.function
-        and other.ctx.excludes(init.ctx)
-        and _is_backend(other, "gloo")
-        for other in flow.init_calls
-    )
+    for other in flow.init_calls:
+        if other is init or other.ctx.function is not init.ctx.function:
+            continue
+        if not _is_backend(other, "gloo") or not other.ctx.excludes(init.ctx):
+            continue
+        arms = {id(b.node) for b in other.ctx.branches}
+        splits = [b.node for b in init.ctx.branches if id(b.node) in arms]
+        if any(_about_gpus(getattr(node, "test", None)) for node in splits):
+            return True
+    return False
+
+
+def _about_gpus(test: ast.expr | None) -> bool:
+    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`), not on the cluster (SLURM)."""
+    if test is None:
+        return False
+    for node in ast.walk(test):
+        name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
+            return True
+    return _asks_availability(test)
 
 
 def _is_backend(init: CallSite, name: str) -> bool:
@@ -181,6 +195,12 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
     return False
 
 
+def _is_availability_call(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
+    )
+
+
 def _asks_availability(
     test: ast.expr, facts: ScriptFacts | None = None, ctx: Context | None = None
 ) -> bool:
@@ -192,9 +212,8 @@ def _asks_availability(
             return True
         if isinstance(node, ast.Name) and facts is not None and ctx is not None:
             for assignment in facts.assignments_by_target.get(node.id, ()):
-                if assignment.ctx.function is ctx.function and _asks_availability(
-                    assignment.value
-                ):
+                value = assignment.value  # the count itself, not `count() if cuda else 1`
+                if assignment.ctx.function is ctx.function and _is_availability_call(value):
                     return True
     return False
 
