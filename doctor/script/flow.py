@@ -16,7 +16,6 @@ from functools import cached_property
 from . import names
 from .callgraph import DEPTH, CallGraph, Edge
 from .facts import (
-    DISTRIBUTED,
     SINGLE,
     Assignment,
     CallSite,
@@ -129,10 +128,14 @@ class Flow:
 
     @cached_property
     def is_multiprocess(self) -> bool:
-        """One process per GPU: a process group, DDP, a DistributedSampler or mp.spawn."""
+        """One process per GPU: a process group, DDP, a DistributedSampler or mp.spawn here,
+        or code of this file that runs in the ranks a helper module starts."""
         facts = self.facts
         samplers = [s for s in facts.calls_to(names.DISTRIBUTED_SAMPLER) if not _single(s)]
-        return bool(self.init_calls or self.ddp_wraps or samplers or facts.calls_to(*names.SPAWN))
+        if self.init_calls or self.ddp_wraps or samplers or facts.calls_to(*names.SPAWN):
+            return True
+        region = distributed_region(self.graph)
+        return any(unit in region for unit in [facts.module_unit, *facts.functions])
 
     @cached_property
     def set_device_calls(self) -> list[CallSite]:
@@ -334,7 +337,7 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     if cached is not None:
         return cached
     seeds: set[Function] = set()
-    conditional: set[Function] = set()  # marks only under `if self.is_ddp:`: not the callers'
+    parents: set[Function] = set()  # units that call mp.spawn: the parent process
     for facts in graph.files():
         for site in facts.calls:
             if site.key not in _MARK_KEYS:
@@ -342,13 +345,38 @@ def distributed_region(graph: CallGraph) -> set[Function]:
             qualified = facts.resolve(site)
             unit = graph.unit(facts, site.ctx)
             if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not _single(site):
-                (conditional if site.ctx.launch == DISTRIBUTED else seeds).add(unit)
+                seeds.add(unit)
             elif qualified in names.SPAWN:
+                parents.add(unit)
                 seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
-    callers = graph.closure(seeds, up=True, follow=_runs_in_the_ranks)
-    region = graph.closure(callers | conditional, up=False)
+
+    parents |= _parent_only(graph, parents, seeds)
+
+    def passes_up(edge: Edge) -> bool:
+        return _runs_in_the_ranks(edge) and edge.caller not in parents
+
+    callers = graph.closure(seeds, up=True, follow=passes_up)
+    region = graph.closure(callers, up=False)
     graph.__dict__["_distributed_region"] = region
     return region
+
+
+def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function]) -> set[Function]:
+    """Functions only the parent process calls (a `--generate` path beside mp.spawn)."""
+    if not parents:
+        return set()
+    found: set[Function] = set()
+    candidates = {e.callee for p in parents for e in graph.callees(p)} - started
+    changed = True
+    while changed:
+        changed = False
+        for unit in list(candidates - found):
+            edges = graph.callers(unit)
+            if edges and all(e.caller in parents or e.caller in found for e in edges):
+                found.add(unit)
+                candidates |= {e.callee for e in graph.callees(unit)} - started
+                changed = True
+    return found
 
 
 def _runs_in_the_ranks(edge: Edge) -> bool:

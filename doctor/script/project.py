@@ -243,12 +243,47 @@ class Project:
         if ref.name is None:  # import utils.dist as d / import utils
             return self.module(facts, ref.module, ref.level)
         source = self.module(facts, ref.module, ref.level)
-        if source is None:
-            return None
+        if source is None:  # a package folder without (or not given) its __init__.py
+            return self._in_package(facts, ref.module, ref.name, ref.level)
         found = self.top_level(source, ref.name, hops - 1)
         if found is None and os.path.basename(source.path) == "__init__.py":
             found = self._file_at(os.path.dirname(os.path.abspath(source.path)), ref.name)
         return found
+
+    def _in_package(
+        self, facts: ScriptFacts, package: str, name: str, level: int
+    ) -> Definition | None:
+        """`from denoiser import distrib` with denoiser/distrib.py; `from recbole.config
+        import Config` with Config defined in one module of recbole/config/."""
+        submodule = self.module(facts, f"{package}.{name}" if package else name, level)
+        if submodule is not None:
+            return submodule
+        folder = self._package_folder(facts, package, level)
+        if folder is None:
+            return None
+        for entry in sorted(self._listing(folder)):
+            if entry.endswith(".py") and entry != "__init__.py":
+                module = self._file_at(folder, entry[:-3])
+                if module is not None and (
+                    name in module.classes or name in module.functions_by_qualname
+                ):
+                    return self.top_level(module, name, 0)
+        return None
+
+    def _package_folder(self, facts: ScriptFacts, package: str, level: int) -> str | None:
+        here = os.path.dirname(os.path.abspath(facts.path))
+        parts = package.split(".") if package else []
+        if level:
+            for _ in range(level - 1):
+                here = os.path.dirname(here)
+            bases = [here]
+        else:
+            bases = self._search_bases(here)
+        for base in bases:
+            folder = os.path.join(base, *parts)
+            if os.path.isdir(folder):
+                return folder
+        return None
 
     def member(self, definition: Definition, name: str) -> Definition | None:
         if isinstance(definition, ScriptFacts):
