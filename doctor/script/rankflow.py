@@ -36,7 +36,7 @@ def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
     return False
 
 
-_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging")
+_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging", "dictConfig")
 _LOG_CONFIGURATION = frozenset(
     {*_LOG_SETUPS, "dictConfig", "fileConfig", "addHandler", "log_to_stderr"}
 )
@@ -59,9 +59,9 @@ def logging_is_rank_aware(facts: ScriptFacts) -> bool:
             if call.ctx.guard is not None:
                 return True
             values: list[ast.AST] = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-            for value in list(values):  # level = INFO if rank == 0 else WARNING
-                if isinstance(value, ast.Name):
-                    values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
+            used = {n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name)}
+            for name in used:  # level = INFO if rank == 0 else WARNING; {"level": level}
+                values += [a.value for a in facts.assignments_by_target.get(name, ())]
             if any(
                 is_rank_like(n) or isinstance(n, ast.IfExp) for v in values for n in ast.walk(v)
             ):

@@ -15,6 +15,7 @@ from ..flow import candidates, flow_of
 from ..hits import hit
 from ..rankflow import mentions_rank
 from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
+from ..values import PARAM, SPAWN_INDEX
 
 
 def _samplers(facts: ScriptFacts) -> SamplerFlow:
@@ -325,6 +326,21 @@ def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bo
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
-    """seed + rank, directly or through a name: `seed_offset = rank; manual_seed(1337 + seed_offset)`."""
+    """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
+    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    return any(mentions_rank(facts, value) for value in values)
+    if any(mentions_rank(facts, value) for value in values):
+        return True
+    flow = facts.project.values
+    for value in values:
+        for origin in flow.origins(facts, value, site.ctx):
+            helper = site.ctx.function
+            if origin.kind == PARAM and helper is not None and origin.node is helper.node:
+                return True  # a seeding helper nobody in the tree calls: its callers decide
+            if origin.kind == SPAWN_INDEX:
+                return True
+            if origin.node is not None and origin.facts is not None and (
+                mentions_rank(origin.facts, origin.node)
+            ):
+                return True
+    return False

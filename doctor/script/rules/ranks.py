@@ -199,7 +199,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         (or in a function the loop calls directly: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
-        rank 0, for messages that include the rank, and for logging where the file does
+        rank 0, for messages that include the rank, for reports of a NaN or a missing
+        gradient (printed by the rank it happened on), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
     Why it matters:
@@ -221,7 +222,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in facts.calls:
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
-        if kind is None or flow.runs_on_rank_zero_only(call.ctx):
+        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
             continue
         if not flow.in_distributed_region(call.ctx):
             continue
@@ -234,6 +235,28 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             {"kind": kind},
             cause=kind,
         )
+
+
+_ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
+
+
+def _diagnostic(ctx: Context) -> bool:
+    """Under `if torch.isnan(loss):` or `if p.grad is None:`: a rare event's report, printed
+    by the rank it happened on."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or not branch.arm:
+            continue
+        for node in ast.walk(test):
+            if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
+                return True
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.Is)
+                and names.last_identifier(node.left) == "grad"
+            ):
+                return True
+    return False
 
 
 def _log_kind(
