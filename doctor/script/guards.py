@@ -1,7 +1,8 @@
 """Rank guards: which `if` tests let only rank 0 (or only the other ranks) through.
 
 Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_rank in [-1, 0]`,
-`dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`), main-process predicates
+`dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`) or with another single rank
+(`rank == world_size - 1`: one rank, treated like rank 0), main-process predicates
 (`is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`), `not`, and
 `and`/`or` around them.
 """
@@ -78,9 +79,30 @@ def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | No
     if is_main_process_predicate(test):
         return ZERO
     if flags:
+        if isinstance(test, ast.Call):  # do_save(...) that returns False off rank 0
+            text = dotted(test.func)
+            return flags.get(f"{text}()") if text is not None else None
         text = dotted(test)
         return flags.get(text) if text is not None else None
     return None
+
+
+def rank_zero_predicate(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
+) -> bool:
+    """A function that starts with `if not is_master: return False`: true only on rank 0."""
+    for statement in function.body[:3]:
+        if not isinstance(statement, ast.If) or len(statement.body) != 1:
+            continue
+        returned = statement.body[0]
+        if (
+            isinstance(returned, ast.Return)
+            and isinstance(returned.value, ast.Constant)
+            and returned.value.value is False
+            and classify(statement.test, flags) == NONZERO
+        ):
+            return True
+    return False
 
 
 def flip(polarity: str | None) -> str | None:
@@ -139,8 +161,15 @@ def _classify_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | N
         if values is None or 0 not in values:
             return None
         return ZERO if isinstance(op, ast.In) else NONZERO
-    value = _int_constant(right)
+    value = _signed_constant(right)
     if value is None:
+        # `dist.get_rank() == world_size - 1`, `rank == src`: one rank only, like rank 0
+        if (
+            isinstance(op, ast.Eq)
+            and not isinstance(right, ast.Constant)
+            and not is_rank_like(right)
+        ):
+            return ZERO
         return None
     if isinstance(op, (ast.Eq, ast.Is)) and value == 0:
         return ZERO

@@ -7,7 +7,7 @@ import re
 
 from . import names
 from .facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
-from .guards import is_rank_like
+from .guards import is_main_process_predicate, is_rank_like
 
 
 def contains(outer: ast.AST, inner: ast.AST) -> bool:
@@ -36,23 +36,22 @@ def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
     return False
 
 
-_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging", "dictConfig")
-_LOG_CONFIGURATION = frozenset(
-    {*_LOG_SETUPS, "dictConfig", "fileConfig", "addHandler", "log_to_stderr"}
-)
-_RANK_AWARE_SETUP = re.compile(r"log.*(dist|rank|master|main)|(dist|rank|master|main).*log", re.I)
+_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "dictConfig")
+_LOG_CONFIGURATION = frozenset({*_LOG_SETUPS, "fileConfig", "addHandler", "log_to_stderr"})
+# A project's own set-up helper (setup_logger, init_logger_dist): trusted to know the rank.
+_LOG_HELPER = re.compile(r"(setup|init|config|configure|get_root)_?log", re.I)
 
 
 def logging_configured_here(facts: ScriptFacts) -> bool:
-    """The file sets logging up itself; otherwise who prints what is decided elsewhere
-    (often per rank: a launcher or an entry script the check does not see)."""
+    """The file sets logging up itself (the standard library's calls); otherwise who prints
+    what is decided elsewhere (often per rank: a launcher or an entry script not in view)."""
     return any(facts.calls_by_key.get(key) for key in _LOG_CONFIGURATION)
 
 
 def logging_is_rank_aware(facts: ScriptFacts) -> bool:
-    """logging configured per rank: basicConfig/setLevel under a rank guard or with the rank,
-    or a set-up helper named for it (init_logger_dist, setup_logger(distributed_rank=...))."""
-    if any(_RANK_AWARE_SETUP.search(site.key) for site in facts.calls if "log" in site.key.lower()):
+    """logging configured per rank: basicConfig/setLevel/dictConfig under a rank guard or
+    with the rank, or by the project's own set-up helper (setup_logger, init_logger_dist)."""
+    if any(_LOG_HELPER.search(site.key) for site in facts.calls if "log" in site.key.lower()):
         return True
     for key in _LOG_SETUPS:
         for call in facts.calls_by_key.get(key, ()):
@@ -63,7 +62,7 @@ def logging_is_rank_aware(facts: ScriptFacts) -> bool:
             for name in used:  # level = INFO if rank == 0 else WARNING; {"level": level}
                 values += [a.value for a in facts.assignments_by_target.get(name, ())]
             if any(
-                is_rank_like(n) or isinstance(n, ast.IfExp) for v in values for n in ast.walk(v)
+                is_rank_like(n) or is_main_process_predicate(n) for v in values for n in ast.walk(v)
             ):
                 return True
     return False

@@ -48,8 +48,11 @@ class _Walker:
         self.flags: dict[object, dict[str, str]] = {}
 
     def _flags(self, ctx: Context) -> dict[str, str]:
-        found = dict(self.flags.get(ctx.class_name, {})) if ctx.class_name else {}
-        found.update(self.flags.get(ctx.function, {}))
+        found = dict(self.flags.get(None, {}))  # module level
+        if ctx.class_name:
+            found.update(self.flags.get(ctx.class_name, {}))
+        if ctx.function is not None:
+            found.update(self.flags.get(ctx.function, {}))
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
@@ -149,6 +152,12 @@ class _Walker:
         decorators = tuple(last_identifier(d) or "" for d in node.decorator_list)
         function = Function(node.name, prefix + node.name, ctx.class_name, node, params, decorators)
         self.facts.functions.append(function)
+        if guards.rank_zero_predicate(node, self._flags(ctx)):
+            own = ctx.function if ctx.function is not None else ctx.class_name
+            text = (
+                f"self.{node.name}()" if ctx.class_name and not ctx.function else f"{node.name}()"
+            )
+            self.flags.setdefault(own, {})[text] = ZERO
         no_grad = any(name in _NO_GRAD for name in decorators)
         self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
 

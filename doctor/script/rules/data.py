@@ -339,8 +339,10 @@ def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
                 return True  # a seeding helper nobody in the tree calls: its callers decide
             if origin.kind == SPAWN_INDEX:
                 return True
-            if origin.node is not None and origin.facts is not None and (
-                mentions_rank(origin.facts, origin.node)
+            if (
+                origin.node is not None
+                and origin.facts is not None
+                and (mentions_rank(origin.facts, origin.node))
             ):
                 return True
     return False

@@ -196,9 +196,7 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
 
 
 def _is_availability_call(node: ast.expr) -> bool:
-    return (
-        isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
-    )
+    return isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
 
 
 def _asks_availability(
