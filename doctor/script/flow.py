@@ -149,9 +149,26 @@ class Flow:
             access.writes
             and access.name == "CUDA_VISIBLE_DEVICES"
             and access.value is not None
-            and any(is_rank_like(node) for node in ast.walk(access.value))
+            and self._per_rank(access.value, access.ctx)
             for access in self.facts.env
         )
+
+    def _per_rank(self, value: ast.expr, ctx: Context) -> bool:
+        """A value that differs per rank: the rank itself, mp.spawn's index, LOCAL_RANK (not
+        a configured GPU list such as `gpu_id`)."""
+        for node in ast.walk(value):
+            name = (
+                names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            )
+            if name is not None and "rank" in name.lower() and is_rank_like(node):
+                return True
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+                for origin in self.values.origins(self.facts, node, ctx):
+                    if origin.kind == "spawn-index" or (
+                        origin.kind in ("env", "option") and "RANK" in origin.name.upper()
+                    ):
+                        return True
+        return False
 
     @cached_property
     def uses_cuda(self) -> bool:
@@ -225,15 +242,31 @@ class Flow:
             if site.ctx.function is function
         )
 
-    def pins_on_path(self, ctx: Context, depth: int = DEPTH) -> list[tuple[ScriptFacts, CallSite]]:
-        """Pins anywhere in the function of `ctx` or in its callers (any order)."""
+    def pins_on_path(
+        self, ctx: Context, at: ast.AST, depth: int = DEPTH
+    ) -> list[tuple[ScriptFacts, CallSite, bool]]:
+        """Pins in the function of `ctx` or in its callers, each with whether it runs before
+        `at` (before the call that leads to `at`, in a caller). Callers are asked only when
+        the function pins nothing before `at` itself."""
+        return self._pins_on_path(ctx, at, depth, through=None)
+
+    def _pins_on_path(
+        self, ctx: Context, at: ast.AST, depth: int, through: ast.AST | None
+    ) -> list[tuple[ScriptFacts, CallSite, bool]]:
         unit = self.graph.unit(self.facts, ctx)
-        found = [(f, s) for f, s in self._pin_sites(unit) if not s.ctx.excludes(ctx)]
-        if found or depth <= 0:
+        found = [
+            (f, s, _runs_first(s.node, at))
+            for f, s in self._pin_sites(unit)
+            if not s.ctx.excludes(ctx) and s.node is not through  # the call on the way down
+        ]
+        if any(before for _, _, before in found) or depth <= 0:
             return found
         for edge in self.graph.callers(unit):
             if not edge.spawned:
-                found += Flow.of(edge.facts).pins_on_path(edge.site.ctx, depth - 1)
+                site = edge.site
+                found += Flow.of(edge.facts)._pins_on_path(
+                    site.ctx, site.node, depth - 1, site.node
+                )
         return found
 
     # DDP-wrapped models ----------------------------------------------------------------------
@@ -316,6 +349,18 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
         return False
     module = qualified.rpartition(".")[0]
     return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
+
+
+def _runs_first(pin: ast.AST, at: ast.AST) -> bool:
+    """The pin runs before (or as part of) `at`: earlier, the same call (init with
+    device_id), or inside its arguments (`Runner(rank).start()` builds Runner first)."""
+    if pin is at:
+        return True
+    end = (pin.end_lineno, pin.end_col_offset)  # type: ignore[attr-defined]
+    start = (at.lineno, at.col_offset)  # type: ignore[attr-defined]
+    stop = (at.end_lineno, at.end_col_offset)  # type: ignore[attr-defined]
+    inside = (pin.lineno, pin.col_offset) >= start and end <= stop  # type: ignore[attr-defined]
+    return end <= start or inside
 
 
 def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: ast.AST) -> bool:

@@ -232,12 +232,18 @@ _DISTRIBUTED_FLAGS = frozenset(
         "is_ddp",
         "ddp_enabled",
         "distributed_training",
-        "is_dist_avail_and_initialized",
-        "is_initialized",
-        "dist_is_initialized",
-        "is_dist_initialized",
         "using_ddp",
         "multi_process",
+    }
+)
+# The process group's state: true only in a launch, but `if not dist.is_initialized():
+# dist.init_process_group(...)` is the launch's own start, not a single-process branch.
+_GROUP_STATE = frozenset(
+    {
+        "is_initialized",
+        "is_dist_avail_and_initialized",
+        "dist_is_initialized",
+        "is_dist_initialized",
     }
 )
 _WORLD_SIZES = frozenset({"world_size", "num_processes", "ddp_world_size", "nprocs", "world"})
@@ -248,6 +254,8 @@ def launch_of(test: ast.expr) -> str | None:
     """DISTRIBUTED when the test holds only in a multi-process launch, SINGLE when only
     without one, None when it says nothing about the launch."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        if (last_identifier(test.operand) or "").lower() in _GROUP_STATE:
+            return None
         return other_launch(launch_of(test.operand))
     if isinstance(test, ast.BoolOp):
         kinds = [launch_of(value) for value in test.values]
@@ -260,7 +268,7 @@ def launch_of(test: ast.expr) -> str | None:
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _launch_compare(test.left, test.ops[0], test.comparators[0])
     name = last_identifier(test)
-    if name is not None and name.lower() in _DISTRIBUTED_FLAGS:
+    if name is not None and name.lower() in _DISTRIBUTED_FLAGS | _GROUP_STATE:
         return DISTRIBUTED
     return None
 

@@ -28,7 +28,8 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         init_process_group(device_id=...), a helper or class that calls it, a per-rank
         CUDA_VISIBLE_DEVICES) on its path: in its function, in the functions that call it, or
         in what those call, through the modules of the checked tree; or set_device only after
-        init_process_group in the same function (reported as info).
+        init_process_group on that path (reported as info), also when the two sit in
+        different functions (`setup()` inits, the caller pins afterwards).
     Why it matters:
         Until set_device runs, every rank's current device is cuda:0. NCCL's barrier and
         anything placed with "cuda" or .cuda() then creates contexts on GPU 0 for every rank:
@@ -47,7 +48,7 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
     for init in flow.init_calls:
         if _is_gloo(init) or init.ctx.launch == SINGLE:
             continue
-        pins = flow.pins_on_path(init.ctx)
+        pins = flow.pins_on_path(init.ctx, init.node)
         if not pins and flow.calls_a_callback(init.ctx, init.node):
             continue  # dispatch(fn): init, then the caller's function, which may pin
         if not pins:
@@ -58,14 +59,13 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
                 "every rank starts on cuda:0",
                 cause="no set_device",
             )
-            continue
-        here = [s for f, s in pins if f is facts and s.ctx.function is init.ctx.function]
-        if here and len(here) == len(pins) and all(position(s) > position(init) for s in here):
+        elif not any(before for _, _, before in pins):
+            owner, late, _ = min(pins, key=lambda pin: (pin[0] is not facts, position(pin[1])))
+            where = f"line {late.node.lineno}" + (f" of {owner.path}" if owner is not facts else "")
             yield hit(
                 facts,
                 init.node,
-                f"{text_of(here[0].node)} runs only after init_process_group (line "
-                f"{here[0].node.lineno})",
+                f"{text_of(late.node)} ({where}) runs only after init_process_group",
                 severity=Severity.INFO,
             )
 
