@@ -24,10 +24,19 @@ _EVAL_WORDS = frozenset(
 _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
 
+_EVAL_PREFIXES = ("val", "valid", "test", "eval")
+
+
 def looks_like_eval(*texts: str | None) -> bool:
-    """`val_sampler`, `self.test_loader`, `evalLoader`: named for evaluation."""
+    """`val_sampler`, `self.test_loader`, `evalLoader`, `valdataset`: named for evaluation."""
     for text in texts:
-        if text and any(w.lower() in _EVAL_WORDS for w in _WORD.findall(text.rsplit(".", 1)[-1])):
+        if not text:
+            continue
+        last = text.rsplit(".", 1)[-1]
+        if any(w.lower() in _EVAL_WORDS for w in _WORD.findall(last)):
+            return True
+        squashed = last.lower().lstrip("_")
+        if squashed.startswith(_EVAL_PREFIXES) and not squashed.startswith("value"):
             return True
     return False
 

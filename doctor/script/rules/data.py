@@ -10,6 +10,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
+from ..evalloaders import evaluation_factory_calls
 from ..facts import CallSite, Function, ScriptFacts, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
@@ -230,6 +231,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
         (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
+        Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
+        `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
+        the tree that builds a padding DistributedSampler a few calls down.
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -248,6 +252,18 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
                 f"{name} splits evaluation data with padding: metrics count some samples twice",
                 {"sampler": name},
             )
+    yield from _eval_loaders_from_factories(facts)
+
+
+def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
+    for site, factory in evaluation_factory_calls(facts):
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node)} builds an evaluation loader with {factory.name}(), which "
+            "pads it with a DistributedSampler: metrics count some samples twice",
+            {"factory": factory.qualname},
+        )
 
 
 @rule(
