@@ -209,6 +209,12 @@ class Project:
                 if module is not None:
                     found, rest = module, rest[cut:]
                     break
+        if found is None and rest and ref is not None and ref.name is not None:
+            # from tape import utils (a folder with no __init__.py); utils.setup_loader()
+            package = f"{ref.module}.{ref.name}" if ref.module else ref.name
+            folder = self._package_folder(facts, package, ref.level)
+            if folder is not None:
+                found, rest = self._folder_member(folder, rest[0]), rest[1:]
         for part in rest:
             if found is None:
                 return None
@@ -259,8 +265,13 @@ class Project:
         if submodule is not None:
             return submodule
         folder = self._package_folder(facts, package, level)
-        if folder is None:
-            return None
+        return self._folder_member(folder, name) if folder is not None else None
+
+    def _folder_member(self, folder: str, name: str) -> Definition | None:
+        """A module of a package folder, or a function or class one of its modules defines."""
+        module = self._file_at(folder, name)
+        if module is not None:
+            return module
         for entry in sorted(self._listing(folder)):
             if entry.endswith(".py") and entry != "__init__.py":
                 module = self._file_at(folder, entry[:-3])
