@@ -238,6 +238,8 @@ def _iterated(iterable: ast.expr) -> list[ast.expr]:
     """The names a loop iterates: `loader` in `enumerate(tqdm(loader))`; none in `range(n)`."""
     if isinstance(iterable, (ast.Name, ast.Attribute)):
         return [iterable]
+    if isinstance(iterable, ast.IfExp):  # tqdm(loader) if is_master else loader
+        return _iterated(iterable.body) + _iterated(iterable.orelse)
     if (
         isinstance(iterable, ast.Call)
         and names.last_identifier(iterable.func) in _WRAPPING_ITERATORS
