@@ -125,7 +125,8 @@ class SamplerFlow:
         found = set(self.values.origins(self.facts, value, ctx))
         for origin in list(found):
             call = origin.call
-            if call is not None and (origin.qualname or "").endswith("BatchSampler") and call.args:
+            wraps = (origin.qualname or origin.name or "").endswith("BatchSampler")
+            if call is not None and wraps and call.args:  # BatchSampler(sampler, ...)
                 site = origin.facts.site_of.get(id(call)) if origin.facts else None
                 if site is not None:
                     found |= self.values.origins(origin.facts, call.args[0], site.ctx)  # type: ignore[arg-type]
@@ -176,8 +177,11 @@ class SamplerFlow:
             if own in held:
                 found.append(call)
                 continue
-            if held & samplers or facts is not self.facts:
-                continue  # another sampler of this file, or an unknown one of another file
+            if held & samplers or any(_is_sampler(o) for o in held):
+                continue  # another DistributedSampler the data flow can name
+            if facts is not self.facts:
+                found.append(call)  # a set_epoch elsewhere on something unknown: maybe ours
+                continue
             text = names.dotted(call.receiver) if call.receiver is not None else None
             if text in receivers or text is None or text not in known:
                 found.append(call)
@@ -201,11 +205,16 @@ class SamplerFlow:
 
     @cached_property
     def has_manual_training_loop(self) -> bool:
-        """A loop over a loader or a backward() call: the script drives the epochs itself."""
-        if self.facts.methods_called("backward"):
+        """A loop over a loader or a backward() call (anywhere in the tree): the project
+        drives the epochs itself."""
+        if any(f.methods_called("backward") for f in self.flow.graph.files()):
             return True
         loader_names = set().union(*(u.loader_names for u in self.uses)) if self.uses else set()
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def _is_sampler(origin: Origin) -> bool:
+    return origin.kind == CALL and origin.qualname == names.DISTRIBUTED_SAMPLER
 
 
 def _loops(facts: ScriptFacts) -> list[tuple[ScriptFacts, Loop, set[Origin]]]:
