@@ -10,7 +10,7 @@ from ddp_doctor.registry import Hit, rule
 
 from .. import names
 from ..callgraph import DEPTH
-from ..facts import CallSite, Context, ScriptFacts, text_of
+from ..facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
 from ..flow import flow_of
 from ..hits import ScriptHit, hit, location
 from ..textscan import renamed_nccl_variables
@@ -220,7 +220,9 @@ def _asks_availability(
 def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A script that calls init_process_group and never destroy_process_group: not itself,
-        and not through a helper of the checked tree (a `cleanup()` in utils/dist.py).
+        not through a helper of the checked tree (a `cleanup()` in utils/dist.py), not in a
+        caller. A one-process group (for SyncBatchNorm without DDP) is not ended by a destroy
+        that runs only under `if is_ddp:`.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -235,8 +237,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         finally:
             dist.destroy_process_group()
     """
-    flow = flow_of(facts)
-    if not flow.init_calls or facts.calls_by_key.get("destroy_process_group"):
+    inits = facts.calls_to(names.INIT_PROCESS_GROUP)  # a one-process group too (SyncBatchNorm)
+    if not inits or facts.calls_by_key.get("destroy_process_group"):
         return  # called, or a helper of that name
     if any(
         names.last_identifier(value) == "destroy_process_group"
@@ -245,18 +247,31 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     ):
         return  # atexit.register(dist.destroy_process_group)
     graph = facts.project.graph
-    reach = graph.reaching("destroys", _destroys)
-    if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
+    for init in inits:
+        single = init.ctx.launch == SINGLE or _one_process(init)
+        key, direct = ("destroys-single", _destroys_single) if single else ("destroys", _destroys)
+        reach = graph.reaching(key, direct)
+        if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
+            return
+        starters = {graph.unit(facts, init.ctx)}
+        if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
+            continue  # a caller (in another module) ends the group: run() { setup(); destroy() }
+        yield hit(facts, init.node, "init_process_group has no matching destroy_process_group()")
         return
-    starters = {graph.unit(facts, init.ctx) for init in flow.init_calls}
-    if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
-        return  # a caller (in another module) ends the group: run() { setup(); ...; destroy() }
-    first = flow.init_calls[0]
-    yield hit(facts, first.node, "init_process_group has no matching destroy_process_group()")
 
 
 def _destroys(facts: ScriptFacts, site: CallSite) -> bool:
     return site.key == "destroy_process_group"
+
+
+def _destroys_single(facts: ScriptFacts, site: CallSite) -> bool:
+    """A destroy that also runs without a launcher (not only under `if is_ddp:`)."""
+    return _destroys(facts, site) and site.ctx.launch != DISTRIBUTED
+
+
+def _one_process(init: CallSite) -> bool:
+    count = init.keyword("world_size") or init.argument(3, "world_size")
+    return isinstance(count, ast.Constant) and count.value == 1
 
 
 _RENAMED_NCCL_VARIABLES = {
