@@ -12,6 +12,7 @@ linear in the number of calls.
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import NamedTuple
@@ -77,7 +78,11 @@ class CallGraph:
         func = site.node.func
         project = self.project
         if isinstance(func, ast.Name):
-            return _callable(project, project.definition(facts, func, site.ctx))
+            found = _callable(project, project.definition(facts, func, site.ctx))
+            function = site.ctx.function
+            if not found and function is not None and func.id in function.params:
+                return None  # main_func(*args): a callback, whose value the data flow knows
+            return found
         if not isinstance(func, ast.Attribute):
             return ()
         base, method = func.value, func.attr
@@ -116,6 +121,8 @@ class CallGraph:
         """`obj.method()`: the method of obj's class, when the data flow knows the class."""
         project = self.project
         func = site.node.func
+        if isinstance(func, ast.Name):
+            return self._callbacks(facts, site)
         assert isinstance(func, ast.Attribute)
         base, method = func.value, func.attr
         classes, foreign = project.values.classes_of(facts, base, site.ctx, site.node)
@@ -125,6 +132,16 @@ class CallGraph:
             return ()
         # an untyped receiver: a method of that name in this file's classes
         return tuple(m for c in facts.classes.values() if (m := c.methods.get(method)))
+
+    def _callbacks(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """`main_func(*args)` where the caller handed `main` over: launch(main, ...)."""
+        functions = self.project.functions_by_node
+        found = []
+        for origin in self.project.values.origins(facts, site.node.func, site.ctx):
+            function = functions.get(id(origin.node)) if origin.kind == "definition" else None
+            if function is not None:
+                found.append(function)
+        return tuple(found)
 
     def _super_method(self, cls: ClassInfo, method: str) -> tuple[Function, ...]:
         owner = self.project.owner(next(iter(cls.methods.values()))) if cls.methods else None
@@ -385,6 +402,9 @@ def _may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str])
     if site.key in defined:
         return True
     func = site.node.func
+    function = site.ctx.function
+    if isinstance(func, ast.Name) and function is not None and func.id in function.params:
+        return True  # main_func(*args): a callback handed in
     while isinstance(func, ast.Attribute):
         func = func.value
     if isinstance(func, ast.Name) and func.id in facts.imports.refs:
@@ -417,4 +437,7 @@ def _callable(project: Project, defined: object) -> tuple[Function, ...]:
     if isinstance(defined, ClassInfo):
         init = project.method(defined, "__init__")
         return (init,) if init is not None else ()
+    if isinstance(defined, ScriptFacts):  # `from yolox.core import launch` read as launch.py:
+        stem = os.path.splitext(os.path.basename(defined.path))[0]  # its launch() is meant
+        return _callable(project, project.top_level(defined, stem, 0))
     return ()

@@ -75,6 +75,15 @@ class Project:
         self.files.clear()
         self._owners.clear()
 
+    @property
+    def functions_by_node(self) -> dict[int, Function]:
+        """Every function of the tree by id of its `def` node (for the data flow's answers)."""
+        cached = self.__dict__.get("_by_node")
+        if cached is None or cached[0] != len(self._owners):
+            table = {id(function.node): function for function in self._owners}
+            cached = self.__dict__["_by_node"] = (len(self._owners), table)
+        return cached[1]
+
     def owner(self, function: Function) -> ScriptFacts:
         return self._owners[function]
 
