@@ -354,6 +354,13 @@ class Values:
             func_name = names.last_identifier(call.func)
             if func_name in _NAMESPACES:
                 return {Origin(OPTION, expr, base.facts, attr)}
+            copied = _copied_namespace(call)
+            if copied is not None:  # Config.load(**vars(args)): args' attributes, carried over
+                site = base.facts.site_of.get(id(call))
+                if site is not None:
+                    carried = ast.Attribute(value=copied, attr=attr, ctx=ast.Load())
+                    ast.copy_location(carried, call)
+                    return set(self._attribute(base.facts, carried, site.ctx, depth))
             qualname = base.qualname
             if attr == "module" and qualname in (names.DDP, names.DATA_PARALLEL):
                 site = base.facts.site_of.get(id(call))
@@ -401,6 +408,20 @@ class Values:
                 if value is not None and base.facts is not None:
                     found |= self.origins(base.facts, value, ctx, depth)
         return found or {Origin(OTHER, expr, facts)}
+
+
+def _copied_namespace(call: ast.Call) -> ast.expr | None:
+    """`X(**vars(args))`: the namespace whose attributes the new object takes over."""
+    for keyword in call.keywords:
+        value = keyword.value
+        if (
+            keyword.arg is None
+            and isinstance(value, ast.Call)
+            and value.args
+            and names.last_identifier(value.func) == "vars"
+        ):
+            return value.args[0]
+    return None
 
 
 def is_wrapper_test(test: ast.expr) -> bool:
