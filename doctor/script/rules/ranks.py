@@ -200,7 +200,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
-        gradient (printed by the rank it happened on), and for logging where the file does
+        gradient (printed by the rank it happened on), for a branch that turns itself off
+        (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
     Why it matters:
@@ -223,6 +224,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     for call in facts.calls:
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
+            continue
+        if _one_shot(facts, call.ctx):
             continue
         if not flow.in_distributed_region(call.ctx):
             continue
@@ -256,6 +259,22 @@ def _diagnostic(ctx: Context) -> bool:
                 and names.last_identifier(node.left) == "grad"
             ):
                 return True
+    return False
+
+
+def _one_shot(facts: ScriptFacts, ctx: Context) -> bool:
+    """`if need_profiling: log(...); need_profiling = False`: a branch that turns itself off,
+    so the loop around it logs once."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or not branch.arm:
+            continue
+        for name in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
+            for assignment in facts.assignments_by_target.get(name, ()):
+                value = assignment.value
+                inside = any(b.node is branch.node and b.arm for b in assignment.ctx.branches)
+                if inside and isinstance(value, ast.Constant) and value.value in (False, None):
+                    return True
     return False
 
 
