@@ -1,29 +1,26 @@
-"""The call graph of the checked tree: which function of the tree a call reaches, who calls
-whom, and which functions reach an effect (set_device, a print, a collective) a few calls deep.
+"""The call graph of the checked tree: who calls whom, and which functions reach an effect
+(set_device, a print, a collective) a few calls deep.
 
-A call resolves by name through the file's own definitions and its imports of the tree's
-modules (project.py); `self.m()` and `obj.m()` through the class of the receiver, found by the
-data flow (values.py); handing a function to a call (`mp.spawn(worker)`, `Process(target=run)`)
-counts as calling it. Module-level code is one more function per file (`module_unit`).
-Effects spread up from the calls that have them, at most `DEPTH` calls deep, so the work is
-linear in the number of calls.
+What a call runs is resolve.py's answer. Module-level code is one more function per file
+(`module_unit`). Edges are built in two passes: calls resolved by name first, then
+`obj.method()` and callbacks, whose receivers' values the data flow finds over the first
+pass's edges. Effects spread up from the calls that have them, at most `DEPTH` calls deep, so
+the work is linear in the number of calls.
 """
 
 from __future__ import annotations
 
-import ast
-import os
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import NamedTuple
 
 from . import names
-from .facts import ZERO, CallSite, ClassInfo, Context, Function, ScriptFacts
+from .facts import ZERO, CallSite, Context, Function, ScriptFacts
 from .project import Project
+from .resolve import Resolver, imported_names, may_reach_tree, passes_a_name
 
 DEPTH = 4  # calls followed below a function: helpers of helpers of helpers
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
-_FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
 _STARTERS = frozenset({"Process", "Thread", "spawn", "start_processes", "Pool", "submit"})
 
 
@@ -46,6 +43,7 @@ def _always(facts: ScriptFacts, site: CallSite) -> bool:
 class CallGraph:
     def __init__(self, project: Project) -> None:
         self.project = project
+        self.resolver = Resolver(project)
         self._targets: dict[int, tuple[Function, ...]] = {}
         self._reach: dict[str, dict[Function, int]] = {}
         Index = tuple[dict[Function, list[Edge]], dict[Function, list[Edge]]]
@@ -66,110 +64,13 @@ class CallGraph:
         if self._index is None and self._partial is None:
             self._edges  # noqa: B018  (resolves every call of the tree once)
             return self.targets(facts, site)
-        found = self._resolve(facts, site)
+        found = self.resolver.by_name(facts, site)
         if found is None:  # needs the receiver's class: the data flow, once edges exist
             if self._index is None:
                 return ()
-            found = self._typed(facts, site)
+            found = self.resolver.typed(facts, site)
         self._targets[key] = found
         return found
-
-    def _resolve(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...] | None:
-        func = site.node.func
-        project = self.project
-        if isinstance(func, ast.Name):
-            found = _callable(project, project.definition(facts, func, site.ctx))
-            function = site.ctx.function
-            if not found and function is not None and func.id in function.params:
-                return None  # main_func(*args): a callback, whose value the data flow knows
-            return found
-        if not isinstance(func, ast.Attribute):
-            return ()
-        base, method = func.value, func.attr
-        text = names.dotted(base)
-        if text in ("self", "cls") and site.ctx.class_name:
-            cls = facts.classes.get(site.ctx.class_name)
-            return _callable(project, project.method(cls, method) if cls else None)
-        if isinstance(base, ast.Call) and names.last_identifier(base.func) == "super":
-            cls = facts.classes.get(site.ctx.class_name or "")
-            return self._super_method(cls, method) if cls else ()
-        if text is not None and (defined := project.definition(facts, func, site.ctx)):
-            return _callable(project, defined)  # utils.setup(), Trainer.build()
-        if method not in self._reachable_methods(facts):
-            return ()
-        return None  # obj.method(): the receiver's class decides
-
-    def _reachable_methods(self, facts: ScriptFacts) -> frozenset[str]:
-        """Method names of the classes this file defines or imports from the tree: an
-        object of another class of the tree is rarely handed to it."""
-        cached = facts.__dict__.get("_reachable_methods")
-        if cached is None:
-            classes = list(facts.classes.values())
-            for local, ref in facts.imports.refs.items():
-                defined = self.project.top_level(facts, local) if ref.name else None
-                if isinstance(defined, ClassInfo):
-                    classes.append(defined)
-                elif ref.name is None or isinstance(defined, ScriptFacts):
-                    module = defined if isinstance(defined, ScriptFacts) else None
-                    module = module or self.project.module(facts, ref.module, ref.level)
-                    classes += list(module.classes.values()) if module else []
-            cached = frozenset(m for c in classes for m in c.methods)
-            facts.__dict__["_reachable_methods"] = cached
-        return cached
-
-    def _typed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
-        """`obj.method()`: the method of obj's class, when the data flow knows the class."""
-        project = self.project
-        func = site.node.func
-        if isinstance(func, ast.Name):
-            return self._callbacks(facts, site)
-        assert isinstance(func, ast.Attribute)
-        base, method = func.value, func.attr
-        classes, foreign = project.values.classes_of(facts, base, site.ctx, site.node)
-        if classes:
-            return tuple(m for c in classes if (m := project.method(c, method)) is not None)
-        if foreign or facts.qualname(func) is not None:
-            return ()
-        # an untyped receiver: a method of that name in this file's classes
-        return tuple(m for c in facts.classes.values() if (m := c.methods.get(method)))
-
-    def _callbacks(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
-        """`main_func(*args)` where the caller handed `main` over: launch(main, ...)."""
-        functions = self.project.functions_by_node
-        found = []
-        for origin in self.project.values.origins(facts, site.node.func, site.ctx):
-            function = functions.get(id(origin.node)) if origin.kind == "definition" else None
-            if function is not None:
-                found.append(function)
-        return tuple(found)
-
-    def _super_method(self, cls: ClassInfo, method: str) -> tuple[Function, ...]:
-        owner = self.project.owner(next(iter(cls.methods.values()))) if cls.methods else None
-        for base in cls.bases:
-            parent = self.project.resolve(owner, base, Context()) if owner else None
-            if isinstance(parent, ClassInfo):
-                found = self.project.method(parent, method)
-                if found is not None:
-                    return (found,)
-        return ()
-
-    def handed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
-        """Functions of the tree passed to a call: mp.spawn(worker), Process(target=run)."""
-        found: list[Function] = []
-        for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
-            defined: object = None
-            if isinstance(value, ast.Name) and not self.project.may_define(facts, value.id):
-                continue
-            if isinstance(value, ast.Name):
-                defined = self.project.definition(facts, value, site.ctx)
-            elif isinstance(value, ast.Attribute) and names.dotted(value.value) == "self":
-                cls = facts.classes.get(site.ctx.class_name or "")
-                defined = self.project.method(cls, value.attr) if cls else None
-            elif isinstance(value, ast.Attribute):
-                defined = self.project.definition(facts, value, site.ctx)
-            if isinstance(defined, Function):
-                found.append(defined)
-        return tuple(found)
 
     # edges -----------------------------------------------------------------------------------
 
@@ -191,22 +92,22 @@ class CallGraph:
         while index < len(ordered):
             facts = ordered[index]
             index += 1
-            defined = self.project.defined_names | _imported_names(facts)
+            defined = self.project.defined_names | imported_names(facts)
             for site in facts.calls:
-                if not _may_reach_tree(facts, site, defined):
+                if not may_reach_tree(facts, site, defined):
                     self._targets[id(site.node)] = ()
                     continue  # torch.save, x.to(...): nothing of the tree is called
-                found = self._resolve(facts, site)
+                found = self.resolver.by_name(facts, site)
                 if found is None:
                     untyped.append((facts, site))
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into, _passes_a_name(site, defined))
+                self._add(facts, site, found, out, into, passes_a_name(site, defined))
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         for facts, site in untyped:
-            found = self._typed(facts, site)
+            found = self.resolver.typed(facts, site)
             self._targets[id(site.node)] = found
             self._add(facts, site, found, out, into, False)
         self._index, self._partial = (out, into), None
@@ -226,7 +127,7 @@ class CallGraph:
             return
         caller = self.unit(facts, site.ctx)
         edges = [Edge(facts, site, caller, f) for f in found]
-        passed = self.handed(facts, site) if handed else ()
+        passed = self.resolver.handed(facts, site) if handed else ()
         if passed:
             spawned = site.key in _STARTERS or (facts.resolve(site) or "") in names.SPAWN
             edges += [Edge(facts, site, caller, f, True, spawned) for f in passed]
@@ -387,57 +288,7 @@ class CallGraph:
         return found
 
 
-def _imported_names(facts: ScriptFacts) -> frozenset[str]:
-    """Names a file imports (a module of the tree not read yet may define them)."""
-    cached = facts.__dict__.get("_imported_names")
-    if cached is None:
-        refs = facts.imports.refs
-        cached = frozenset(refs) | frozenset(r.name for r in refs.values() if r.name)
-        facts.__dict__["_imported_names"] = cached
-    return cached
-
-
-def _may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str]) -> bool:
-    """A cheap look before resolving: could this call reach a function of the tree?"""
-    if site.key in defined:
-        return True
-    func = site.node.func
-    function = site.ctx.function
-    if isinstance(func, ast.Name) and function is not None and func.id in function.params:
-        return True  # main_func(*args): a callback handed in
-    while isinstance(func, ast.Attribute):
-        func = func.value
-    if isinstance(func, ast.Name) and func.id in facts.imports.refs:
-        ref = facts.imports.refs[func.id]
-        foreign = facts.imports.names.get(func.id, "").split(".")[0] in _FOREIGN_ROOTS
-        if (ref.name is None or ref.level) and not foreign:
-            return True  # utils.setup(), from . import dist; dist.init()
-    return _passes_a_name(site, defined)
-
-
-def _passes_a_name(site: CallSite, defined: frozenset[str]) -> bool:
-    """Whether a call hands over something named like a function of the tree."""
-    for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
-        if isinstance(value, ast.Name) and value.id in defined:
-            return True
-        if isinstance(value, ast.Attribute) and value.attr in defined:
-            return True
-    return False
-
-
 def _zero_at(ctx: Context, known: set[Function]) -> bool:
     if ctx.guard is not None:
         return ctx.guard.polarity == ZERO
     return ctx.function is not None and ctx.function in known
-
-
-def _callable(project: Project, defined: object) -> tuple[Function, ...]:
-    if isinstance(defined, Function):
-        return (defined,)
-    if isinstance(defined, ClassInfo):
-        init = project.method(defined, "__init__")
-        return (init,) if init is not None else ()
-    if isinstance(defined, ScriptFacts):  # `from yolox.core import launch` read as launch.py:
-        stem = os.path.splitext(os.path.basename(defined.path))[0]  # its launch() is meant
-        return _callable(project, project.top_level(defined, stem, 0))
-    return ()

@@ -332,3 +332,21 @@ def _is_env_read(node: ast.expr, name: str) -> bool:
 def _is_environ(node: ast.AST) -> bool:
     name = last_identifier(node)
     return name == "environ"
+
+
+def is_wrapper_test(test: ast.expr) -> bool:
+    """`hasattr(model, "module")`, `isinstance(model, (DDP, DataParallel))`: true only for a
+    wrapped model."""
+    if not isinstance(test, ast.Call) or len(test.args) != 2:
+        return False
+    name = last_identifier(test.func)
+    second = test.args[1]
+    if name == "hasattr":
+        return isinstance(second, ast.Constant) and second.value == "module"
+    if name == "isinstance":
+        kinds = second.elts if isinstance(second, ast.Tuple) else [second]
+        return any(
+            "DataParallel" in (last_identifier(k) or "") or (last_identifier(k) == "DDP")
+            for k in kinds
+        )
+    return False

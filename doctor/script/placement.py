@@ -7,9 +7,13 @@ A small data flow over one function: the assignments to the model's name and the
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from . import names
-from .facts import MODULE, CallSite, ClassInfo, Function, ScriptFacts, position
+from .facts import MODULE, CallSite, ClassInfo, Context, Function, ScriptFacts, position
+
+if TYPE_CHECKING:
+    from .values import Origin, Values
 
 FRESH = "fresh"  # built here, still on the CPU
 MOVED = "moved"
@@ -167,3 +171,43 @@ def _index_of_device_call(call: ast.Call) -> int | None:
             second.value if isinstance(second, ast.Constant) and type(second.value) is int else None
         )
     return None
+
+
+_DEVICE_BUILDERS = frozenset({"device", "format", "join"})
+
+
+def device_sources(
+    facts: ScriptFacts, values: Values, expr: ast.expr, ctx: Context, depth: int = 3
+) -> set[Origin]:
+    """The origins of every value a device expression is computed from: `args.local_rank` in
+    `f"cuda:{args.local_rank}"`, `torch.device("cuda", gpu)`, `gpu % n`, or in a name that
+    holds such a device."""
+    from .values import CALL, CONVERSIONS
+
+    found: set[Origin] = set()
+    stack: list[ast.AST] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            for origin in values.origins(facts, node, ctx):
+                found.add(origin)
+                call = origin.call
+                if (
+                    depth > 0
+                    and origin.kind == CALL
+                    and call is not None
+                    and call is not node
+                    and origin.facts is not None
+                    and names.last_identifier(call.func) in _DEVICE_BUILDERS
+                ):
+                    site = origin.facts.site_of.get(id(call))
+                    if site is not None:
+                        found |= device_sources(origin.facts, values, call, site.ctx, depth - 1)
+            if not isinstance(node, ast.Call):
+                continue
+            if names.last_identifier(node.func) not in _DEVICE_BUILDERS | CONVERSIONS:
+                continue
+            stack.extend([*node.args, *(kw.value for kw in node.keywords)])
+            continue
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    return found

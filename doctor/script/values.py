@@ -19,8 +19,10 @@ import ast
 from collections.abc import Iterable
 
 from . import names
+from . import reaching as reaching_mod
 from .callgraph import DEPTH
 from .facts import MODULE, ClassInfo, Context, Function, ScriptFacts
+from .guards import is_wrapper_test
 from .project import Project
 
 CALL = "call"  # a call we do not see through
@@ -40,7 +42,7 @@ _RETURNS_SELF = frozenset(
     {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "to_empty"}
     | {"requires_grad_", "share_memory"}
 )
-_CONVERSIONS = frozenset({"int", "str", "float"})
+CONVERSIONS = frozenset({"int", "str", "float"})
 _WRAPPERS = (names.DDP, names.DATA_PARALLEL)
 _NAMESPACES = frozenset({"parse_args", "parse_known_args"})
 
@@ -168,9 +170,9 @@ class Values:
 
     def _call(self, facts: ScriptFacts, call: ast.Call, ctx: Context, depth: int) -> set[Origin]:
         func = call.func
-        if isinstance(func, ast.Name) and func.id in _CONVERSIONS and call.args:
+        if isinstance(func, ast.Name) and func.id in CONVERSIONS and call.args:
             return set(self.origins(facts, call.args[0], ctx, depth))
-        env = _env_name(call)
+        env = reaching_mod.env_name(call)
         if env is not None:
             return {Origin(ENV, call, facts, env)}
         made = Origin(CALL, call, facts)
@@ -193,7 +195,7 @@ class Values:
         found: set[Origin] = set()
         for value in owner.returns.get(function.qualname, ()):
             ctx = owner.return_contexts.get(id(value), Context(function=function))
-            element = _element(value, index)
+            element = reaching_mod.element(value, index)
             if element is not None:
                 found |= self.origins(owner, element, ctx, depth)
             else:
@@ -210,7 +212,7 @@ class Values:
             local = [
                 a for a in facts.assignments_by_target.get(name, ()) if a.ctx.function is function
             ]
-            reaching = _reaching(local, ctx, at)
+            reaching = reaching_mod.reaching(local, ctx, at)
             if reaching:
                 return self._assigned(facts, reaching, depth)
             if name in function.params:
@@ -226,7 +228,7 @@ class Values:
             if a.ctx.function is None and a.ctx.class_name is None
         ]
         if module_level:
-            chosen = _reaching(module_level, ctx, at) if ctx.module_level else []
+            chosen = reaching_mod.reaching(module_level, ctx, at) if ctx.module_level else []
             return self._assigned(facts, chosen or module_level, depth)
         return self._global(facts, name, depth)
 
@@ -248,7 +250,7 @@ class Values:
             if assignment.element:
                 found.add(Origin(OTHER, assignment.node, facts))  # an element of the iterable
                 continue
-            value = _element(assignment.value, assignment.index)
+            value = reaching_mod.element(assignment.value, assignment.index)
             if value is not None:
                 found |= self.origins(facts, value, assignment.ctx, depth)
             elif isinstance(assignment.value, ast.Call):
@@ -279,9 +281,9 @@ class Values:
             if edge.handed:
                 found |= self._handed_argument(edge, index, depth) if edge.spawned else unknown
                 continue
-            argument = _argument(site.node, function, index, name, self._bound(edge))
+            argument = reaching_mod.argument(site.node, function, index, name, self._bound(edge))
             if argument is None:
-                argument = _default(function, name)
+                argument = reaching_mod.default(function, name)
                 if argument is None:
                     found |= unknown
                     continue
@@ -334,17 +336,19 @@ class Values:
         if not assignments:
             return set()
         local = [a for a in assignments if a.ctx.function is ctx.function]
-        reaching = _reaching(local, ctx, at)
+        reaching = reaching_mod.reaching(local, ctx, at)
         if reaching:
             return self._assigned(facts, reaching, depth)
         if path.startswith("self.") and ctx.class_name is not None:
-            later_here = {id(a) for a in local if _start(a.node) >= _start(at)}
+            later_here = {
+                id(a) for a in local if reaching_mod.start_of(a.node) >= reaching_mod.start_of(at)
+            }
             own = [
                 a
                 for a in assignments
                 if a.ctx.class_name == ctx.class_name and id(a) not in later_here
             ]
-            return self._assigned(facts, _final(own), depth) if own else set()
+            return self._assigned(facts, reaching_mod.final(own), depth) if own else set()
         return set()
 
     def _member(self, base: Origin, expr: ast.Attribute, depth: int) -> set[Origin]:
@@ -354,7 +358,7 @@ class Values:
             func_name = names.last_identifier(call.func)
             if func_name in _NAMESPACES:
                 return {Origin(OPTION, expr, base.facts, attr)}
-            copied = _copied_namespace(call)
+            copied = reaching_mod.copied_namespace(call)
             if copied is not None:  # Config.load(**vars(args)): args' attributes, carried over
                 site = base.facts.site_of.get(id(call))
                 if site is not None:
@@ -387,7 +391,7 @@ class Values:
                 for a in owner.assignments_by_target.get(f"self.{attr}", ())
                 if a.ctx.class_name == cls.name
             ]
-            return self._assigned(owner, _final(own), depth) if own else set()
+            return self._assigned(owner, reaching_mod.final(own), depth) if own else set()
         return set()
 
     def _item(
@@ -404,187 +408,14 @@ class Values:
         found: set[Origin] = set()
         if key is not None:
             for base in self.origins(facts, expr.value, ctx, depth):
-                value = _dict_value(base.node, key)
+                value = reaching_mod.dict_value(base.node, key)
                 if value is not None and base.facts is not None:
                     found |= self.origins(base.facts, value, ctx, depth)
         return found or {Origin(OTHER, expr, facts)}
-
-
-def _copied_namespace(call: ast.Call) -> ast.expr | None:
-    """`X(**vars(args))`: the namespace whose attributes the new object takes over."""
-    for keyword in call.keywords:
-        value = keyword.value
-        if (
-            keyword.arg is None
-            and isinstance(value, ast.Call)
-            and value.args
-            and names.last_identifier(value.func) == "vars"
-        ):
-            return value.args[0]
-    return None
-
-
-def is_wrapper_test(test: ast.expr) -> bool:
-    """`hasattr(model, "module")`, `isinstance(model, (DDP, DataParallel))`: true only for a
-    wrapped model."""
-    if not isinstance(test, ast.Call) or len(test.args) != 2:
-        return False
-    name = names.last_identifier(test.func)
-    second = test.args[1]
-    if name == "hasattr":
-        return isinstance(second, ast.Constant) and second.value == "module"
-    if name == "isinstance":
-        kinds = second.elts if isinstance(second, ast.Tuple) else [second]
-        return any(
-            "DataParallel" in (names.last_identifier(k) or "")
-            or (names.last_identifier(k) == "DDP")
-            for k in kinds
-        )
-    return False
 
 
 def _union(parts: Iterable[Origins]) -> set[Origin]:
     found: set[Origin] = set()
     for part in parts:
         found |= part
-    return found
-
-
-def _reaching(assignments: list, ctx: Context, at: ast.AST | None) -> list:  # type: ignore[type-arg]
-    """The assignments whose value may still be there at `at`: earlier ones, not in another
-    arm of a condition, and not overwritten by a later one that runs whenever `at` runs."""
-    if at is None or not hasattr(at, "lineno"):
-        return list(assignments)
-    start = (at.lineno, at.col_offset)  # type: ignore[attr-defined]
-    before = [a for a in assignments if _end(a.node) <= start and not a.ctx.excludes(ctx)]
-    return [
-        a
-        for a in before
-        if not any(_start(b.node) > _start(a.node) and ctx.within(b.ctx) for b in before)
-    ]
-
-
-def _final(assignments: list) -> list:  # type: ignore[type-arg]
-    """The assignments still in force when their function returns: `self.model = model.to(d)`
-    then `self.model = DDP(self.model)` in __init__ leaves only the second for other methods."""
-    return [
-        a
-        for a in assignments
-        if not any(
-            b.ctx.function is a.ctx.function
-            and _start(b.node) > _start(a.node)
-            and not b.ctx.branches
-            for b in assignments
-        )
-    ]
-
-
-def _start(node: ast.AST) -> tuple[int, int]:
-    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-
-def _end(node: ast.AST) -> tuple[int, int]:
-    return (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-
-
-def _element(value: ast.expr, index: tuple[int, ...]) -> ast.expr | None:
-    """The part of `value` an unpacking target gets, or None when it cannot be told."""
-    for position in index:
-        if isinstance(value, (ast.Tuple, ast.List)) and position < len(value.elts):
-            if any(isinstance(e, ast.Starred) for e in value.elts[: position + 1]):
-                return None
-            value = value.elts[position]
-        else:
-            return None
-    return value
-
-
-def _argument(
-    call: ast.Call, function: Function, index: int, name: str, bound: bool
-) -> ast.expr | None:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    position = index - 1 if bound else index
-    if position < 0:
-        return None
-    args = call.args
-    if position < len(args) and not any(isinstance(a, ast.Starred) for a in args[: position + 1]):
-        return args[position]
-    return None
-
-
-def _default(function: Function, name: str) -> ast.expr | None:
-    arguments = function.node.args
-    positional = arguments.posonlyargs + arguments.args
-    defaults = arguments.defaults
-    offset = len(positional) - len(defaults)
-    for position, argument in enumerate(positional):
-        if argument.arg == name and position >= offset:
-            return defaults[position - offset]
-    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=False):
-        if argument.arg == name:
-            return default
-    return None
-
-
-def _env_name(call: ast.Call) -> str | None:
-    """`os.environ.get("X")`, `os.getenv("X")`."""
-    func = call.func
-    if not isinstance(func, ast.Attribute) or func.attr not in ("get", "getenv") or not call.args:
-        return None
-    owner = names.dotted(func.value) or ""
-    if not (owner == "os" or owner.endswith("environ")):
-        return None
-    key = call.args[0]
-    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
-
-
-def _dict_value(node: ast.AST | None, key: object) -> ast.expr | None:
-    if isinstance(node, ast.Dict):
-        for k, v in zip(node.keys, node.values, strict=False):
-            if isinstance(k, ast.Constant) and k.value == key:
-                return v
-    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "dict":
-        for keyword in node.keywords:
-            if keyword.arg == key:
-                return keyword.value
-    return None
-
-
-_DEVICE_BUILDERS = frozenset({"device", "format", "join"})
-
-
-def device_sources(
-    facts: ScriptFacts, values: Values, expr: ast.expr, ctx: Context, depth: int = 3
-) -> set[Origin]:
-    """The origins of every value a device expression is computed from: `args.local_rank` in
-    `f"cuda:{args.local_rank}"`, `torch.device("cuda", gpu)`, `gpu % n`, or in a name that
-    holds such a device."""
-    found: set[Origin] = set()
-    stack: list[ast.AST] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-            for origin in values.origins(facts, node, ctx):
-                found.add(origin)
-                call = origin.call
-                if (
-                    depth > 0
-                    and origin.kind == CALL
-                    and call is not None
-                    and call is not node
-                    and origin.facts is not None
-                    and names.last_identifier(call.func) in _DEVICE_BUILDERS
-                ):
-                    site = origin.facts.site_of.get(id(call))
-                    if site is not None:
-                        found |= device_sources(origin.facts, values, call, site.ctx, depth - 1)
-            if not isinstance(node, ast.Call):
-                continue
-            if names.last_identifier(node.func) not in _DEVICE_BUILDERS | _CONVERSIONS:
-                continue
-            stack.extend([*node.args, *(kw.value for kw in node.keywords)])
-            continue
-        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
     return found

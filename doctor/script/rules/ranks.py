@@ -11,8 +11,8 @@ from ddp_doctor.registry import Hit, rule
 
 from .. import names
 from ..facts import CallSite, Context, ScriptFacts, position, text_of
-from ..flow import distributed_region, flow_of
-from ..guards import is_rank_like
+from ..flow import flow_of
+from ..guards import is_rank_like, is_wrapper_test
 from ..hits import hit
 from ..rankflow import (
     collective_helpers,
@@ -23,7 +23,7 @@ from ..rankflow import (
     paired_collectives,
     save_calls,
 )
-from ..values import is_wrapper_test
+from ..region import distributed_region
 
 
 @rule(
