@@ -48,7 +48,8 @@ class SamplerUse:
     site: CallSite
     names: set[str] = field(default_factory=set)  # what holds the sampler
     loaders: list[CallSite] = field(default_factory=list)
-    loader_names: set[str] = field(default_factory=set)
+    loader_names: set[str] = field(default_factory=set)  # what holds the loader, here
+    returned_to: set[str] = field(default_factory=set)  # ... in callers of a loader factory
 
     @property
     def shuffles(self) -> bool:
@@ -69,7 +70,7 @@ class SamplerUse:
     def receivers(self) -> set[str]:
         """Texts that reach this sampler: `sampler`, `loader.sampler`, `loader.batch_sampler.sampler`."""
         found = set(self.names)
-        for loader in self.loader_names:
+        for loader in self.loader_names | self.returned_to:
             found |= {
                 f"{loader}.sampler",
                 f"{loader}.batch_sampler.sampler",
@@ -99,7 +100,9 @@ class SamplerFlow:
             for loader in self.loaders:
                 if self._feeds(use, loader):
                     use.loaders.append(loader)
-                    use.loader_names |= self._names_of_loader(loader)
+                    target = self.flow.target_of(loader.node)
+                    use.loader_names |= {target} if target else set()
+                    use.returned_to |= self._names_of_loader(loader) - use.loader_names
             found.append(use)
         return found
 
@@ -209,7 +212,11 @@ class SamplerFlow:
         drives the epochs itself."""
         if any(f.methods_called("backward") for f in self.flow.graph.files()):
             return True
-        loader_names = set().union(*(u.loader_names for u in self.uses)) if self.uses else set()
+        loader_names = (
+            set().union(*(u.loader_names | u.returned_to for u in self.uses))
+            if self.uses
+            else set()
+        )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
 
 

@@ -174,7 +174,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
 
 def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
     sampler = ", ".join(sorted(use.names)) or "DistributedSampler(...)"
-    loaders = ", ".join(sorted(use.loader_names))
+    loaders = ", ".join(sorted(use.loader_names | use.returned_to))
     via = f" (feeding {loaders})" if loaders else ""
     return hit(
         facts,
@@ -251,6 +251,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
                 use.site.node,
                 f"{name} splits evaluation data with padding: metrics count some samples twice",
                 {"sampler": name},
+                cause="evaluation sampler",
             )
     yield from _eval_loaders_from_factories(facts)
 
@@ -263,6 +264,7 @@ def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
             f"{text_of(site.node)} builds an evaluation loader with {factory.name}(), which "
             "pads it with a DistributedSampler: metrics count some samples twice",
             {"factory": factory.qualname},
+            cause="evaluation sampler",
         )
 
 
@@ -351,7 +353,12 @@ def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
     for value in values:
         for origin in flow.origins(facts, value, site.ctx):
             helper = site.ctx.function
-            if origin.kind == PARAM and helper is not None and origin.node is helper.node:
+            if (
+                origin.kind == PARAM
+                and helper is not None
+                and origin.node is helper.node
+                and not facts.project.graph.callers(helper)
+            ):
                 return True  # a seeding helper nobody in the tree calls: its callers decide
             if origin.kind == SPAWN_INDEX:
                 return True

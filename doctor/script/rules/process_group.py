@@ -238,8 +238,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
             dist.destroy_process_group()
     """
     inits = facts.calls_to(names.INIT_PROCESS_GROUP)  # a one-process group too (SyncBatchNorm)
-    if not inits or facts.calls_by_key.get("destroy_process_group"):
-        return  # called, or a helper of that name
+    if not inits:
+        return
     if any(
         names.last_identifier(value) == "destroy_process_group"
         for site in facts.calls
