@@ -10,6 +10,7 @@ the work is linear in the number of calls.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import NamedTuple
@@ -106,13 +107,30 @@ class CallGraph:
                 self._add(facts, site, found, out, into, passes_a_name(site, defined))
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
+        handed_to = self._handed_to(out)
         for facts, site in untyped:
-            found = self.resolver.typed(facts, site)
+            if _calls_a_parameter(site) and site.ctx.function not in handed_to:
+                found = ()  # model(batch), loss_fn(x): no function of the tree was handed here
+            else:
+                found = self.resolver.typed(facts, site)
             self._targets[id(site.node)] = found
             self._add(facts, site, found, out, into, False)
         self._index, self._partial = (out, into), None
         self.project.values.forget()  # answers given over the first pass's edges only
         return self._index
+
+    @staticmethod
+    def _handed_to(out: dict[Function, list[Edge]]) -> set[Function]:
+        """Functions that may receive a function of the tree as an argument: those a call
+        hands one to (launch(main) -> launch), and what they spawn or hand on."""
+        receivers: set[Function] = set()
+        for edges in out.values():
+            for edge in edges:
+                if edge.handed:
+                    receivers |= {e.callee for e in out.get(edge.caller, ()) if e.site is edge.site}
+        for receiver in list(receivers):
+            receivers |= {e.callee for e in out.get(receiver, ()) if e.handed}
+        return receivers
 
     def _add(
         self,
@@ -286,6 +304,12 @@ class CallGraph:
                         reached_now.append(reached)
             frontier = reached_now
         return found
+
+
+def _calls_a_parameter(site: CallSite) -> bool:
+    function = site.ctx.function
+    func = site.node.func
+    return isinstance(func, ast.Name) and function is not None and func.id in function.params
 
 
 def _zero_at(ctx: Context, known: set[Function]) -> bool:

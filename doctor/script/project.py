@@ -21,6 +21,7 @@ from .names import dotted
 Definition = Function | ClassInfo | ScriptFacts
 
 _MAX_CONTEXT_FILES = 200  # modules read only for context, per check
+_FOREIGN_PACKAGES = frozenset({"torch", "numpy", "os", "typing", "collections", "logging"})
 _MAX_HOPS = 4  # re-exports followed (`from .dist import setup` in a package __init__)
 
 
@@ -38,6 +39,7 @@ class Project:
         self._missing: set[str] = set()
         self._modules: dict[tuple[str, str, int], ScriptFacts | None] = {}
         self._listings: dict[str, frozenset[str]] = {}
+        self._folders: dict[tuple[str, str, int], str | None] = {}
         self._resolved: dict[tuple[int, str, int], Definition | None] = {}
 
     @classmethod
@@ -135,7 +137,11 @@ class Project:
             for _ in range(level - 1):
                 base = os.path.dirname(base)
             return self._file_at(base, module)
+        top = module.split(".")[0]
         for base in self._search_bases(here):
+            listing = self._listing(base)
+            if top not in listing and f"{top}.py" not in listing:
+                continue  # torch, numpy, ...: not beside us
             found = self._file_at(base, module)
             if found is not None:
                 return found
@@ -291,7 +297,15 @@ class Project:
         return None
 
     def _package_folder(self, facts: ScriptFacts, package: str, level: int) -> str | None:
-        here = os.path.dirname(os.path.abspath(facts.path))
+        here = facts.__dict__.get("_folder") or os.path.dirname(os.path.abspath(facts.path))
+        key = (here, package, level)
+        if key not in self._folders:
+            self._folders[key] = self._find_folder(here, package, level)
+        return self._folders[key]
+
+    def _find_folder(self, here: str, package: str, level: int) -> str | None:
+        if package.split(".")[0] in _FOREIGN_PACKAGES:
+            return None
         parts = package.split(".") if package else []
         if level:
             for _ in range(level - 1):
@@ -301,7 +315,8 @@ class Project:
             bases = self._search_bases(here)
         for base in bases:
             folder = os.path.join(base, *parts)
-            if os.path.isdir(folder):
+            parent, last = os.path.split(folder)
+            if last in self._listing(parent) and os.path.isdir(folder):
                 return folder
         return None
 

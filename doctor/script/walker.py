@@ -48,6 +48,8 @@ class _Walker:
         self.flags: dict[object, dict[str, str]] = {}
 
     def _flags(self, ctx: Context) -> dict[str, str]:
+        if not self.flags:
+            return _NO_FLAGS
         found = dict(self.flags.get(None, {}))  # module level
         if ctx.class_name:
             found.update(self.flags.get(ctx.class_name, {}))
@@ -56,6 +58,8 @@ class _Walker:
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
+        if type(value) in _NOT_TESTS:
+            return  # x = f(...), x = 3: no rank test
         text = dotted(target)
         if text is None:
             return
@@ -332,6 +336,9 @@ class _Walker:
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
 
 
+_NO_FLAGS: dict[str, str] = {}
+# Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
+_NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _NOT_CHILDREN = frozenset(
     {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "attr", "arg", "id"}

@@ -187,6 +187,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+_LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
 
 
 @rule(
@@ -221,7 +222,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
     )
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
-    for call in facts.calls:
+    for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
             continue
