@@ -14,8 +14,8 @@ from ddp_doctor.script.analyze import load_for_context, prepare
 from ddp_doctor.script.callgraph import DEPTH
 from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, ScriptFacts
 from ddp_doctor.script.files import PYTHON
+from ddp_doctor.script.origins import CONSTANT, ENV, OPTION, SPAWN_INDEX
 from ddp_doctor.script.project import Project
-from ddp_doctor.script.values import CONSTANT, ENV, OPTION, SPAWN_INDEX
 
 
 def facts_of(source: str, path: str = "train.py") -> ScriptFacts:

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from . import names
 from .facts import CallSite, Function, ScriptFacts
 from .flow import flow_of
+from .origins import CALL
 from .samplers import looks_like_eval
-from .values import CALL
 
 _DATA_KEYWORDS = ("dataset", "data", "split", "path", "name", "mode")
 _LOADERS = (names.DATA_LOADER, names.DISTRIBUTED_SAMPLER)

@@ -16,7 +16,8 @@ from functools import cached_property
 from . import names
 from .facts import CallSite, Context, Loop, ScriptFacts
 from .flow import candidates, flow_of
-from .values import CALL, Origin, Values
+from .origins import CALL, Origin
+from .values import Values
 
 _EVAL_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"}

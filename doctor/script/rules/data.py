@@ -14,9 +14,9 @@ from ..evalloaders import evaluation_factory_calls
 from ..facts import CallSite, Function, ScriptFacts, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
+from ..origins import PARAM, SPAWN_INDEX
 from ..rankflow import mentions_rank
 from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
-from ..values import PARAM, SPAWN_INDEX
 
 
 def _samplers(facts: ScriptFacts) -> SamplerFlow:

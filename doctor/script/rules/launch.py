@@ -11,9 +11,10 @@ from ddp_doctor.registry import Hit, rule
 from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..hits import ScriptHit, hit, location
+from ..origins import ATTRIBUTE, OPTION
 from ..placement import device_sources
 from ..textscan import is_launcher_path, launch_in_string, launch_mentions
-from ..values import ATTRIBUTE, OPTION, Values
+from ..values import Values
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 _PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})

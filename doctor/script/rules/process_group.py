@@ -13,8 +13,8 @@ from ..callgraph import DEPTH
 from ..facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
 from ..flow import flow_of
 from ..hits import ScriptHit, hit, location
+from ..origins import CONSTANT
 from ..textscan import renamed_nccl_variables
-from ..values import CONSTANT
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 

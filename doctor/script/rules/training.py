@@ -12,8 +12,8 @@ from .. import names
 from ..facts import Assignment, CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit
+from ..origins import CALL, Origin
 from ..placement import device_index
-from ..values import CALL, Origin
 
 _REDUCTIONS = frozenset({"mean", "sum"})
 

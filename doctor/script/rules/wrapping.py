@@ -12,8 +12,8 @@ from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit
+from ..origins import CALL, Origin
 from ..placement import FRESH, device_state_before, is_device_move, is_hard_coded_index
-from ..values import CALL, Origin
 
 
 @rule(
