@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.script.analyze import load_for_context, prepare
+from ddp_doctor.script.analyze import analyze, load_for_context, prepare, script_rules
 from ddp_doctor.script.callgraph import DEPTH
 from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, ScriptFacts
 from ddp_doctor.script.files import PYTHON
@@ -271,3 +271,13 @@ def test_a_module_not_given_is_read_for_context(tmp_path: Path) -> None:
     targets = train.project.graph.targets(train, call(train, "pin(0)"))
     assert [t.qualname for t in targets] == ["pin"]
     assert str(tmp_path / "helpers.py") in train.project.context_only
+
+
+def test_a_very_long_chain_of_names_is_unknown_not_a_crash() -> None:
+    chain = "\n".join(f"    x{i} = x{i - 1}" for i in range(1, 2000))
+    source = (
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+        f"def main(m):\n    x0 = DDP(m)\n{chain}\n    torch.save(x1999.state_dict(), 'a.pt')\n"
+    )
+    findings = analyze("chain.py", source, PYTHON, script_rules())
+    assert "DDP903" not in {f.code for f in findings}

@@ -51,6 +51,9 @@ _WRAPPERS = (names.DDP, names.DATA_PARALLEL)
 _NAMESPACES = frozenset({"parse_args", "parse_known_args"})
 
 
+_MAX_NESTING = 120  # values followed inside one another (each takes a few stack frames)
+
+
 class Values:
     def __init__(self, project: Project) -> None:
         self.project = project
@@ -72,6 +75,8 @@ class Values:
             return found
         if key in self._active:
             return NOTHING  # a cycle: x = f(x)
+        if len(self._active) > _MAX_NESTING:  # x3000 = x2999 = ...: unknown, not a crash
+            return frozenset({Origin(OTHER, expr, facts)})
         self._active.add(key)
         try:
             found = frozenset(self._origins(facts, expr, ctx, depth))
