@@ -66,21 +66,64 @@ _DISTRIBUTED = re.compile(
 _TRAINING = re.compile(rb"\.backward\(|def train")
 
 
-def build_corpus(wanted: int, per_package: int) -> None:
-    DOWNLOADS.mkdir(parents=True, exist_ok=True)
-    for requirement in PACKAGES:
-        name = re.split(r"[=<>]", requirement)[0].lower().replace("-", "_")
-        if any(name in p.name.lower().replace("-", "_") for p in DOWNLOADS.iterdir()):
+def download_packages(
+    requirements: tuple[str, ...] = PACKAGES,
+    into: Path = DOWNLOADS,
+    wheels: frozenset[str] = frozenset(),
+    sdists: frozenset[str] = frozenset(),
+) -> None:
+    """`pip download --no-deps` each pinned release into `into`, once.
+
+    The sdist is preferred (it carries the examples and tools a wheel leaves out). Its metadata
+    is prepared without build isolation first (nothing to download or compile), then with it
+    (only the build requirements of this one package, as wheels); where both fail, the
+    release's wheel is taken. Requirements in `wheels` are fetched as wheels only, those in
+    `sdists` as sdists only; for them a download of the other kind does not count.
+    """
+    into.mkdir(parents=True, exist_ok=True)
+    for requirement in requirements:
+        name, _, version = requirement.partition("==")
+        have = [
+            p.name
+            for p in into.iterdir()
+            if _normal(p.name).startswith(f"{_normal(name)}_{version}")
+        ]
+        if requirement in wheels:
+            have = [n for n in have if n.endswith(".whl")]
+        elif requirement in sdists:
+            have = [n for n in have if not n.endswith(".whl")]
+        if have:
             continue
         print(f"downloading {requirement}", file=sys.stderr)
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(DOWNLOADS)]
-        done = subprocess.run([*command, "--no-binary", ":all:", requirement], check=False)
-        if done.returncode != 0:
-            subprocess.run([*command, requirement], check=False)
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(into)]
+        sdist = [*command, "--no-binary", name, requirement]
+        wheel = [*command, "--only-binary", ":all:", requirement]
+        tries = [[*sdist, "--no-build-isolation"], sdist, wheel]
+        if requirement in wheels:
+            tries = [wheel]
+        elif requirement in sdists:
+            tries = tries[:2]
+        for attempt in tries:
+            last = attempt is tries[-1]
+            stderr = None if last else subprocess.DEVNULL
+            if subprocess.run(attempt, check=False, stderr=stderr).returncode == 0:
+                break
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def build_corpus(wanted: int, per_package: int) -> None:
+    download_packages()
     if FILES.exists():
         shutil.rmtree(FILES)
     chosen = 0
+    # DOWNLOADS is shared with bench_accuracy.py: take only the releases listed here
+    releases = tuple(_normal(r.replace("==", "_")) for r in PACKAGES)
     for archive in sorted(DOWNLOADS.iterdir()):
+        if not _normal(archive.name).startswith(releases):
+            continue
         package = re.split(r"-\d", archive.name, maxsplit=1)[0]
         taken = 0
         for member, data in sorted(_python_members(archive)):

@@ -60,9 +60,34 @@ def test_text_is_one_line_per_finding_like_ruff(project: Path) -> None:
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert any(
-        line.startswith(f"train.py:{SAMPLER_LINE}:15: DDP113 [set-epoch-missing] ")
+        line.startswith(f"train.py:{SAMPLER_LINE}:15: error: DDP113 [set-epoch-missing] ")
         for line in lines
     )
+
+
+def test_verbose_text_shows_the_fix(project: Path) -> None:
+    lines = check("train.py", "-v").stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if " DDP113 " in line)
+    assert lines[at + 1].strip().startswith("fix: ") and "set_epoch" in lines[at + 1]
+
+
+def test_the_same_mistake_on_many_lines_is_one_finding(tmp_path: Path) -> None:
+    script = tmp_path / "many.py"
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\n\n\n"
+        "def main(model, batch, target):\n"
+        "    dist.init_process_group('nccl')\n"
+        "    model = model.cuda()\n"
+        "    batch = batch.cuda()\n"
+        "    target = target.to('cuda')\n"
+        "    return model(batch), target\n",
+        encoding="utf-8",
+    )
+    document = json.loads(check(str(script), "--format", "json").stdout)
+    placements = [f for f in document["findings"] if f["code"] == "DDP127"]
+    assert len(placements) == 1
+    assert placements[0]["location"]["line"] == 7
+    assert placements[0]["evidence"]["also_lines"] == [8, 9]
 
 
 def test_json_has_the_run_schema_with_locations(project: Path) -> None:
@@ -217,11 +242,12 @@ def test_launch_files_are_scanned_as_text(monkeypatch: pytest.MonkeyPatch) -> No
     }
     assert where == {
         ("train_legacy.sh", 3, "DDP124"),
-        ("train_legacy.sh", 6, "DDP102"),
-        ("train_legacy.sh", 7, "DDP102"),
+        ("train_legacy.sh", 6, "DDP102"),  # and line 7: one finding per file
         ("job.yaml", 4, "DDP102"),
         ("README.md", 4, "DDP102"),
     }
+    legacy = next(f for f in document["findings"] if f["location"]["line"] == 6)
+    assert legacy["evidence"]["also_lines"] == [7]
 
 
 # bad input -----------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 A fixture is fixtures/scripts/<CODE>_<name>.py: a prelude (docstring, imports), then
 `# Errors` and `# OK`, each holding cases separated by `# ---`. Each case is checked on its
 own (the prelude plus that case; other lines blanked so line numbers stay true), because
-several rules judge a whole file. `# expect: CODE[, CODE]` marks the line a finding must be on.
+several rules judge a whole file. `# expect: CODE[, CODE]` marks the line a finding must be on;
+`# also: CODE` a line that a finding on an earlier line names as the same mistake again (one
+finding per cause).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ddp_doctor.script.runner import check_paths
 SCRIPTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts"
 REALISTIC = SCRIPTS / "realistic"
 _EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+_ALSO = re.compile(r"#\s*also:\s*([A-Z0-9, ]+)")
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,13 @@ class Case:
     first_line: int
     source: str
     expected: Counter[tuple[int, str]]
+    also: Counter[tuple[int, str]]
 
 
-def expectations(lines: list[str]) -> Counter[tuple[int, str]]:
+def expectations(lines: list[str], marker: re.Pattern[str] = _EXPECT) -> Counter[tuple[int, str]]:
     found: Counter[tuple[int, str]] = Counter()
     for number, line in enumerate(lines, start=1):
-        match = _EXPECT.search(line)
+        match = marker.search(line)
         if match:
             for code in match.group(1).split(","):
                 if code.strip():
@@ -63,7 +67,9 @@ def split_cases(fixture: Path) -> list[Case]:
                 kept = set(range(prelude_end)) | set(range(chunk_start, index))
                 text = [line if i in kept else "" for i, line in enumerate(lines)]
                 expected = expectations(text)
-                cases.append(Case(fixture, part, chunk_start + 1, "\n".join(text) + "\n", expected))
+                also = expectations(text, _ALSO)
+                source = "\n".join(text) + "\n"
+                cases.append(Case(fixture, part, chunk_start + 1, source, expected, also))
                 chunk_start = index + 1
     return cases
 
@@ -86,13 +92,19 @@ def findings_for(case: Case) -> list:
 def test_rule_fixture(case: Case) -> None:
     code = fixture_code(case.fixture)
     watched = {code} | {c for _, c in case.expected}
-    found = Counter((f.location.line, f.code) for f in findings_for(case) if f.code in watched)
+    findings = [f for f in findings_for(case) if f.code in watched]
+    found = Counter((f.location.line, f.code) for f in findings)
     if case.part == "OK":
         assert not case.expected, "an OK case must not expect findings"
         assert not found, f"{code} fired on an OK case: {sorted(found)}"
     else:
         assert case.expected, "an Errors case must expect at least one finding"
         assert found == case.expected
+        assert also_lines(findings) == case.also
+
+
+def also_lines(findings: list) -> Counter[tuple[int, str]]:
+    return Counter((line, f.code) for f in findings for line in f.evidence.get("also_lines", ()))
 
 
 def test_every_errors_part_expects_its_own_code() -> None:
@@ -113,9 +125,49 @@ def test_realistic_script(script: Path) -> None:
     found = Counter(
         (f.location.line, f.code) for f in outcome.findings if f.severity >= Severity.WARNING
     )
-    assert found == expectations(script.read_text(encoding="utf-8").splitlines())
+    lines = script.read_text(encoding="utf-8").splitlines()
+    assert found == expectations(lines)
+    kept = [f for f in outcome.findings if f.severity >= Severity.WARNING]
+    assert also_lines(kept) == expectations(lines, _ALSO)
 
 
 def test_correct_realistic_scripts_exist() -> None:
     correct = [p for p in REALISTIC_SCRIPTS if "# expect:" not in p.read_text(encoding="utf-8")]
     assert len(correct) >= 4
+
+
+PROJECTS = sorted(p for p in (SCRIPTS / "projects").iterdir() if p.is_dir())
+
+
+def marked(root: Path, marker: re.Pattern[str] = _EXPECT) -> Counter[tuple[Path, int, str]]:
+    found: Counter[tuple[Path, int, str]] = Counter()
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for (line, code), count in expectations(lines, marker).items():
+            found[(path.resolve(), line, code)] += count
+    return found
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_project(project: Path) -> None:
+    """Several modules checked as one tree: a helper in another module counts."""
+    outcome = check_paths([str(project)])
+    kept = [f for f in outcome.findings if f.severity >= Severity.WARNING]
+    found = Counter((Path(f.location.path).resolve(), f.location.line, f.code) for f in kept)
+    assert found == marked(project)
+    also = Counter(
+        (Path(f.location.path).resolve(), line, f.code)
+        for f in kept
+        for line in f.evidence.get("also_lines", ())
+    )
+    assert also == marked(project, _ALSO)
+
+
+def test_a_file_checked_alone_reads_the_modules_it_imports() -> None:
+    """utils/dist.py is read for context (its set_device counts) but not reported on."""
+    pinned = check_paths([str(SCRIPTS / "projects" / "pinned_in_helper" / "train.py")])
+    assert pinned.checked == 1 and not pinned.findings
+    unpinned = check_paths([str(SCRIPTS / "projects" / "unpinned_helper" / "train.py")])
+    assert {(Path(f.location.path).name, f.code) for f in unpinned.findings} == {
+        ("train.py", "DDP127")
+    }

@@ -1,4 +1,5 @@
-"""`check`'s default format: one line per finding, `path:line:col: CODE [name] message`, like ruff."""
+"""`check`'s default format: one line per finding, `path:line:col: severity: CODE [name] message`
+(the compiler's shape, with ruff's code and name); `-v` adds the fix under each."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def finding_line(finding: Finding) -> str:
         place = "-"
     else:
         place = ":".join([where.path, str(where.line or 1), str(where.column or 1)])
-    return f"{place}: {finding.code} [{finding.name}] {finding.message}"
+    return f"{place}: {finding.severity.word}: {finding.code} [{finding.name}] {finding.message}"
 
 
 def summary(findings: tuple[Finding, ...] | list[Finding], checked_files: int | None) -> str:

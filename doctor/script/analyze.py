@@ -1,4 +1,9 @@
-"""One file in, its findings out: parse once, walk once, run every selected script rule."""
+"""One file in, its findings out: parse once, walk once, run every selected script rule.
+
+`prepare` turns a file's text into facts; `judge` runs the rules on them once every file of
+the tree is prepared (rules may follow calls into the other files); `analyze` does both for a
+file checked on its own.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
 
 from .facts import ScriptFacts
-from .files import PYTHON
+from .files import PYTHON, Candidate, read_text
+from .hits import merge_causes
+from .project import Project
 from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
-from .suppress import without_suppressed
+from .suppress import is_suppressed, suppressions, without_suppressed
 from .walker import build_facts
 
 RULE_CRASHED = "DDP903"
@@ -25,21 +32,48 @@ def script_rules() -> list[RuleSpec]:
 
 
 def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> list[Finding]:
-    """The findings for one file's text, suppression comments applied."""
-    if kind == PYTHON:
-        parsed = parse(path, source)
-        if isinstance(parsed, Finding):
-            return [parsed]
-        try:
-            facts = build_facts(path, source, parsed)
-        except RecursionError:
-            return [unreadable(path, "nested too deeply to analyse")]
-    else:
-        facts = ScriptFacts(path=path, source=source, tree=None)
+    """The findings for one file's text checked on its own, suppression comments applied."""
+    prepared = prepare(path, source, kind)
+    if isinstance(prepared, Finding):
+        return [prepared]
+    if not prepared.is_python:
+        return judge(prepared, rules)
+    project = Project.of([prepared], load=load_for_context)
+    try:
+        return judge(prepared, rules)
+    finally:
+        project.close()
+
+
+def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:
+    """The facts of one file, or the finding that says why it cannot be checked."""
+    if kind != PYTHON:
+        return ScriptFacts(path=path, source=source, tree=None)
+    parsed = parse(path, source)
+    if isinstance(parsed, Finding):
+        return parsed
+    try:
+        return build_facts(path, source, parsed)
+    except RecursionError:
+        return unreadable(path, "nested too deeply to analyse")
+
+
+def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
+    """Every rule on one file: suppressed lines dropped, then one finding per cause."""
+    table = suppressions(facts.source)
     findings: list[Finding] = []
     for spec in rules:
-        findings.extend(_run_guarded(spec, facts))
-    return without_suppressed(findings, source)
+        findings.extend(_run_guarded(spec, facts, table))
+    return without_suppressed(findings, facts.source)
+
+
+def load_for_context(path: str) -> ScriptFacts | None:
+    """A module of the tree that no path given to `check` names, read to answer questions."""
+    text = read_text(Candidate(path, PYTHON))
+    if not isinstance(text, str):
+        return None
+    prepared = prepare(path, text, PYTHON)
+    return prepared if isinstance(prepared, ScriptFacts) else None
 
 
 def parse(path: str, source: str) -> ast.Module | Finding:
@@ -64,12 +98,26 @@ def unreadable(path: str, reason: str) -> Finding:
     )
 
 
-def _run_guarded(spec: RuleSpec, facts: ScriptFacts) -> list[Finding]:
+def _run_guarded(spec: RuleSpec, facts: ScriptFacts, table: dict[int, set[str]]) -> list[Finding]:
     try:
-        return spec.run(facts)
+        found = [spec.finding(h) for h in merge_causes(_kept(spec, facts, table))]
     except Exception as error:  # one broken rule must not hide the others' findings
         frames = traceback.extract_tb(error.__traceback__)
         where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
         message = f"rule {spec.code} ({spec.name}) crashed on this file: {type(error).__name__}: {error}{where}"
         crash = Hit(message, {"rule": spec.code}, location=Location(facts.path))
         return [spec_for(RULE_CRASHED).finding(crash)]
+    return found
+
+
+def _kept(spec: RuleSpec, facts: ScriptFacts, table: dict[int, set[str]]) -> list[Hit]:
+    assert spec.check is not None
+    hits = sorted(spec.check(facts), key=_place)
+    if not table:
+        return hits
+    return [h for h in hits if not is_suppressed(spec.finding(h), table)]
+
+
+def _place(found: Hit) -> tuple[int, int]:
+    where = found.location
+    return (where.line or 0, where.column or 0) if where is not None else (0, 0)

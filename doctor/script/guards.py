@@ -1,7 +1,8 @@
 """Rank guards: which `if` tests let only rank 0 (or only the other ranks) through.
 
 Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_rank in [-1, 0]`,
-`dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`), main-process predicates
+`dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`) or with another single rank
+(`rank == world_size - 1`: one rank, treated like rank 0), main-process predicates
 (`is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`), `not`, and
 `and`/`or` around them.
 """
@@ -9,9 +10,11 @@ Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_ra
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Mapping
 
-from .facts import NONZERO, ZERO
-from .names import last_identifier
+from .facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
+from .names import dotted, last_identifier
 
 _RANK_LIKE = frozenset(
     {
@@ -61,27 +64,64 @@ _MAIN_PROCESS = frozenset(
 _RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "NODE_RANK"})
 
 
-def classify(test: ast.expr) -> str | None:
-    """ZERO if the test holds only on rank 0, NONZERO if only off rank 0, None otherwise."""
+def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | None:
+    """ZERO if the test holds only on rank 0, NONZERO if only off rank 0, None otherwise.
+
+    `flags` are names assigned such a test earlier (`save_logs = args.logs and
+    is_master(args)`), by dotted name."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return flip(classify(test.operand))
+        return flip(classify(test.operand, flags))
     if isinstance(test, ast.BoolOp):
-        kinds = {classify(value) for value in test.values} - {None}
+        kinds = {classify(value, flags) for value in test.values} - {None}
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _classify_compare(test.left, test.ops[0], test.comparators[0])
     if is_main_process_predicate(test):
         return ZERO
+    if flags:
+        if isinstance(test, ast.Call):  # do_save(...) that returns False off rank 0
+            text = dotted(test.func)
+            return flags.get(f"{text}()") if text is not None else None
+        text = dotted(test)
+        return flags.get(text) if text is not None else None
     return None
+
+
+def rank_zero_predicate(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
+) -> bool:
+    """A function that starts with `if not is_master: return False`: true only on rank 0."""
+    for statement in function.body[:3]:
+        if not isinstance(statement, ast.If) or len(statement.body) != 1:
+            continue
+        returned = statement.body[0]
+        if (
+            isinstance(returned, ast.Return)
+            and isinstance(returned.value, ast.Constant)
+            and returned.value.value is False
+            and classify(statement.test, flags) == NONZERO
+        ):
+            return True
+    return False
 
 
 def flip(polarity: str | None) -> str | None:
     return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
 
 
+_MAIN_PROCESS_NAME = re.compile(
+    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
+    r"|_rank|_worker)?|chief|leader|primary|first_rank|rank0_process)(_only)?"
+)
+
+
 def is_main_process_predicate(node: ast.AST) -> bool:
+    """`is_main_process()`, `accelerator.is_main_process`, `self._is_rank_zero`, `master`."""
     name = last_identifier(node)
-    return name is not None and name.lower() in _MAIN_PROCESS
+    if name is None:
+        return False
+    lowered = name.lower().lstrip("_")
+    return lowered in _MAIN_PROCESS or _MAIN_PROCESS_NAME.fullmatch(lowered) is not None
 
 
 def is_rank_like(node: ast.AST) -> bool:
@@ -121,8 +161,15 @@ def _classify_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | N
         if values is None or 0 not in values:
             return None
         return ZERO if isinstance(op, ast.In) else NONZERO
-    value = _int_constant(right)
+    value = _signed_constant(right)
     if value is None:
+        # `dist.get_rank() == world_size - 1`, `rank == src`: one rank only, like rank 0
+        if (
+            isinstance(op, ast.Eq)
+            and not isinstance(right, ast.Constant)
+            and not is_rank_like(right)
+        ):
+            return ZERO
         return None
     if isinstance(op, (ast.Eq, ast.Is)) and value == 0:
         return ZERO
@@ -170,3 +217,136 @@ def ends_control_flow(body: list[ast.stmt]) -> bool:
         and isinstance(last.value, ast.Call)
         and last_identifier(last.value.func) in ("exit", "_exit")
     )
+
+
+# Conditions about the launch itself: `if args.distributed:`, `if world_size > 1:`,
+# `if dist.is_initialized():`, `if "LOCAL_RANK" in os.environ:`, `if args.local_rank != -1:`.
+_DISTRIBUTED_FLAGS = frozenset(
+    {
+        "distributed",
+        "is_distributed",
+        "multiprocessing_distributed",
+        "use_distributed",
+        "ddp",
+        "use_ddp",
+        "is_ddp",
+        "ddp_enabled",
+        "distributed_training",
+        "using_ddp",
+        "multi_process",
+    }
+)
+# The process group's state: true only in a launch, but `if not dist.is_initialized():
+# dist.init_process_group(...)` is the launch's own start, not a single-process branch.
+_GROUP_STATE = frozenset(
+    {
+        "is_initialized",
+        "is_dist_avail_and_initialized",
+        "dist_is_initialized",
+        "is_dist_initialized",
+    }
+)
+_WORLD_SIZES = frozenset({"world_size", "num_processes", "ddp_world_size", "nprocs", "world"})
+_LAUNCH_ENV = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "SLURM_PROCID"})
+
+
+def launch_of(test: ast.expr) -> str | None:
+    """DISTRIBUTED when the test holds only in a multi-process launch, SINGLE when only
+    without one, None when it says nothing about the launch."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        if (last_identifier(test.operand) or "").lower() in _GROUP_STATE:
+            return None
+        return other_launch(launch_of(test.operand))
+    if isinstance(test, ast.BoolOp):
+        kinds = [launch_of(value) for value in test.values]
+        known = set(kinds) - {None}
+        if isinstance(test.op, ast.And):  # every part must hold: one telling part decides
+            return known.pop() if len(known) == 1 else None
+        if known == {SINGLE}:  # `world_size == 1 or not multi_gpus`: taken without a launch
+            return SINGLE
+        return known.pop() if len(known) == 1 and None not in kinds else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return _launch_compare(test.left, test.ops[0], test.comparators[0])
+    name = last_identifier(test)
+    if name is not None and name.lower() in _DISTRIBUTED_FLAGS | _GROUP_STATE:
+        return DISTRIBUTED
+    return None
+
+
+def other_launch(launch: str | None) -> str | None:
+    return {DISTRIBUTED: SINGLE, SINGLE: DISTRIBUTED}.get(launch) if launch else None
+
+
+def _launch_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | None:
+    if isinstance(op, (ast.In, ast.NotIn)):
+        if isinstance(left, ast.Constant) and left.value in _LAUNCH_ENV and _is_environ(right):
+            return DISTRIBUTED if isinstance(op, ast.In) else SINGLE
+        return None
+    value, subject = _signed_constant(right), left
+    if value is None:
+        value, subject = _signed_constant(left), right
+        op = _MIRRORED.get(type(op), op)
+    if value is None:
+        return None
+    name = (last_identifier(_unwrap_int(subject)) or "").lower()
+    if name in _WORLD_SIZES or _is_env_read(subject, "WORLD_SIZE"):
+        if (isinstance(op, ast.Gt) and value == 1) or (isinstance(op, ast.GtE) and value == 2):
+            return DISTRIBUTED
+        if isinstance(op, (ast.Eq, ast.LtE)) and value == 1:
+            return SINGLE
+        return None
+    if value == -1 and is_rank_like(subject):  # args.local_rank == -1: no launcher
+        if isinstance(op, (ast.Eq, ast.Is)):
+            return SINGLE
+        if isinstance(op, (ast.NotEq, ast.IsNot)):
+            return DISTRIBUTED
+    return None
+
+
+def _signed_constant(node: ast.expr) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        operand = _int_constant(node.operand)
+        return -operand if operand is not None else None
+    return _int_constant(node)
+
+
+def _unwrap_int(node: ast.expr) -> ast.expr:
+    if isinstance(node, ast.Call) and last_identifier(node.func) == "int" and node.args:
+        return node.args[0]
+    return node
+
+
+def _is_env_read(node: ast.expr, name: str) -> bool:
+    node = _unwrap_int(node)
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == name
+    if isinstance(node, ast.Call) and last_identifier(node.func) in ("get", "getenv"):
+        return (
+            bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and (node.args[0].value == name)
+        )
+    return False
+
+
+def _is_environ(node: ast.AST) -> bool:
+    name = last_identifier(node)
+    return name == "environ"
+
+
+def is_wrapper_test(test: ast.expr) -> bool:
+    """`hasattr(model, "module")`, `isinstance(model, (DDP, DataParallel))`: true only for a
+    wrapped model."""
+    if not isinstance(test, ast.Call) or len(test.args) != 2:
+        return False
+    name = last_identifier(test.func)
+    second = test.args[1]
+    if name == "hasattr":
+        return isinstance(second, ast.Constant) and second.value == "module"
+    if name == "isinstance":
+        kinds = second.elts if isinstance(second, ast.Tuple) else [second]
+        return any(
+            "DataParallel" in (last_identifier(k) or "") or (last_identifier(k) == "DDP")
+            for k in kinds
+        )
+    return False

@@ -1,14 +1,25 @@
-"""Turning a node of the user's script into a located Hit."""
+"""Turning a node of the user's script into a located Hit, and one finding per cause."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from ddp_doctor.model import Location
 from ddp_doctor.registry import Hit
 
 from .facts import ScriptFacts
+
+_LINES_LISTED = 10
+
+
+@dataclass(frozen=True)
+class ScriptHit(Hit):
+    """A hit with the cause it shares with others: the same mistake on many lines (every
+    `.cuda()` of a script with no set_device) is one finding, the other lines listed."""
+
+    cause: str | None = None
 
 
 def location(
@@ -29,11 +40,47 @@ def hit(
     node: ast.AST | None,
     message: str,
     evidence: Mapping[str, object] | None = None,
+    *,
+    cause: str | None = None,
     **overrides: object,
-) -> Hit:
-    return Hit(
+) -> ScriptHit:
+    return ScriptHit(
         message=message,
         evidence=dict(evidence or {}),
         location=location(facts, node),
+        cause=cause,
         **overrides,  # type: ignore[arg-type]
     )
+
+
+def merge_causes(hits: Iterable[Hit]) -> list[Hit]:
+    """Hits with the same cause become the first of them, naming the other lines."""
+    merged: list[Hit] = []
+    by_cause: dict[str, list[Hit]] = {}
+    for found in hits:
+        cause = found.cause if isinstance(found, ScriptHit) else None
+        if cause is None:
+            merged.append(found)
+        elif cause in by_cause:
+            by_cause[cause].append(found)
+        else:
+            by_cause[cause] = [found]
+            merged.append(found)
+    return [_with_other_lines(h, by_cause[h.cause]) if _grouped(h, by_cause) else h for h in merged]
+
+
+def _grouped(found: Hit, by_cause: dict[str, list[Hit]]) -> bool:
+    cause = found.cause if isinstance(found, ScriptHit) else None
+    return cause is not None and len(by_cause[cause]) > 1
+
+
+def _with_other_lines(first: Hit, group: list[Hit]) -> Hit:
+    lines = sorted({h.location.line for h in group[1:] if h.location and h.location.line})
+    lines = [n for n in lines if first.location is None or n != first.location.line]
+    if not lines:
+        return first
+    shown = ", ".join(str(n) for n in lines[:_LINES_LISTED])
+    more = f" and {len(lines) - _LINES_LISTED} more" if len(lines) > _LINES_LISTED else ""
+    word = "line" if len(lines) == 1 else "lines"
+    evidence = {**first.evidence, "also_lines": lines}
+    return replace(first, message=f"{first.message} (also {word} {shown}{more})", evidence=evidence)

@@ -121,6 +121,20 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+def access_path(node: ast.AST) -> str | None:
+    """`dotted`, plus items with a literal key: `cfg['model']`, `self.state['epoch']`."""
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and type(key.value) in (str, int):
+            base = access_path(node.value)
+            return f"{base}[{key.value!r}]" if base is not None else None
+        return None
+    if isinstance(node, ast.Attribute):
+        base = access_path(node.value)
+        return f"{base}.{node.attr}" if base is not None else None
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def last_identifier(node: ast.AST) -> str | None:
     """The rightmost name of a dotted expression or call: `is_main_process` in `u.is_main_process()`."""
     if isinstance(node, ast.Call):
@@ -132,22 +146,41 @@ def last_identifier(node: ast.AST) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ImportRef:
+    """What a local name was imported as, for finding the user's own modules: `from .dist
+    import setup` is ImportRef("dist", "setup", 1); `import utils.dist as d` is
+    ImportRef("utils.dist", None, 0)."""
+
+    module: str
+    name: str | None
+    level: int
+
+
 @dataclass
 class ImportTable:
     """Every import of the file, flow-insensitively: local name -> qualified name."""
 
     names: dict[str, str] = field(default_factory=dict)
     star_modules: list[str] = field(default_factory=list)
+    refs: dict[str, ImportRef] = field(default_factory=dict)  # relative imports included
 
     def add_import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
                 self.names[alias.asname] = alias.name
+                self.refs[alias.asname] = ImportRef(alias.name, None, 0)
             else:
                 root = alias.name.split(".", 1)[0]
                 self.names.setdefault(root, root)
+                self.refs.setdefault(root, ImportRef(root, None, 0))
 
     def add_import_from(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self.refs[alias.asname or alias.name] = ImportRef(
+                    node.module or "", alias.name, node.level
+                )
         if node.level or not node.module:
             return  # a relative import names the user's own modules
         for alias in node.names:

@@ -7,9 +7,14 @@ A small data flow over one function: the assignments to the model's name and the
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from . import names
-from .facts import CallSite, ScriptFacts, position
+from .facts import MODULE, CallSite, ClassInfo, Context, Function, ScriptFacts, position
+
+if TYPE_CHECKING:
+    from .origins import Origin
+    from .values import Values
 
 FRESH = "fresh"  # built here, still on the CPU
 MOVED = "moved"
@@ -29,7 +34,11 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
         return UNKNOWN
     events: list[tuple[tuple[int, int], str]] = []
     for assignment in facts.assignments_by_target.get(text, ()):
-        if assignment.ctx.function is wrap.ctx.function and position(assignment) < position(wrap):
+        if assignment.element:
+            continue
+        if assignment.ctx.function is wrap.ctx.function and _ends_before(
+            assignment.node, wrap.node
+        ):
             events.append((position(assignment), _state_of_value(facts, assignment.value, text)))
     for name in _MOVES:
         for call in facts.methods_called(name):
@@ -43,9 +52,14 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
     return state
 
 
+def _ends_before(node: ast.AST, later: ast.AST) -> bool:
+    end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return end <= (later.lineno, later.col_offset)  # type: ignore[attr-defined,operator]
+
+
 def _moves(call: CallSite, text: str) -> bool:
     receiver = call.receiver
-    return receiver is not None and names.dotted(receiver) == text and _is_device_move(call.node)
+    return receiver is not None and names.dotted(receiver) == text and is_device_move(call.node)
 
 
 def _state_of_value(facts: ScriptFacts, value: ast.expr, own_name: str | None) -> str:
@@ -55,7 +69,7 @@ def _state_of_value(facts: ScriptFacts, value: ast.expr, own_name: str | None) -
     node: ast.expr = value
     while isinstance(node, ast.Call):
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _MOVES and _is_device_move(node):
+        if isinstance(func, ast.Attribute) and func.attr in _MOVES and is_device_move(node):
             return MOVED
         if any(kw.arg in _PLACING_KEYWORDS for kw in node.keywords):
             return MOVED
@@ -64,22 +78,27 @@ def _state_of_value(facts: ScriptFacts, value: ast.expr, own_name: str | None) -
             continue
         break
     call = node if isinstance(node, ast.Call) else value
-    if own_name is not None and any(names.dotted(a) == own_name for a in call.args):
+    passed = [*call.args, *(kw.value for kw in call.keywords)]
+    if own_name is not None and any(names.dotted(a) == own_name for a in passed):
         return "keep"  # convert_sync_batchnorm(model), torch.compile(model)
     return FRESH if _builds_on_cpu(facts, call) else UNKNOWN
 
 
 def _builds_on_cpu(facts: ScriptFacts, call: ast.Call) -> bool:
+    """A library model, or a class or builder of the tree that places nothing itself (a model
+    whose layers are put on devices in __init__ is model parallel: it is already placed)."""
     qualified = facts.qualname(call.func)
     if qualified is not None:
         return qualified.startswith(_LIBRARY_BUILDERS)
+    project = facts.project
+    defined = project.definition(facts, call.func, MODULE)
+    if isinstance(defined, ClassInfo):
+        methods = list(defined.methods.values())
+        return not any(_function_moves(project.owner(m), m.node) for m in methods)
+    if isinstance(defined, Function):
+        return not _function_moves(project.owner(defined), defined.node)
     name = names.last_identifier(call.func)
-    if name is None:
-        return False
-    local = facts.functions_by_name.get(name)
-    if local:
-        return not any(_function_moves(facts, f.node) for f in local)
-    return name[0].isupper()
+    return name is not None and name[0].isupper() and defined is None
 
 
 def _function_moves(facts: ScriptFacts, node: ast.AST) -> bool:
@@ -89,7 +108,7 @@ def _function_moves(facts: ScriptFacts, node: ast.AST) -> bool:
     )
 
 
-def _is_device_move(call: ast.Call) -> bool:
+def is_device_move(call: ast.Call) -> bool:
     """`.to(device)`, `.cuda()`; not `.to(memory_format=...)` alone."""
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr == "to":
@@ -115,3 +134,82 @@ def is_hard_coded_index(node: ast.expr) -> bool:
             and type(args[1].value) is int
         )
     return False
+
+
+def device_index(facts: ScriptFacts, expr: ast.expr, ctx: object) -> int | None:
+    """The GPU index a device expression names for sure: `1`, `"cuda:1"`,
+    `torch.device("cuda:1")`, `torch.device("cuda", 1)`, or a name that always holds one."""
+    from .origins import CALL, CONSTANT
+
+    found: set[int | None] = set()
+    for origin in facts.project.values.origins(facts, expr, ctx):
+        if origin.kind == CONSTANT and isinstance(origin.node, ast.Constant):
+            found.add(_index_of_constant(origin.node.value))
+        elif origin.kind == CALL and origin.call is not None:
+            found.add(_index_of_device_call(origin.call))
+        else:
+            found.add(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _index_of_constant(value: object) -> int | None:
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit():
+        return int(value[5:])
+    return None
+
+
+def _index_of_device_call(call: ast.Call) -> int | None:
+    if names.last_identifier(call.func) != "device" or not call.args:
+        return None
+    args = call.args
+    if len(args) == 1 and isinstance(args[0], ast.Constant):
+        return _index_of_constant(args[0].value)
+    if len(args) == 2 and isinstance(args[0], ast.Constant) and args[0].value == "cuda":
+        second = args[1]
+        return (
+            second.value if isinstance(second, ast.Constant) and type(second.value) is int else None
+        )
+    return None
+
+
+_DEVICE_BUILDERS = frozenset({"device", "format", "join"})
+
+
+def device_sources(
+    facts: ScriptFacts, values: Values, expr: ast.expr, ctx: Context, depth: int = 3
+) -> set[Origin]:
+    """The origins of every value a device expression is computed from: `args.local_rank` in
+    `f"cuda:{args.local_rank}"`, `torch.device("cuda", gpu)`, `gpu % n`, or in a name that
+    holds such a device."""
+    from .origins import CALL
+    from .values import CONVERSIONS
+
+    found: set[Origin] = set()
+    stack: list[ast.AST] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            for origin in values.origins(facts, node, ctx):
+                found.add(origin)
+                call = origin.call
+                if (
+                    depth > 0
+                    and origin.kind == CALL
+                    and call is not None
+                    and call is not node
+                    and origin.facts is not None
+                    and names.last_identifier(call.func) in _DEVICE_BUILDERS
+                ):
+                    site = origin.facts.site_of.get(id(call))
+                    if site is not None:
+                        found |= device_sources(origin.facts, values, call, site.ctx, depth - 1)
+            if not isinstance(node, ast.Call):
+                continue
+            if names.last_identifier(node.func) not in _DEVICE_BUILDERS | CONVERSIONS:
+                continue
+            stack.extend([*node.args, *(kw.value for kw in node.keywords)])
+            continue
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    return found

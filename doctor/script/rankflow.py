@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from . import names
 from .facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
-from .guards import is_rank_like
+from .guards import is_main_process_predicate, is_rank_like
 
 
 def contains(outer: ast.AST, inner: ast.AST) -> bool:
@@ -35,20 +36,33 @@ def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
     return False
 
 
+_LOG_SETUPS = ("basicConfig", "setLevel", "disable", "dictConfig")
+_LOG_CONFIGURATION = frozenset({*_LOG_SETUPS, "fileConfig", "addHandler", "log_to_stderr"})
+# A project's own set-up helper (setup_logger, init_logger_dist): trusted to know the rank.
+_LOG_HELPER = re.compile(r"(setup|init|config|configure|get_root)_?log", re.I)
+
+
+def logging_configured_here(facts: ScriptFacts) -> bool:
+    """The file sets logging up itself (the standard library's calls); otherwise who prints
+    what is decided elsewhere (often per rank: a launcher or an entry script not in view)."""
+    return any(facts.calls_by_key.get(key) for key in _LOG_CONFIGURATION)
+
+
 def logging_is_rank_aware(facts: ScriptFacts) -> bool:
-    """logging configured per rank: basicConfig/setLevel under a rank guard or with the rank."""
-    for key in ("basicConfig", "setLevel", "disable", "setup_logger", "setup_logging"):
+    """logging configured per rank: basicConfig/setLevel/dictConfig under a rank guard or
+    with the rank, or by the project's own set-up helper (setup_logger, init_logger_dist)."""
+    if any(_LOG_HELPER.search(site.key) for site in facts.calls if "log" in site.key.lower()):
+        return True
+    for key in _LOG_SETUPS:
         for call in facts.calls_by_key.get(key, ()):
             if call.ctx.guard is not None:
                 return True
             values: list[ast.AST] = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-            for value in list(
-                values
-            ):  # level = INFO if rank == 0 else WARNING; basicConfig(level=level)
-                if isinstance(value, ast.Name):
-                    values += [a.value for a in facts.assignments_by_target.get(value.id, ())]
+            used = {n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name)}
+            for name in used:  # level = INFO if rank == 0 else WARNING; {"level": level}
+                values += [a.value for a in facts.assignments_by_target.get(name, ())]
             if any(
-                is_rank_like(n) or isinstance(n, ast.IfExp) for v in values for n in ast.walk(v)
+                is_rank_like(n) or is_main_process_predicate(n) for v in values for n in ast.walk(v)
             ):
                 return True
     return False
@@ -66,21 +80,38 @@ def paired_collectives(facts: ScriptFacts) -> set[tuple[Function | None, str | N
 
 
 def collective_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
-    """Calls, under a rank guard, of a function of this file that runs a collective unguarded."""
-    from .flow import flow_of
-
-    flow = flow_of(facts)
-    helpers: dict[str, str] = {}
-    for call in facts.calls_to(*names.COLLECTIVES):
-        function = call.ctx.function
-        if function is not None and call.ctx.guard is None:
-            helpers.setdefault(function.qualname, names.dotted(call.node.func) or "a collective")
+    """Calls, under a rank guard, of a function of the tree that runs a collective outside any
+    rank guard of its own (directly or a few calls down)."""
+    graph = facts.project.graph
+    reach = graph.reaching("collective", _unguarded_collective, _unguarded)
     found = []
-    for function in facts.functions:
-        collective = helpers.get(function.qualname)
-        if collective is None:
+    for site in facts.calls:
+        if site.ctx.guard is None:
             continue
-        for site in flow.local_call_sites(function):
-            if site.ctx.guard is not None and site.ctx.function is not function:
-                found.append((site, f"{collective}()"))
+        for target in graph.targets(facts, site):
+            if target in reach and target is not site.ctx.function:
+                found.append((site, _first_collective(graph, target)))
+                break
     return found
+
+
+_COLLECTIVE_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in names.COLLECTIVES)
+
+
+def _unguarded_collective(facts: ScriptFacts, site: CallSite) -> bool:
+    return (
+        site.ctx.guard is None
+        and site.key in _COLLECTIVE_KEYS
+        and facts.resolve(site) in names.COLLECTIVES
+    )
+
+
+def _unguarded(facts: ScriptFacts, site: CallSite) -> bool:
+    return site.ctx.guard is None
+
+
+def _first_collective(graph, function: Function) -> str:  # type: ignore[no-untyped-def]
+    for facts, site in graph.sites_with(function, "collective", _unguarded_collective, _unguarded):
+        if _unguarded_collective(facts, site):
+            return f"{names.dotted(site.node.func) or 'a collective'}()"
+    return "a collective"

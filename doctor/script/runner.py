@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,10 +10,12 @@ from dataclasses import dataclass, field
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
 
-from .analyze import analyze, script_rules, unreadable
+from .analyze import judge, load_for_context, prepare, script_rules, unreadable
 from .config import Config, ConfigFinder
+from .facts import ScriptFacts
 from .files import Candidate, Unreadable, discover, read_text
 from .ignore import DEFAULT_EXCLUDES, IgnoreRules
+from .project import Project
 
 _DOCTOR_PREFIX = "DDP9"
 
@@ -32,34 +35,66 @@ class CheckOutcome:
 
 
 def check_paths(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> CheckOutcome:
-    """Checks every file under `paths`. Raises ConfigError for an unusable [tool.ddp-doctor]."""
+    """Checks every file under `paths`. Raises ConfigError for an unusable [tool.ddp-doctor].
+
+    Every file is read and walked first, then judged: a rule may follow a call into another
+    file of the tree (an import of the user's own module)."""
+    collecting = gc.isenabled()
+    gc.disable()  # every tree stays alive until judged: the cycle collector would rescan them
+    try:
+        return _check_paths(paths, options)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     configs = ConfigFinder()
     excludes = _excludes(paths, options, configs)
     outcome = CheckOutcome()
     selections = _Selections(options)
+    project = Project(_roots(paths), load=load_for_context)
+    prepared: list[tuple[Candidate, ScriptFacts]] = []
     for found in discover(list(paths), excludes):
         if isinstance(found, Unreadable):
             outcome.skipped += 1
             outcome.findings.append(unreadable(found.path, found.reason))
             continue
-        config = configs.for_file(found.path)
-        outcome.findings.extend(_check_file(found, config, selections, outcome))
+        facts = _prepare_file(found, outcome)
+        if facts is not None:
+            if facts.is_python:
+                project.add(facts)
+            prepared.append((found, facts))
+    try:
+        for found, facts in prepared:
+            rules = selections.rules_for(found.path, configs.for_file(found.path))
+            outcome.findings.extend(judge(facts, rules))
+    finally:
+        project.close()
     outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
     outcome.findings.sort(key=_order)
     return outcome
 
 
-def _check_file(
-    candidate: Candidate, config: Config, selections: _Selections, outcome: CheckOutcome
-) -> list[Finding]:
+def _prepare_file(candidate: Candidate, outcome: CheckOutcome) -> ScriptFacts | None:
     text = read_text(candidate)
     if isinstance(text, Unreadable):
         outcome.skipped += 1
-        return [unreadable(text.path, text.reason)]
+        outcome.findings.append(unreadable(text.path, text.reason))
+        return None
     outcome.checked += 1
-    return analyze(
-        candidate.path, text, candidate.kind, selections.rules_for(candidate.path, config)
-    )
+    prepared = prepare(candidate.path, text, candidate.kind)
+    if isinstance(prepared, Finding):
+        outcome.findings.append(prepared)
+        return None
+    return prepared
+
+
+def _roots(paths: Sequence[str]) -> list[str]:
+    """Where imports are looked up: each folder given, and the folder of each file given."""
+    return [
+        path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)) for path in paths
+    ]
 
 
 def _excludes(paths: Sequence[str], options: CheckOptions, configs: ConfigFinder) -> IgnoreRules:

@@ -1,9 +1,9 @@
-"""Data flow from DistributedSampler to DataLoader to set_epoch.
+"""Data flow from DistributedSampler to DataLoader to set_epoch and to the epoch loop.
 
 `sampler = DistributedSampler(ds)`; `loader = DataLoader(ds, sampler=sampler)`;
 `loader.sampler.set_epoch(epoch)` or `self.train_data.sampler.set_epoch(epoch)` in a method
-the epoch loop calls. Loaders returned by a helper (`def prepare(ds): return DataLoader(...)`)
-follow the helper's callers.
+the epoch loop calls. Where the sampler and loader go is asked of the tree's data flow
+(values.py): kept on `self`, returned by a helper, handed to a trainer's constructor.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from . import names
-from .facts import CallSite, ScriptFacts
+from .facts import CallSite, Context, Loop, ScriptFacts
 from .flow import candidates, flow_of
+from .origins import CALL, Origin
+from .values import Values
 
 _EVAL_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"}
@@ -23,10 +25,19 @@ _EVAL_WORDS = frozenset(
 _WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
 
+_EVAL_PREFIXES = ("val", "valid", "test", "eval")
+
+
 def looks_like_eval(*texts: str | None) -> bool:
-    """`val_sampler`, `self.test_loader`, `evalLoader`: named for evaluation."""
+    """`val_sampler`, `self.test_loader`, `evalLoader`, `valdataset`: named for evaluation."""
     for text in texts:
-        if text and any(w.lower() in _EVAL_WORDS for w in _WORD.findall(text.rsplit(".", 1)[-1])):
+        if not text:
+            continue
+        last = text.rsplit(".", 1)[-1]
+        if any(w.lower() in _EVAL_WORDS for w in _WORD.findall(last)):
+            return True
+        squashed = last.lower().lstrip("_")
+        if squashed.startswith(_EVAL_PREFIXES) and not squashed.startswith("value"):
             return True
     return False
 
@@ -38,12 +49,18 @@ class SamplerUse:
     site: CallSite
     names: set[str] = field(default_factory=set)  # what holds the sampler
     loaders: list[CallSite] = field(default_factory=list)
-    loader_names: set[str] = field(default_factory=set)
+    loader_names: set[str] = field(default_factory=set)  # what holds the loader, here
+    returned_to: set[str] = field(default_factory=set)  # ... in callers of a loader factory
 
     @property
     def shuffles(self) -> bool:
         shuffle = self.site.argument(3, "shuffle")
         return not (isinstance(shuffle, ast.Constant) and not shuffle.value)
+
+    @property
+    def drops_last(self) -> bool:
+        drop = self.site.keyword("drop_last")
+        return isinstance(drop, ast.Constant) and drop.value is True
 
     def is_for_eval(self) -> bool:
         dataset = self.site.argument(0, "dataset")
@@ -54,7 +71,7 @@ class SamplerUse:
     def receivers(self) -> set[str]:
         """Texts that reach this sampler: `sampler`, `loader.sampler`, `loader.batch_sampler.sampler`."""
         found = set(self.names)
-        for loader in self.loader_names:
+        for loader in self.loader_names | self.returned_to:
             found |= {
                 f"{loader}.sampler",
                 f"{loader}.batch_sampler.sampler",
@@ -67,6 +84,7 @@ class SamplerFlow:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
         self.flow = flow_of(facts)
+        self.values: Values = facts.project.values
 
     @cached_property
     def loaders(self) -> list[CallSite]:
@@ -81,25 +99,42 @@ class SamplerFlow:
             if target:
                 use.names.add(target)
             for loader in self.loaders:
-                if self._feeds(use, site, loader):
+                if self._feeds(use, loader):
                     use.loaders.append(loader)
-                    use.loader_names |= self._names_of_loader(loader)
+                    target = self.flow.target_of(loader.node)
+                    use.loader_names |= {target} if target else set()
+                    use.returned_to |= self._names_of_loader(loader) - use.loader_names
             found.append(use)
         return found
 
-    def _feeds(self, use: SamplerUse, sampler: CallSite, loader: CallSite) -> bool:
+    def _feeds(self, use: SamplerUse, loader: CallSite) -> bool:
+        own = Origin(CALL, use.site.node, self.facts)
         for keyword in ("sampler", "batch_sampler"):
             value = loader.argument(2, keyword) if keyword == "sampler" else loader.keyword(keyword)
             if value is None:
                 continue
             for candidate in candidates(value):
-                if candidate is sampler.node or names.dotted(candidate) in use.names:
+                if candidate is use.site.node or names.dotted(candidate) in use.names:
                     return True
                 if isinstance(candidate, ast.Call) and any(
-                    a is sampler.node or names.dotted(a) in use.names for a in candidate.args
+                    a is use.site.node or names.dotted(a) in use.names for a in candidate.args
                 ):
                     return True  # BatchSampler(sampler, ...)
+            if own in self._sources(value, loader.ctx):
+                return True
         return False
+
+    def _sources(self, value: ast.expr, ctx: Context) -> set[Origin]:
+        """What a sampler argument holds, through BatchSampler(sampler, ...) too."""
+        found = set(self.values.origins(self.facts, value, ctx))
+        for origin in list(found):
+            call = origin.call
+            wraps = (origin.qualname or origin.name or "").endswith("BatchSampler")
+            if call is not None and wraps and call.args:  # BatchSampler(sampler, ...)
+                site = origin.facts.site_of.get(id(call)) if origin.facts else None
+                if site is not None:
+                    found |= self.values.origins(origin.facts, call.args[0], site.ctx)  # type: ignore[arg-type]
+        return found
 
     def _names_of_loader(self, loader: CallSite) -> set[str]:
         found = set()
@@ -108,7 +143,7 @@ class SamplerFlow:
             found.add(target)
         if loader.ctx.function is not None and self._returned(loader, target):
             for caller in self.flow.local_call_sites(loader.ctx.function):
-                caller_target = self.flow.target_of(caller.node)
+                caller_target = flow_of(self.facts).target_of(caller.node)
                 if caller_target:
                     found.add(caller_target)
         return found
@@ -123,25 +158,108 @@ class SamplerFlow:
                     return True
         return False
 
+    # set_epoch -------------------------------------------------------------------------------
+
     @cached_property
-    def set_epoch_calls(self) -> list[CallSite]:
-        return self.facts.methods_called("set_epoch")
+    def set_epoch_calls(self) -> list[tuple[ScriptFacts, CallSite]]:
+        """set_epoch calls anywhere in the tree (a trainer module may call it)."""
+        return [
+            (facts, call)
+            for facts in self.flow.graph.files()
+            for call in facts.methods_called("set_epoch")
+        ]
 
     def set_epoch_for(self, use: SamplerUse) -> list[CallSite]:
         """set_epoch calls that reach this sampler, or reach a sampler we cannot name."""
+        own = Origin(CALL, use.site.node, self.facts)
+        samplers = {Origin(CALL, u.site.node, self.facts) for u in self.uses}
         receivers = use.receivers()
         known = set().union(*(u.receivers() for u in self.uses)) if self.uses else set()
         found = []
-        for call in self.set_epoch_calls:
+        for facts, call in self.set_epoch_calls:
+            held = self.values.origins(facts, call.receiver, call.ctx)  # type: ignore[arg-type]
+            if own in held:
+                found.append(call)
+                continue
+            if held & samplers or any(_is_sampler(o) for o in held):
+                continue  # another DistributedSampler the data flow can name
+            if facts is not self.facts:
+                found.append(call)  # a set_epoch elsewhere on something unknown: maybe ours
+                continue
             text = names.dotted(call.receiver) if call.receiver is not None else None
             if text in receivers or text is None or text not in known:
                 found.append(call)
         return found
 
+    # loops -----------------------------------------------------------------------------------
+
+    def iterations(self, use: SamplerUse) -> list[tuple[ScriptFacts, Loop]]:
+        """Loops of the tree over a loader this sampler feeds (or over the sampler)."""
+        wanted = {Origin(CALL, n.node, self.facts) for n in [use.site, *use.loaders]}
+        return [(facts, loop) for facts, loop, held in _loops(self.facts) if held & wanted]
+
+    def runs_epochs(self, use: SamplerUse) -> bool | None:
+        """Whether the loader is iterated once per epoch of an outer loop; None when no loop
+        over it is in view."""
+        iterations = self.iterations(use)
+        if not iterations:
+            return None
+        graph = self.flow.graph
+        return any(loop.ctx is not None and graph.in_loop(loop.ctx) for _, loop in iterations)
+
     @cached_property
     def has_manual_training_loop(self) -> bool:
-        """A loop over a loader or a backward() call: the script drives the epochs itself."""
-        if self.facts.methods_called("backward"):
+        """A loop over a loader or a backward() call (anywhere in the tree): the project
+        drives the epochs itself."""
+        if any(f.methods_called("backward") for f in self.flow.graph.files()):
             return True
-        loader_names = set().union(*(u.loader_names for u in self.uses)) if self.uses else set()
+        loader_names = (
+            set().union(*(u.loader_names | u.returned_to for u in self.uses))
+            if self.uses
+            else set()
+        )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def _is_sampler(origin: Origin) -> bool:
+    return origin.kind == CALL and origin.qualname == names.DISTRIBUTED_SAMPLER
+
+
+def _loops(facts: ScriptFacts) -> list[tuple[ScriptFacts, Loop, set[Origin]]]:
+    """Every `for` loop of the tree with what its iterable may hold (`loader`,
+    `enumerate(loader)`, `tqdm(self.loader)`), computed once per tree."""
+    graph = facts.project.graph
+    cached = graph.__dict__.get("_loops")
+    if cached is not None:
+        return cached
+    values = facts.project.values
+    found = []
+    for owner in graph.files():
+        for loop in owner.loops:
+            iterable = getattr(loop.node, "iter", None)
+            if iterable is None or loop.ctx is None:
+                continue
+            held: set[Origin] = set()
+            for node in _iterated(iterable):
+                held |= values.origins(owner, node, loop.ctx)
+            if held:
+                found.append((owner, loop, held))
+    graph.__dict__["_loops"] = found
+    return found
+
+
+_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "cycle", "chain"})
+
+
+def _iterated(iterable: ast.expr) -> list[ast.expr]:
+    """The names a loop iterates: `loader` in `enumerate(tqdm(loader))`; none in `range(n)`."""
+    if isinstance(iterable, (ast.Name, ast.Attribute)):
+        return [iterable]
+    if isinstance(iterable, ast.IfExp):  # tqdm(loader) if is_master else loader
+        return _iterated(iterable.body) + _iterated(iterable.orelse)
+    if (
+        isinstance(iterable, ast.Call)
+        and names.last_identifier(iterable.func) in _WRAPPING_ITERATORS
+    ):
+        return [n for arg in iterable.args for n in _iterated(arg)]
+    return []

@@ -22,10 +22,24 @@ def launch_mentions(lines: Sequence[str], *, skip_comments: bool) -> Iterator[tu
             yield number, match.start(), match.group(0)
 
 
+_PATH_FRAGMENT = re.compile(r"^/?distributed/launch\.py$")
+
+
 def launch_in_string(text: str) -> Iterator[tuple[str, int]]:
-    """Each launcher mention in a Python string, with its offset in the string."""
+    """Each launcher mention in a Python string, with its offset in the string; a string that
+    is the end of the launcher's path (`torch_dir + "/distributed/launch.py"`) counts."""
+    found = False
     for match in _LAUNCH.finditer(text):
+        found = True
         yield match.group(0), match.start()
+    if not found and _PATH_FRAGMENT.match(text):
+        yield text, 0
+
+
+def is_launcher_path(parts: Sequence[str]) -> bool:
+    """`os.path.join(torch_dir, "distributed", "launch.py")`: the literal tail of the path."""
+    tail = "/".join(p.strip("/") for p in parts if p.strip("/"))
+    return tail == "distributed/launch.py" or tail.endswith("/distributed/launch.py")
 
 
 def renamed_nccl_variables(lines: Sequence[str]) -> Iterator[tuple[int, int, str]]:

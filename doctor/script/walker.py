@@ -7,7 +7,6 @@ explicit stack, so a generated file with a 10,000-term sum cannot overflow the r
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 from . import guards
 from .facts import (
@@ -15,7 +14,9 @@ from .facts import (
     NONZERO,
     ZERO,
     Assignment,
+    Branch,
     CallSite,
+    ClassInfo,
     Context,
     EnvAccess,
     Function,
@@ -24,13 +25,12 @@ from .facts import (
     ScriptFacts,
     TorchImport,
 )
-from .names import TORCH_LOADING_ROOTS, dotted, last_identifier
+from .names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
 
 # Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
-_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "torch/distributed/launch")
+_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
-_SKIP = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop)
 
 
 def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
@@ -44,6 +44,31 @@ class _Walker:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
         self.imports = facts.imports
+        # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
+        self.flags: dict[object, dict[str, str]] = {}
+
+    def _flags(self, ctx: Context) -> dict[str, str]:
+        if not self.flags:
+            return _NO_FLAGS
+        found = dict(self.flags.get(None, {}))  # module level
+        if ctx.class_name:
+            found.update(self.flags.get(ctx.class_name, {}))
+        if ctx.function is not None:
+            found.update(self.flags.get(ctx.function, {}))
+        return found
+
+    def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
+        if type(value) in _NOT_TESTS:
+            return  # x = f(...), x = 3: no rank test
+        text = dotted(target)
+        if text is None:
+            return
+        polarity = guards.classify(value, self._flags(ctx))
+        scope: object = ctx.class_name if text.startswith("self.") else ctx.function
+        if polarity is not None:
+            self.flags.setdefault(scope, {})[text] = polarity
+        elif text in self.flags.get(scope, {}):
+            del self.flags[scope][text]
 
     # statements ------------------------------------------------------------------------------
 
@@ -56,8 +81,9 @@ class _Walker:
         """`if rank != 0: return` guards every statement after it in the same block."""
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
-        polarity = guards.flip(guards.classify(stmt.test))
-        return replace(ctx, guard=RankGuard(polarity, stmt)) if polarity else ctx
+        ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
+        polarity = guards.flip(guards.classify(stmt.test, self._flags(ctx)))
+        return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
 
     def statement(self, stmt: ast.stmt, ctx: Context) -> None:
         kind = type(stmt)
@@ -67,6 +93,7 @@ class _Walker:
             self.expr(stmt.value, ctx)
             for target in stmt.targets:
                 self.target(target, stmt.value, stmt, ctx)
+                self._remember_flag(target, stmt.value, ctx)
         elif kind is ast.AnnAssign:
             if stmt.value is not None:
                 self.expr(stmt.value, ctx)
@@ -76,21 +103,21 @@ class _Walker:
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:
-            self.exprs(stmt.bases + stmt.decorator_list, ctx)
-            self.body(stmt.body, Context(class_name=stmt.name))
+            self.class_definition(stmt, ctx)
         elif kind is ast.If:
             self.if_statement(stmt, ctx)
         elif kind in (ast.For, ast.AsyncFor):
             self.expr(stmt.iter, ctx)
-            loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter))
+            self.loop_target(stmt.target, stmt.iter, ctx)
+            loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
             self.facts.loops.append(loop)
-            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
         elif kind is ast.While:
             self.expr(stmt.test, ctx)
-            loop = Loop(stmt, None, None)
+            loop = Loop(stmt, None, None, ctx)
             self.facts.loops.append(loop)
-            self.body(stmt.body, replace(ctx, loops=(*ctx.loops, loop)))
+            self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
         elif kind in (ast.With, ast.AsyncWith):
             self.with_statement(stmt, ctx)
@@ -99,6 +126,7 @@ class _Walker:
                 self.expr(stmt.value, ctx)
                 if ctx.function is not None:
                     self.facts.returns[ctx.function.qualname].append(stmt.value)
+                    self.facts.return_contexts[id(stmt.value)] = ctx
         elif kind in (ast.Import, ast.ImportFrom):
             self.import_statement(stmt, ctx)
         elif kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
@@ -112,6 +140,8 @@ class _Walker:
             for case in stmt.cases:
                 self.body(case.body, ctx)
         else:  # Raise, Assert, Delete, ...: only their expressions matter
+            if kind is ast.Assert:
+                self.facts.asserts.append((stmt, ctx))  # type: ignore[arg-type]
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
                     self.expr(child, ctx)
@@ -126,23 +156,43 @@ class _Walker:
         decorators = tuple(last_identifier(d) or "" for d in node.decorator_list)
         function = Function(node.name, prefix + node.name, ctx.class_name, node, params, decorators)
         self.facts.functions.append(function)
+        if guards.rank_zero_predicate(node, self._flags(ctx)):
+            own = ctx.function if ctx.function is not None else ctx.class_name
+            text = (
+                f"self.{node.name}()" if ctx.class_name and not ctx.function else f"{node.name}()"
+            )
+            self.flags.setdefault(own, {})[text] = ZERO
         no_grad = any(name in _NO_GRAD for name in decorators)
         self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
+
+    def class_definition(self, node: ast.ClassDef, ctx: Context) -> None:
+        self.exprs(node.bases + node.decorator_list, ctx)
+        first = len(self.facts.functions)
+        self.body(node.body, Context(class_name=node.name))
+        if ctx.function is None and ctx.class_name is None:
+            methods = {
+                f.name: f
+                for f in self.facts.functions[first:]
+                if f.qualname == f"{node.name}.{f.name}"
+            }
+            bases = tuple(text for b in node.bases if (text := dotted(b)) is not None)
+            self.facts.classes[node.name] = ClassInfo(node.name, node, bases, methods)
 
     def if_statement(self, node: ast.If, ctx: Context) -> None:
         self.expr(node.test, ctx)
         if _is_main_guard(node.test):
-            self.body(node.body, replace(ctx, main_guard=True))
+            self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
-        polarity = guards.classify(node.test)
-        if polarity is None:
-            self.body(node.body, ctx)
-            self.body(node.orelse, ctx)
-            return
-        other = NONZERO if polarity == ZERO else ZERO
-        self.body(node.body, replace(ctx, guard=RankGuard(polarity, node)))
-        self.body(node.orelse, replace(ctx, guard=RankGuard(other, node)))
+        body = _in_arm(ctx, node, node.test, arm=True)
+        orelse = _in_arm(ctx, node, node.test, arm=False)
+        polarity = guards.classify(node.test, self._flags(ctx))
+        if polarity is not None:
+            other = NONZERO if polarity == ZERO else ZERO
+            body = body._replace(guard=RankGuard(polarity, node))
+            orelse = orelse._replace(guard=RankGuard(other, node))
+        self.body(node.body, body)
+        self.body(node.orelse, orelse)
 
     def with_statement(self, node: ast.With | ast.AsyncWith, ctx: Context) -> None:
         no_grad = ctx.no_grad
@@ -152,7 +202,7 @@ class _Walker:
                 no_grad = True
             if item.optional_vars is not None:
                 self.target(item.optional_vars, item.context_expr, node, ctx)
-        self.body(node.body, replace(ctx, no_grad=no_grad) if no_grad != ctx.no_grad else ctx)
+        self.body(node.body, ctx._replace(no_grad=no_grad) if no_grad != ctx.no_grad else ctx)
 
     def import_statement(self, node: ast.Import | ast.ImportFrom, ctx: Context) -> None:
         if isinstance(node, ast.Import):
@@ -164,19 +214,42 @@ class _Walker:
         if any(m.split(".", 1)[0] in TORCH_LOADING_ROOTS for m in modules):
             self.facts.torch_imports.append(TorchImport(node, ctx))
 
-    def target(self, target: ast.expr, value: ast.expr, node: ast.AST, ctx: Context) -> None:
+    def loop_target(self, target: ast.expr, iterable: ast.expr, ctx: Context) -> None:
+        """`for name, module in ...`: each name holds an element of the iterable."""
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
-                self.target(element, value, node, ctx)
+                self.loop_target(element, iterable, ctx)
             return
         text = dotted(target)
         if text is not None:
-            self.facts.assignments.append(Assignment(text, value, node, ctx))  # type: ignore[arg-type]
+            assignment = Assignment(text, iterable, target, ctx, element=True)
+            self.facts.assignments.append(assignment)
+
+    def target(
+        self,
+        target: ast.expr,
+        value: ast.expr,
+        node: ast.AST,
+        ctx: Context,
+        index: tuple[int, ...] = (),
+    ) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for position, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    element = element.value
+                self.target(element, value, node, ctx, (*index, position))
+            return
+        text = dotted(target)
+        if text is not None:
+            self.facts.assignments.append(Assignment(text, value, node, ctx, index))  # type: ignore[arg-type]
             if text in ("builtins.print", "__builtin__.print", "__builtins__.print"):
                 self.facts.print_overridden = True
             return
         if isinstance(target, ast.Subscript):
             self._environ_subscript(target, ctx, writes=True, value=value)
+            path = access_path(target)
+            if path is not None:
+                self.facts.assignments.append(Assignment(path, value, node, ctx, index))  # type: ignore[arg-type]
         self.expr(target, ctx)
 
     # expressions -----------------------------------------------------------------------------
@@ -203,19 +276,37 @@ class _Walker:
                 continue
             elif kind is ast.Name:
                 continue
+            elif kind is ast.IfExp:
+                self.conditional(node, ctx)  # type: ignore[arg-type]
+                continue
             elif kind is ast.Subscript:
                 self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
             elif kind is ast.NamedExpr:
                 target = node.target.id  # type: ignore[attr-defined]
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
-            for name in node._fields:
+            fields = _CHILD_FIELDS.get(kind)
+            if fields is None:
+                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+            for name in fields:
                 child = getattr(node, name, None)
+                if child is None:
+                    continue
                 if type(child) is list:
-                    for item in child:
-                        if isinstance(item, ast.AST):
-                            push(item)
-                elif isinstance(child, ast.AST) and not isinstance(child, _SKIP):
+                    stack.extend(item for item in child if item is not None)
+                else:
                     push(child)
+
+    def conditional(self, node: ast.IfExp, ctx: Context) -> None:
+        """`tqdm(loader) if is_master else loader`: each arm in its own context."""
+        self.expr(node.test, ctx)
+        body = _in_arm(ctx, node, node.test, arm=True)
+        orelse = _in_arm(ctx, node, node.test, arm=False)
+        polarity = guards.classify(node.test, self._flags(ctx))
+        if polarity is not None:
+            body = body._replace(guard=RankGuard(polarity, node))
+            orelse = orelse._replace(guard=RankGuard(guards.flip(polarity) or polarity, node))
+        self.expr(node.body, body)
+        self.expr(node.orelse, orelse)
 
     def _call_key(self, func: ast.expr) -> str:
         if isinstance(func, ast.Attribute):
@@ -243,6 +334,37 @@ class _Walker:
             writes = func.attr in ("setdefault", "putenv")
             value = node.args[1] if writes and len(node.args) > 1 else None
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
+
+
+_NO_FLAGS: dict[str, str] = {}
+# Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
+_NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_NOT_CHILDREN = frozenset(
+    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "attr", "arg", "id"}
+)
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an expression type that hold expressions (not `ctx`, `op`, flags)."""
+    return tuple(name for name in kind._fields if name not in _NOT_CHILDREN)  # type: ignore[attr-defined]
+
+
+def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
+    """The context of one arm of a condition; a test about the launch sets `launch`."""
+    launch = guards.launch_of(test)
+    if launch is not None and not arm:
+        launch = guards.other_launch(launch)
+    return Context(
+        ctx.function,
+        ctx.class_name,
+        ctx.loops,
+        ctx.guard,
+        ctx.main_guard,
+        ctx.no_grad,
+        (*ctx.branches, Branch(node, arm)),
+        launch if launch is not None else ctx.launch,
+    )
 
 
 def _is_environ(node: ast.AST) -> bool:

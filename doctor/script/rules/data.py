@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, ScriptFacts, text_of
+from ..evalloaders import evaluation_factory_calls
+from ..facts import CallSite, Function, ScriptFacts, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
+from ..origins import PARAM, SPAWN_INDEX
 from ..rankflow import mentions_rank
 from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -125,10 +128,13 @@ def _is_none(node: ast.AST) -> bool:
 )
 def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        A DistributedSampler (shuffle not False, not an evaluation sampler) in a script that
-        runs its own training loop, with no set_epoch reaching it: not on the sampler's name,
-        not through loader.sampler, not in a method the epoch loop calls. Also set_epoch with a
-        constant argument, and set_epoch called once before the epoch loop.
+        A DistributedSampler (shuffle not False, not an evaluation sampler) whose loader is
+        iterated once per epoch of an outer loop (or, when no loop over it is in view, in a
+        script that runs its own training loop), with no set_epoch reaching it: not on the
+        sampler, not through loader.sampler, not on `self.sampler` in another method, not in
+        a function or module of the tree the epoch loop calls. Also set_epoch with a constant
+        argument, and set_epoch called once before the epoch loop. A single pass over the data
+        needs no set_epoch.
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -146,17 +152,20 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
                 ...
     """
     flow = _samplers(facts)
-    if not flow.has_manual_training_loop:
-        return
     reported_calls: set[int] = set()
     for use in flow.uses:
         if not use.shuffles or use.is_for_eval():
+            continue
+        epochs = flow.runs_epochs(use)
+        if epochs is False or (epochs is None and not flow.has_manual_training_loop):
             continue
         calls = flow.set_epoch_for(use)
         if not calls:
             yield _missing(facts, use)
             continue
         for call in calls:
+            if not any(c is call for c in facts.calls_by_key.get("set_epoch", ())):
+                continue  # in another file: judged there
             problem = _misplaced(facts, call)
             if problem and id(call) not in reported_calls:
                 reported_calls.add(id(call))
@@ -165,7 +174,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
 
 def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
     sampler = ", ".join(sorted(use.names)) or "DistributedSampler(...)"
-    loaders = ", ".join(sorted(use.loader_names))
+    loaders = ", ".join(sorted(use.loader_names | use.returned_to))
     via = f" (feeding {loaders})" if loaders else ""
     return hit(
         facts,
@@ -221,11 +230,13 @@ def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
 def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
-        (val, valid, test, eval).
+        (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
+        Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
+        `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
+        the tree that builds a padding DistributedSampler a few calls down.
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
-        by world_size (or drops the tail with drop_last=True). Averaged metrics then count some
-        samples twice, or miss some, silently.
+        by world_size. Averaged metrics then count some samples twice, silently.
     Example:
         val_sampler = DistributedSampler(val_set, shuffle=False)
     Fix:
@@ -233,14 +244,28 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         truncate to len(val_set).
     """
     for use in _samplers(facts).uses:
-        if use.is_for_eval():
+        if use.is_for_eval() and not use.drops_last:
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
                 facts,
                 use.site.node,
                 f"{name} splits evaluation data with padding: metrics count some samples twice",
                 {"sampler": name},
+                cause="evaluation sampler",
             )
+    yield from _eval_loaders_from_factories(facts)
+
+
+def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
+    for site, factory in evaluation_factory_calls(facts):
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node)} builds an evaluation loader with {factory.name}(), which "
+            "pads it with a DistributedSampler: metrics count some samples twice",
+            {"factory": factory.qualname},
+            cause="evaluation sampler",
+        )
 
 
 @rule(
@@ -251,7 +276,10 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
         np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
-        seeding call in the script uses the rank. Reported once, at the first call.
+        seeding call in the script uses the rank. Module-level seeding counts: spawned
+        workers import the script again and run it; seeding only in the parent before
+        mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
+        comparison needs the same data on every rank). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -263,9 +291,18 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.manual_seed(42 + dist.get_rank())
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess:
+    if not flow.is_multiprocess or _is_test_file(facts.path):
         return
-    seeds = [s for s in facts.calls_to(*names.SEEDERS) if flow.in_distributed_region(s.ctx)]
+    workers = _spawned_code(facts)
+    seeds = [
+        s
+        for s in facts.calls_to(*names.SEEDERS)
+        if (
+            _in_worker(facts, s, workers)
+            if workers is not None
+            else flow.in_distributed_region(s.ctx)
+        )
+    ]
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
@@ -281,7 +318,54 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     )
 
 
+def _is_test_file(path: str) -> bool:
+    name = os.path.basename(path)
+    parts = os.path.normpath(path).split(os.sep)
+    return name.startswith("test_") or name.endswith("_test.py") or "tests" in parts[:-1]
+
+
+def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
+    """Functions that run in processes this script spawns; None when it spawns none."""
+    graph = facts.project.graph
+    started = {
+        edge.callee
+        for site in facts.calls
+        for edge in graph.callees(graph.unit(facts, site.ctx))
+        if edge.site is site and edge.spawned
+    }
+    return graph.closure(started, up=False) if started else None
+
+
+def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
+    """Module code outside the main guard runs again in every spawned worker."""
+    if site.ctx.function is None:
+        return not site.ctx.main_guard
+    return site.ctx.function in workers
+
+
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
-    """seed + rank, directly or through a name: `seed_offset = rank; manual_seed(1337 + seed_offset)`."""
+    """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
+    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    return any(mentions_rank(facts, value) for value in values)
+    if any(mentions_rank(facts, value) for value in values):
+        return True
+    flow = facts.project.values
+    for value in values:
+        for origin in flow.origins(facts, value, site.ctx):
+            helper = site.ctx.function
+            if (
+                origin.kind == PARAM
+                and helper is not None
+                and origin.node is helper.node
+                and not facts.project.graph.callers(helper)
+            ):
+                return True  # a seeding helper nobody in the tree calls: its callers decide
+            if origin.kind == SPAWN_INDEX:
+                return True
+            if (
+                origin.node is not None
+                and origin.facts is not None
+                and (mentions_rank(origin.facts, origin.node))
+            ):
+                return True
+    return False

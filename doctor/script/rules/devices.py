@@ -9,7 +9,7 @@ from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, EnvAccess, ScriptFacts, TorchImport, position, text_of
+from ..facts import SINGLE, CallSite, EnvAccess, ScriptFacts, TorchImport, position, text_of
 from ..flow import candidates, flow_of
 from ..hits import hit
 from ..placement import is_hard_coded_index
@@ -24,10 +24,12 @@ from ..placement import is_hard_coded_index
 )
 def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        A script that calls init_process_group and uses CUDA, with no torch.cuda.set_device
-        (nor init_process_group(device_id=...), nor a per-rank CUDA_VISIBLE_DEVICES) at all;
-        or one that calls set_device only after init_process_group in the same function
-        (reported as info).
+        init_process_group in a CUDA script with no torch.cuda.set_device (nor
+        init_process_group(device_id=...), a helper or class that calls it, a per-rank
+        CUDA_VISIBLE_DEVICES) on its path: in its function, in the functions that call it, or
+        in what those call, through the modules of the checked tree; or set_device only after
+        init_process_group on that path (reported as info), also when the two sit in
+        different functions (`setup()` inits, the caller pins afterwards).
     Why it matters:
         Until set_device runs, every rank's current device is cuda:0. NCCL's barrier and
         anything placed with "cuda" or .cuda() then creates contexts on GPU 0 for every rank:
@@ -41,27 +43,29 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         dist.init_process_group("nccl")
     """
     flow = flow_of(facts)
-    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment:
-        return
-    if any(_is_gloo(call) for call in flow.init_calls):
-        return
-    first_init = flow.init_calls[0]
-    if not flow.set_device_calls:
-        yield hit(
-            facts,
-            first_init.node,
-            "init_process_group runs with no torch.cuda.set_device(local_rank) in the script: "
-            "every rank starts on cuda:0",
-        )
+    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment or flow.is_rpc:
         return
     for init in flow.init_calls:
-        here = [s for s in flow.set_device_calls if s.ctx.function is init.ctx.function]
-        if here and all(position(s) > position(init) for s in here):
+        if _is_gloo(init) or init.ctx.launch == SINGLE:
+            continue
+        pins = flow.pins_on_path(init.ctx, init.node)
+        if not pins and flow.calls_a_callback(init.ctx, init.node):
+            continue  # dispatch(fn): init, then the caller's function, which may pin
+        if not pins:
             yield hit(
                 facts,
                 init.node,
-                f"torch.cuda.set_device({text_of(here[0].node.args[0] if here[0].node.args else None)}) "
-                f"runs only after init_process_group (line {here[0].node.lineno})",
+                "init_process_group runs with no torch.cuda.set_device(local_rank) on its path: "
+                "every rank starts on cuda:0",
+                cause="no set_device",
+            )
+        elif not any(before for _, _, before in pins):
+            owner, late, _ = min(pins, key=lambda pin: (pin[0] is not facts, position(pin[1])))
+            where = f"line {late.node.lineno}" + (f" of {owner.path}" if owner is not facts else "")
+            yield hit(
+                facts,
+                init.node,
+                f"{text_of(late.node)} ({where}) runs only after init_process_group",
                 severity=Severity.INFO,
             )
 
@@ -80,9 +84,15 @@ def _is_gloo(call: CallSite) -> bool:
 )
 def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        .cuda(), .to("cuda"), torch.device("cuda") with no set_device anywhere in a script
-        that starts a process group or wraps in DDP; and literal "cuda:0" / .cuda(0) there,
-        with or without set_device. A per-rank CUDA_VISIBLE_DEVICES silences it.
+        .cuda(), .to("cuda"), torch.device("cuda") in code that runs in a process group or
+        under DDP, where no set_device ran before it on the way there: not earlier in its
+        function outside the other arms of a condition, not in a caller before the call, not
+        in a helper, constructor or library set-up called first. And literal "cuda:0" /
+        .cuda(0) there, except in code only rank 0 runs. Branches taken only without a
+        launcher (a DataParallel fallback), code shared with one when the process group is
+        only started under `if args.distributed:`, and RPC scripts are left alone; a
+        per-rank CUDA_VISIBLE_DEVICES silences it. One finding per kind, the other lines
+        listed.
     Why it matters:
         "cuda" means the current device, which is cuda:0 until set_device runs. Every rank
         then puts its model and batches on GPU 0: out of memory, "Duplicate GPU detected", or
@@ -95,31 +105,62 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         model = Net().to(device)
     """
     flow = flow_of(facts)
-    if not (flow.init_calls or flow.ddp_wraps) or flow.pins_device_by_environment:
+    if not (flow.init_calls or flow.ddp_wraps) or flow.pins_device_by_environment or flow.is_rpc:
         return
-    indexless_is_wrong = not flow.set_device_calls
+    defaults = _default_values(facts)
     for site in _placements(facts):
-        if not flow.in_distributed_region(site.ctx):
+        if not flow.in_distributed_region(site.ctx) or id(site.node) in defaults:
             continue
+        if site.ctx.launch is None and not flow.distributed_everywhere:
+            continue  # shared by a single-process path: "cuda" is right there
         device = _device_argument(site)
         if device is None and site.key == "cuda" and not site.node.args:
-            if indexless_is_wrong:
-                yield hit(facts, site.node, f"{text_of(site.node)} places on cuda:0 on every rank")
+            if not flow.pinned_before(site.ctx, site.node):
+                yield _indexless(
+                    facts, site, f"{text_of(site.node)} places on cuda:0 on every rank"
+                )
             continue
         if device is None:
             continue
-        if (
-            isinstance(device, ast.Constant)
-            and is_hard_coded_index(device)
-            and site.key != "device"
-        ):
-            yield hit(facts, device, f"{text_of(site.node)} puts every rank on GPU {device.value}")
-        elif site.key == "device" and is_hard_coded_index(site.node):
-            yield hit(facts, site.node, f"{text_of(site.node)} puts every rank on the same GPU")
+        literal = _literal_index(site, device)
+        if literal is not None:
+            if not flow.runs_on_rank_zero_only(site.ctx):
+                yield hit(
+                    facts,
+                    literal,
+                    f"{text_of(site.node)} puts every rank on the same GPU",
+                    cause=f"literal {text_of(literal)}",
+                )
         elif site.key == "device" and len(site.node.args) > 1:
             continue  # torch.device("cuda", local_rank)
-        elif indexless_is_wrong and any(_is_plain_cuda(c) for c in candidates(device)):
-            yield hit(facts, site.node, f"{text_of(site.node)} means cuda:0 on every rank")
+        elif any(_is_plain_cuda(c) for c in candidates(device)) and not flow.pinned_before(
+            site.ctx, site.node
+        ):
+            yield _indexless(facts, site, f"{text_of(site.node)} means cuda:0 on every rank")
+
+
+def _indexless(facts: ScriptFacts, site: CallSite, message: str) -> Hit:
+    return hit(facts, site.node, message, cause="indexless")
+
+
+def _literal_index(site: CallSite, device: ast.expr) -> ast.expr | None:
+    if site.key == "device":
+        return site.node if is_hard_coded_index(site.node) else None
+    if isinstance(device, ast.Constant) and is_hard_coded_index(device):
+        return device
+    return None
+
+
+def _default_values(facts: ScriptFacts) -> set[int]:
+    """Nodes inside parameter defaults (`device=torch.device("cuda")`): a device value for
+    later, not a placement."""
+    found: set[int] = set()
+    for function in facts.functions:
+        arguments = function.node.args
+        for default in [*arguments.defaults, *arguments.kw_defaults]:
+            if default is not None:
+                found.update(id(node) for node in ast.walk(default))
+    return found
 
 
 def _placements(facts: ScriptFacts) -> list[CallSite]:

@@ -10,9 +10,11 @@ from ddp_doctor.registry import Hit, rule
 
 from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
-from ..flow import flow_of
-from ..hits import hit, location
-from ..textscan import launch_in_string, launch_mentions
+from ..hits import ScriptHit, hit, location
+from ..origins import ATTRIBUTE, OPTION
+from ..placement import device_sources
+from ..textscan import is_launcher_path, launch_in_string, launch_mentions
+from ..values import Values
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 _PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})
@@ -29,7 +31,10 @@ _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefil
 def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
-        YAML, Makefile and Markdown files and in Python strings, and imports of the module.
+        YAML, Makefile and Markdown files and in Python strings (also built as
+        os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
+        "/distributed/launch.py"), and imports of the module. One finding per file, the
+        other lines listed.
     Why it matters:
         torch.distributed.launch is deprecated in favour of torchrun. Since torch 2.0 it passes
         `--local-rank=N` (with a hyphen), which scripts that declare only `--local_rank`
@@ -52,6 +57,10 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
             line = constant.lineno + before.count("\n")
             column = constant.col_offset if "\n" not in before else len(before.rsplit("\n", 1)[1])
             yield _launch_hit(facts, text, location(facts, line=line, column=column))
+    for join in facts.calls_by_key.get("join", []) + facts.calls_by_key.get("joinpath", []):
+        parts = [a.value for a in join.node.args if isinstance(a, ast.Constant)]
+        if all(isinstance(p, str) for p in parts) and is_launcher_path(parts):  # type: ignore[arg-type]
+            yield _launch_hit(facts, text_of(join.node), location(facts, join.node))
     for imported in facts.torch_imports:
         node = imported.node
         modules = (
@@ -67,10 +76,11 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
-    return Hit(
+    return ScriptHit(
         f"'{text}' uses the deprecated launcher; use torchrun",
         {"launcher": text},
         location=where,  # type: ignore[arg-type]
+        cause="launcher",
     )
 
 
@@ -131,9 +141,11 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        args.local_rank (from parser.add_argument("--local_rank"/"--local-rank")) used to pick
-        the device (set_device, torch.device, .cuda(), .to(), DDP device_ids), in a script that
-        never reads the LOCAL_RANK environment variable.
+        The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
+        argparse --local_rank/--local-rank option, followed through assignments, attributes and
+        function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
+        script that never reads the LOCAL_RANK environment variable. One finding per option,
+        the other lines listed.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -145,38 +157,58 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if not declared & set(_LOCAL_RANK_OPTIONS) or _local_rank_from_env(facts):
+    if _local_rank_from_env(facts) or not _declared_in_tree(facts):
         return
-    aliases = {
-        a.target
-        for a in facts.assignments
-        if isinstance(a.value, ast.Attribute) and a.value.attr == "local_rank"
-    }
-    reported: set[int] = set()
+    declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
+    values = facts.project.values
     for key in _PLACING_KEYS:
         for call in facts.calls_by_key.get(key, ()):
-            if call.node.lineno in reported or not _uses_local_rank(call, aliases):
+            source = _local_rank_source(facts, values, call, declares_here)
+            if source is None:
                 continue
-            reported.add(call.node.lineno)
             yield hit(
                 facts,
                 call.node,
-                f"{text_of(call.node)} takes the GPU from argparse's local_rank; torchrun passes "
-                "none, so every rank gets the default",
+                f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source}; "
+                "torchrun passes none, so every rank gets the default",
                 {"call": text_of(call.node)},
+                cause="local_rank",
             )
 
 
-def _uses_local_rank(call: CallSite, aliases: set[str]) -> bool:
-    values = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-    for value in values:
-        for node in ast.walk(value):
-            if isinstance(node, ast.Attribute) and node.attr == "local_rank":
-                return True
-            if isinstance(node, ast.Name) and node.id in aliases:
-                return True
-    return False
+def _declared_in_tree(facts: ScriptFacts) -> bool:
+    """Whether some file of the tree declares a --local_rank option at all."""
+    graph = facts.project.graph
+    cached = graph.__dict__.get("_declares_local_rank")
+    if cached is None:
+        cached = any(_declared(f) & set(_LOCAL_RANK_OPTIONS) for f in graph.files())
+        graph.__dict__["_declares_local_rank"] = cached
+    return cached
+
+
+def _declared(facts: ScriptFacts) -> set[str]:
+    return {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
+
+
+def _local_rank_source(
+    facts: ScriptFacts, values: Values, call: CallSite, declares_here: bool
+) -> str | None:
+    """Where the call's GPU comes from, when that is an argparse --local_rank: "" for this
+    file's own option, " (from FILE)" for another file's."""
+    for value in [*call.node.args, *(kw.value for kw in call.node.keywords)]:
+        for origin in device_sources(facts, values, value, call.ctx):
+            if origin.name != "local_rank":
+                continue
+            if origin.kind == OPTION and origin.facts is not None:
+                owner = origin.facts
+                if owner is facts and declares_here:
+                    return ""
+                declared = _declared(owner) & set(_LOCAL_RANK_OPTIONS)
+                if owner is not facts and declared and not _local_rank_from_env(owner):
+                    return f" (declared in {owner.path})"
+            elif origin.kind == ATTRIBUTE and declares_here:
+                return ""
+    return None
 
 
 @rule("DDP123", Remediation('Start processes only under `if __name__ == "__main__":`.'))
@@ -214,7 +246,7 @@ def spawn_without_main_guard(facts: ScriptFacts) -> Iterator[Hit]:
 
 def _module_level_entries(facts: ScriptFacts) -> dict[str, CallSite]:
     """Functions run at import time, each with the unguarded module-level call that starts it."""
-    flow = flow_of(facts)
+    graph = facts.project.graph
     reached: dict[str, CallSite] = {}
     changed = True
     while changed:
@@ -222,7 +254,8 @@ def _module_level_entries(facts: ScriptFacts) -> dict[str, CallSite]:
         for function in facts.functions:
             if function.qualname in reached:
                 continue
-            for site in sorted(flow.local_call_sites(function), key=position):
+            here = [e.site for e in graph.callers(function) if e.facts is facts and not e.handed]
+            for site in sorted(here, key=position):
                 ctx = site.ctx
                 if ctx.module_level and not ctx.main_guard:
                     reached[function.qualname] = site

@@ -9,9 +9,11 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import ScriptFacts, text_of
-from ..flow import candidates, flow_of
-from ..hits import hit, location
+from ..callgraph import DEPTH
+from ..facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
+from ..flow import flow_of
+from ..hits import ScriptHit, hit, location
+from ..origins import CONSTANT
 from ..textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
@@ -80,9 +82,12 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 )
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        init_process_group with the literal backend "nccl" (or a variable only ever set to it)
-        in a script that never calls torch.cuda.is_available(), dist.is_nccl_available() or
-        torch.cuda.device_count().
+        init_process_group with the backend "nccl" (literally, or through names that only ever
+        hold it) where no availability check (torch.cuda.is_available(),
+        dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
+        backend's own expression, and none in a condition around the call or around the
+        assignment of the backend, here or in a caller. A check that only sizes the world
+        (world_size = torch.cuda.device_count()) is no fallback.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -93,29 +98,131 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
         dist.init_process_group(backend=backend)
     """
-    if any(facts.calls_by_key.get(name) for name in _AVAILABILITY_CHECKS):
-        return
-    for init in flow_of(facts).init_calls:
+    flow = flow_of(facts)
+    for init in flow.init_calls:
         backend = init.argument(0, "backend")
-        if backend is not None and _only_nccl(facts, backend):
-            yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
+        if backend is None or not _only_nccl(facts, backend, init):
+            continue
+        if _chosen_by_check(facts, init.ctx) or _gloo_beside(flow, init):
+            continue
+        if _checked_before(facts, init) or _checked_in_callers(facts, init):
+            continue
+        yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
 
 
-def _only_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
+def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
+    """Every value the backend may hold is the constant "nccl", and no check chose it."""
+    values = facts.project.values
     if isinstance(node, ast.Constant):
         return node.value == "nccl"
-    if isinstance(node, ast.Name):
-        values = [a.value for a in facts.assignments_by_target.get(node.id, [])]
-        return bool(values) and all(
-            isinstance(c, ast.Constant) and c.value == "nccl" for v in values for c in candidates(v)
-        )
+    origins = values.origins(facts, node, init.ctx)
+    if not origins or any(o.kind != CONSTANT or o.node.value != "nccl" for o in origins):  # type: ignore[union-attr]
+        return False
+    for origin in origins:
+        assignment = flow_of(origin.facts).assignment_of(origin.node)  # type: ignore[arg-type]
+        if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
+            return False
+    return True
+
+
+def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
+    """A condition around this place asks whether CUDA or NCCL is there."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is not None and _asks_availability(test):
+            return True
+    return False
+
+
+def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
+    """`if gpu_id >= 0: init("nccl") else: init("gloo")`: the other arm is the fallback."""
+    for other in flow.init_calls:
+        if other is init or other.ctx.function is not init.ctx.function:
+            continue
+        if not _is_backend(other, "gloo") or not other.ctx.excludes(init.ctx):
+            continue
+        arms = {id(b.node) for b in other.ctx.branches}
+        splits = [b.node for b in init.ctx.branches if id(b.node) in arms]
+        if any(_about_gpus(getattr(node, "test", None)) for node in splits):
+            return True
+    return False
+
+
+def _about_gpus(test: ast.expr | None) -> bool:
+    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`), not on the cluster (SLURM)."""
+    if test is None:
+        return False
+    for node in ast.walk(test):
+        name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
+            return True
+    return _asks_availability(test)
+
+
+def _is_backend(init: CallSite, name: str) -> bool:
+    backend = init.argument(0, "backend")
+    return isinstance(backend, ast.Constant) and backend.value == name
+
+
+def _checked_before(facts: ScriptFacts, site: CallSite) -> bool:
+    """`assert torch.cuda.device_count() >= 2` earlier in the function, or a decorator such
+    as `@unittest.skipIf(torch.cuda.device_count() < 2, ...)` on it."""
+    function = site.ctx.function
+    if function is not None and any(_asks_availability(d) for d in function.node.decorator_list):
+        return True
+    return any(
+        ctx.function is function
+        and (statement.lineno, statement.col_offset) < (site.node.lineno, site.node.col_offset)
+        and _asks_availability(statement.test, facts, ctx)
+        for statement, ctx in facts.asserts
+    )
+
+
+def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) -> bool:
+    """A check around a call on the way here, up to `depth` callers (mp.spawn included)."""
+    graph = facts.project.graph
+    frontier = [(facts, init.ctx)]
+    for _ in range(depth):
+        callers = []
+        for owner, ctx in frontier:
+            for edge in graph.callers(graph.unit(owner, ctx)):
+                if _chosen_by_check(edge.facts, edge.site.ctx):
+                    return True
+                if _checked_before(edge.facts, edge.site):
+                    return True
+                callers.append((edge.facts, edge.site.ctx))
+        frontier = callers
+    return False
+
+
+def _is_availability_call(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
+
+
+def _asks_availability(
+    test: ast.expr, facts: ScriptFacts | None = None, ctx: Context | None = None
+) -> bool:
+    """The test calls an availability check, or (given where it is: an assert) uses a name
+    assigned one in the same function (`n_gpus = torch.cuda.device_count(); assert n_gpus
+    >= 2`). A branch on such a name only sizes the world."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS:
+            return True
+        if isinstance(node, ast.Name) and facts is not None and ctx is not None:
+            for assignment in facts.assignments_by_target.get(node.id, ()):
+                value = assignment.value  # the count itself, not `count() if cuda else 1`
+                if assignment.ctx.function is ctx.function and _is_availability_call(value):
+                    return True
     return False
 
 
 @rule("DDP121", Remediation("Call dist.destroy_process_group() at the end, in a finally: block."))
 def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        A script that calls init_process_group and never destroy_process_group.
+        A script that calls init_process_group and never destroy_process_group: not itself,
+        not through a helper of the checked tree (a `cleanup()` in utils/dist.py), not in a
+        caller. A one-process group (for SyncBatchNorm without DDP) is not ended by a destroy
+        that runs only under `if is_ddp:`.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -130,13 +237,41 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         finally:
             dist.destroy_process_group()
     """
-    flow = flow_of(facts)
-    if not flow.init_calls or facts.calls_to(names.DESTROY_PROCESS_GROUP):
+    inits = facts.calls_to(names.INIT_PROCESS_GROUP)  # a one-process group too (SyncBatchNorm)
+    if not inits:
         return
-    if facts.calls_by_key.get("destroy_process_group"):
-        return  # a local helper or an unresolved import named so
-    first = flow.init_calls[0]
-    yield hit(facts, first.node, "init_process_group has no matching destroy_process_group()")
+    if any(
+        names.last_identifier(value) == "destroy_process_group"
+        for site in facts.calls
+        for value in site.node.args
+    ):
+        return  # atexit.register(dist.destroy_process_group)
+    graph = facts.project.graph
+    for init in inits:
+        single = init.ctx.launch == SINGLE or _one_process(init)
+        key, direct = ("destroys-single", _destroys_single) if single else ("destroys", _destroys)
+        reach = graph.reaching(key, direct)
+        if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
+            return
+        starters = {graph.unit(facts, init.ctx)}
+        if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
+            continue  # a caller (in another module) ends the group: run() { setup(); destroy() }
+        yield hit(facts, init.node, "init_process_group has no matching destroy_process_group()")
+        return
+
+
+def _destroys(facts: ScriptFacts, site: CallSite) -> bool:
+    return site.key == "destroy_process_group"
+
+
+def _destroys_single(facts: ScriptFacts, site: CallSite) -> bool:
+    """A destroy that also runs without a launcher (not only under `if is_ddp:`)."""
+    return _destroys(facts, site) and site.ctx.launch != DISTRIBUTED
+
+
+def _one_process(init: CallSite) -> bool:
+    count = init.keyword("world_size") or init.argument(3, "world_size")
+    return isinstance(count, ast.Constant) and count.value == 1
 
 
 _RENAMED_NCCL_VARIABLES = {
@@ -185,8 +320,9 @@ def _renamed_hit(
     facts: ScriptFacts, name: str, *, node: ast.AST | None = None, line: int = 1, column: int = 0
 ) -> Hit:
     new = _RENAMED_NCCL_VARIABLES[name]
-    return Hit(
+    return ScriptHit(
         f"{name} was renamed {new}: set {new} instead",
         {"variable": name},
         location=location(facts, node, line=line, column=column),
+        cause=name,
     )

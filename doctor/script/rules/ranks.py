@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import CallSite, ScriptFacts, position, text_of
+from ..facts import CallSite, Context, ScriptFacts, position, text_of
 from ..flow import flow_of
-from ..guards import is_rank_like
+from ..guards import is_rank_like, is_wrapper_test
 from ..hits import hit
 from ..rankflow import (
     collective_helpers,
     contains,
+    logging_configured_here,
     logging_is_rank_aware,
     mentions_rank,
     paired_collectives,
     save_calls,
 )
+from ..region import distributed_region
 
 
 @rule(
@@ -74,7 +77,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
-        where x holds the DDP-wrapped model at that point.
+        where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
+        `self.model` wrapped in another method, or a parameter that a caller passes the
+        wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
+        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`.
     Why it matters:
         DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
         plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
@@ -86,14 +92,14 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         torch.save(model.module.state_dict(), "model.pt")
     """
     flow = flow_of(facts)
-    if not flow.wrapped:
-        return
     saves = save_calls(facts)
     for call in facts.methods_called("state_dict"):
         receiver = call.receiver
-        if receiver is None or not flow.holds_wrapped_model(receiver, call.ctx, call.node):
+        if receiver is None or call.node.args or not _is_saved(facts, call, saves):
             continue
-        if _is_saved(facts, call, saves):
+        if _unwrapped_here(facts, call, receiver):
+            continue
+        if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
                 facts,
                 call.node,
@@ -103,18 +109,45 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
             )
 
 
+def _unwrapped_here(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> bool:
+    """In the arm of a wrapper test that holds no wrapper, or after `x = x.module`."""
+    for branch in call.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None:
+            continue
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        core = test.operand if negated else test  # type: ignore[attr-defined]
+        if is_wrapper_test(core) and branch.arm == negated:
+            return True
+    text = names.access_path(receiver)
+    for assignment in facts.assignments_by_target.get(text or "", ()):
+        value = assignment.value
+        unwraps = (isinstance(value, ast.Attribute) and value.attr == "module") or (
+            isinstance(value, ast.Call) and "unwrap" in (names.last_identifier(value.func) or "")
+        )
+        if (
+            unwraps
+            and assignment.ctx.function is call.ctx.function
+            and (position(assignment) < position(call))
+        ):
+            return True
+    return False
+
+
 def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
     same_function = [s for s in saves if s.ctx.function is call.ctx.function]
     if any(contains(save.node, call.node) for save in same_function):
         return True
     for assignment in facts.assignments:
+        if assignment.element:
+            continue
         if assignment.ctx.function is call.ctx.function and contains(assignment.value, call.node):
-            root = assignment.target.split(".")[0]
+            root = re.split(r"[.\[]", assignment.target, maxsplit=1)[0]
             return any(
                 names.dotted(arg) in (assignment.target, root)
                 for save in same_function
                 if position(save) > position(assignment)
-                for arg in save.node.args
+                for arg in [*save.node.args, *(kw.value for kw in save.node.keywords)]
             )
     return False
 
@@ -154,6 +187,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+_LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
 
 
 @rule(
@@ -162,10 +196,15 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 )
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop,
+        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop
+        (or in a function the loop calls directly: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
-        Once per function and kind. Skipped where print is overridden off rank 0 or logging is
-        configured per rank, and for messages that include the rank.
+        One finding per kind, the other lines listed. Skipped where print is overridden off
+        rank 0, for messages that include the rank, for reports of a NaN or a missing
+        gradient (printed by the rank it happened on), for a branch that turns itself off
+        (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
+        not set logging up itself (it is configured elsewhere, often per rank) or sets it
+        up per rank.
     Why it matters:
         Every line appears world_size times, progress bars fight over the terminal, wandb
         starts one run per GPU and tensorboard writes one event file per rank.
@@ -182,34 +221,81 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_print = facts.print_overridden or bool(
         facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
     )
-    quiet_logging = logging_is_rank_aware(facts)
-    seen: set[tuple[object, str]] = set()
-    for call in facts.calls:
+    quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
+    for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
-        if kind is None or flow.runs_on_rank_zero_only(call.ctx):
+        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
+            continue
+        if _one_shot(facts, call.ctx):
             continue
         if not flow.in_distributed_region(call.ctx):
             continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
-        key = (call.ctx.function, kind)
-        if key in seen:
-            continue
-        seen.add(key)
         yield hit(
-            facts, call.node, f"{text_of(call.node.func)}(...) runs on every rank", {"kind": kind}
+            facts,
+            call.node,
+            f"{text_of(call.node.func)}(...) runs on every rank",
+            {"kind": kind},
+            cause=kind,
         )
+
+
+_ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
+
+
+def _diagnostic(ctx: Context) -> bool:
+    """Under `if torch.isnan(loss):` or `if p.grad is None:`: a rare event's report, printed
+    by the rank it happened on."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or not branch.arm:
+            continue
+        for node in ast.walk(test):
+            if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
+                return True
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.Is)
+                and names.last_identifier(node.left) == "grad"
+            ):
+                return True
+    return False
+
+
+def _one_shot(facts: ScriptFacts, ctx: Context) -> bool:
+    """`if need_profiling: log(...); need_profiling = False`: a branch that turns itself off,
+    so the loop around it logs once."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or not branch.arm:
+            continue
+        for name in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
+            for assignment in facts.assignments_by_target.get(name, ()):
+                value = assignment.value
+                inside = any(b.node is branch.node and b.arm for b in assignment.ctx.branches)
+                if inside and isinstance(value, ast.Constant) and value.value in (False, None):
+                    return True
+    return False
 
 
 def _log_kind(
     facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
 ) -> str | None:
     func = call.node.func
+    graph = facts.project.graph
+    region = distributed_region(graph)
+
+    def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
+        return graph.in_loop(ctx, depth=1, within=region)
+
     if call.key == "print" and isinstance(func, ast.Name):
-        return "print" if call.ctx.loops and not quiet_print else None
+        return "print" if not quiet_print and in_loop(call.ctx) else None
     if call.key in _LOG_METHODS and call.receiver is not None:
         receiver = names.dotted(call.receiver) or ""
-        if "log" not in receiver.rsplit(".", 1)[-1].lower() or not call.ctx.loops or quiet_logging:
+        if "log" not in receiver.rsplit(".", 1)[-1].lower() or quiet_logging:
+            return None
+        if not in_loop(call.ctx):
             return None
         origin = facts.qualname(call.receiver) or "logging"
         return "logging" if origin.startswith("logging") else None  # LOGGER from elsewhere: its

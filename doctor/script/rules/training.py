@@ -9,9 +9,11 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 
 from .. import names
-from ..facts import Assignment, CallSite, ScriptFacts, position
+from ..facts import Assignment, CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit
+from ..origins import CALL, Origin
+from ..placement import device_index
 
 _REDUCTIONS = frozenset({"mean", "sum"})
 
@@ -109,6 +111,95 @@ def _reduced(facts: ScriptFacts, loss: str, backward: CallSite) -> bool:
             if call.ctx.function is backward.ctx.function and names.dotted(call.receiver) == loss:  # type: ignore[arg-type]
                 return True
     return False
+
+
+@rule(
+    "DDP128",
+    Remediation(
+        "Move inputs and targets to device_ids[0] (cuda:0 by default), or leave the inputs on "
+        "the CPU: DataParallel scatters them itself."
+    ),
+)
+def dataparallel_input_off_first_device(facts: ScriptFacts) -> Iterator[Hit]:
+    """What it finds:
+        In a script that runs a model with nn.DataParallel, tensors (inputs, targets) moved
+        with .to()/.cuda() to a literal GPU (directly or through a name or a torch.device)
+        other than the wrapper's first device: device_ids[0], or cuda:0 when device_ids is
+        not given (output_device, when given, is also accepted). The model itself is left to
+        DDP109.
+    Why it matters:
+        DataParallel gathers the outputs on device_ids[0]. A target on another GPU meets them
+        in the loss: "Expected all tensors to be on the same device, but found at least two
+        devices, cuda:1 and cuda:0!". Inputs sent elsewhere are copied back to device_ids[0]
+        before the scatter: wasted transfers, or the same error in code that mixes them.
+    Example:
+        model = nn.DataParallel(model.cuda())
+        inputs, targets = inputs.to("cuda:1"), targets.to("cuda:1")
+    Fix:
+        inputs, targets = inputs.to("cuda:0"), targets.to("cuda:0")
+    """
+    wraps = facts.calls_to(names.DATA_PARALLEL)
+    accepted = _first_devices(facts, wraps)
+    if not accepted:
+        return
+    models = _models(facts, wraps)
+    for name in ("to", "cuda"):
+        for move in facts.methods_called(name):
+            device = move.argument(0, "device")
+            if device is None or move.receiver is None:
+                continue
+            index = device_index(facts, device, move.ctx)
+            if index is None or index in accepted:
+                continue
+            if facts.project.values.origins(facts, move.receiver, move.ctx) & models:
+                continue
+            first = min(accepted)
+            yield hit(
+                facts,
+                move.node,
+                f"{text_of(move.node)} sends a tensor to cuda:{index}, but DataParallel "
+                f"gathers on cuda:{first}",
+                {"device": index, "first_device": first},
+            )
+
+
+def _first_devices(facts: ScriptFacts, wraps: list[CallSite]) -> set[int]:
+    """The devices every DataParallel of the file gathers on; empty when they disagree or
+    cannot be told."""
+    found: set[int] = set()
+    for wrap in wraps:
+        ids = wrap.argument(1, "device_ids")
+        accepted: set[int] = set()
+        if ids is None or (isinstance(ids, ast.Constant) and ids.value is None):
+            accepted.add(0)
+        elif isinstance(ids, (ast.List, ast.Tuple)) and ids.elts:
+            first = device_index(facts, ids.elts[0], wrap.ctx)
+            if first is None:
+                return set()
+            accepted.add(first)
+        else:
+            return set()
+        output = wrap.argument(2, "output_device")
+        if output is not None:
+            chosen = device_index(facts, output, wrap.ctx)
+            if chosen is None:
+                return set()
+            accepted.add(chosen)
+        if found and not found & accepted:
+            return set()
+        found |= accepted
+    return found
+
+
+def _models(facts: ScriptFacts, wraps: list[CallSite]) -> set[Origin]:
+    """The wrappers and the models inside them: moving those is DDP109's business."""
+    values = facts.project.values
+    found = {Origin(CALL, w.node, facts) for w in wraps}
+    for wrap in wraps:
+        module = wrap.argument(0, "module")
+        if module is not None:
+            found |= values.origins(facts, module, wrap.ctx)
+    return found
 
 
 @rule(

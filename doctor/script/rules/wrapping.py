@@ -12,7 +12,8 @@ from .. import names
 from ..facts import CallSite, ScriptFacts, position, text_of
 from ..flow import flow_of
 from ..hits import hit
-from ..placement import device_state_before, is_hard_coded_index
+from ..origins import CALL, Origin
+from ..placement import FRESH, device_state_before, is_device_move, is_hard_coded_index
 
 
 @rule(
@@ -56,7 +57,9 @@ def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
 def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
-        id, or the global rank; DDP or DataParallel whose output_device is not device_ids[0].
+        id (a list of several, or list(range(...)), directly or through a name), or the
+        global rank; DDP whose output_device is not device_ids[0]. DataParallel's device_ids
+        and output_device are its own business (several GPUs, any output device, are legal).
     Why it matters:
         Each DDP process drives exactly one GPU, its local rank. device_ids=[0] puts every
         rank's replica on GPU 0 ("Duplicate GPU detected" or a silent pile-up); several ids are
@@ -72,12 +75,18 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     pinned = flow.pins_device_by_environment
     for site in flow.ddp_wraps:
         yield from _ddp_ids(facts, site, pinned)
-    for site in facts.calls_to(names.DATA_PARALLEL):
-        yield from _output_device_mismatch(facts, site)
 
 
 def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
     ids = site.argument(1, "device_ids")
+    if ids is not None and _several_ids(facts, ids, site):
+        yield hit(
+            facts,
+            ids,
+            f"device_ids={text_of(ids)} gives one DDP process several GPUs",
+            {"device_ids": text_of(ids)},
+        )
+        return
     if isinstance(ids, (ast.List, ast.Tuple)):
         if len(ids.elts) > 1:
             yield hit(
@@ -125,6 +134,22 @@ def _output_device_mismatch(facts: ScriptFacts, site: CallSite) -> Iterator[Hit]
         )
 
 
+def _several_ids(facts: ScriptFacts, ids: ast.expr, site: CallSite) -> bool:
+    """A list of several ids, or a range of them, written here or held by a name."""
+    if isinstance(ids, (ast.List, ast.Tuple)):
+        return False  # judged element by element by the caller
+    made = [o.node for o in facts.project.values.origins(facts, ids, site.ctx)]
+    return bool(made) and all(_is_several(node) for node in made)
+
+
+def _is_several(node: ast.AST | None) -> bool:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return len(node.elts) > 1 and not any(isinstance(e, ast.Starred) for e in node.elts)
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "list" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Call) and names.last_identifier(node.func) == "range"
+
+
 def _holds_global_rank(facts: ScriptFacts, node: ast.expr) -> bool:
     text = names.dotted(node)
     if text is None:
@@ -146,38 +171,73 @@ def _is_global_rank(facts: ScriptFacts, value: ast.expr) -> bool:
     return isinstance(key, ast.Constant) and key.value == "RANK"
 
 
-@rule("DDP109", Remediation("Move the model first (model.to(device)), then wrap it in DDP."))
+@rule(
+    "DDP109",
+    Remediation(
+        "Move the model first (model.to(device)), then wrap it in DDP; for DataParallel, move "
+        "it (or the wrapper) to device_ids[0] before the first forward."
+    ),
+)
 def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel(model) in a CUDA script where `model` was built in the same
         function and not moved with .to(device) or .cuda() before the wrap (also when it is
-        moved only afterwards).
+        moved only afterwards). nn.DataParallel(model) where `model` was built on the CPU and
+        neither it nor the wrapper is ever moved (`nn.DataParallel(model).cuda()` is right). A
+        model whose own layers are placed on devices (model parallel) is left alone.
     Why it matters:
         DDP registers the parameters and their gradient hooks at construction. A CPU module
         with device_ids fails ("module parameters ... on device cpu"); without device_ids the
         NCCL backend fails on CPU tensors, and moving the wrapped model later leaves DDP's
-        buckets pointing at the old tensors.
+        buckets pointing at the old tensors. DataParallel checks at every forward: "module
+        must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one
+        of them on device: cpu".
     Example:
         model = Net()
         model = DDP(model, device_ids=[local_rank])
     Fix:
         model = Net().to(local_rank)
         model = DDP(model, device_ids=[local_rank])
+        (DataParallel: model = nn.DataParallel(Net()).to("cuda:0"))
     """
     flow = flow_of(facts)
-    if not flow.uses_cuda or facts.calls_to("torch.set_default_device"):
+    if facts.calls_to("torch.set_default_device"):
         return
-    for site in flow.ddp_wraps:
+    for site in flow.ddp_wraps if flow.uses_cuda else []:
         module = site.argument(0, "module")
-        if module is None:
-            continue
-        if device_state_before(facts, module, site) == "fresh":
+        if module is not None and device_state_before(facts, module, site) == FRESH:
             yield hit(
                 facts,
                 site.node,
                 f"{text_of(module)} is wrapped in DDP before it is moved to its GPU",
                 {"model": text_of(module)},
             )
+    for site in facts.calls_to(names.DATA_PARALLEL):
+        module = site.argument(0, "module")
+        if module is None or device_state_before(facts, module, site) != FRESH:
+            continue
+        if not _moved_anywhere(facts, site, module):
+            yield hit(
+                facts,
+                site.node,
+                f"{text_of(module)} is run by nn.DataParallel while still on the CPU: forward "
+                "fails with 'module must have its parameters and buffers on device cuda:0'",
+                {"model": text_of(module)},
+            )
+
+
+def _moved_anywhere(facts: ScriptFacts, wrap: CallSite, module: ast.expr) -> bool:
+    """Whether the wrapper or the model inside it is moved to a device anywhere in the file."""
+    values = facts.project.values
+    held = {Origin(CALL, wrap.node, facts)} | values.origins(facts, module, wrap.ctx)
+    for name in ("to", "cuda", "to_empty"):
+        for move in facts.methods_called(name):
+            receiver = move.receiver
+            if receiver is None or not is_device_move(move.node):
+                continue
+            if receiver is wrap.node or values.origins(facts, receiver, move.ctx) & held:
+                return True
+    return False
 
 
 @rule(

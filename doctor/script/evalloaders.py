@@ -1,0 +1,153 @@
+"""Evaluation loaders built by a loader factory of the tree (DDP114's second half).
+
+`valid_loader = setup_loader(valid_dataset, ...)` where setup_loader, a few calls down,
+builds a padding DistributedSampler. The call is judged where the evaluation context is
+visible: its target, its dataset or split argument, or the `val_dataloader()` it sits in.
+A factory that builds the sampler only on a path the call rules out (`rank=-1`,
+`shuffle=False` taking the hand-sharded branch) is left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from . import names
+from .facts import CallSite, Function, ScriptFacts
+from .flow import flow_of
+from .origins import CALL
+from .samplers import looks_like_eval
+
+_DATA_KEYWORDS = ("dataset", "data", "split", "path", "name", "mode")
+_LOADERS = (names.DATA_LOADER, names.DISTRIBUTED_SAMPLER)
+
+
+def builds_padding_sampler(facts: ScriptFacts, site: CallSite) -> bool:
+    if site.key != "DistributedSampler" or facts.resolve(site) != names.DISTRIBUTED_SAMPLER:
+        return False
+    drop = site.keyword("drop_last")
+    return not (isinstance(drop, ast.Constant) and drop.value is True)
+
+
+def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Function]]:
+    """Calls in this file that build an evaluation loader with a padding factory."""
+    graph = facts.project.graph
+    factories = graph.reaching("padding-sampler", builds_padding_sampler)
+    flow = flow_of(facts)
+    for site in facts.calls:
+        for target in graph.targets(facts, site):
+            if target not in factories or looks_like_eval(target.name):
+                continue  # construct_test_loader(): judged inside, where it calls the factory
+            if not _evaluation_call(flow, site) or not _returns_a_loader(facts, target):
+                continue
+            if factories[target] == 0 and not _sampler_possible(facts, target, site):
+                continue
+            yield site, target
+            break
+
+
+def _evaluation_call(flow, site: CallSite) -> bool:  # type: ignore[no-untyped-def]
+    """`valid_loader = f(...)`, `f(valid_dataset)`, `f(split=cfg.TEST.SPLIT)`, or a call made
+    in `val_dataloader()`."""
+    texts = [flow.target_of(site.node), site.ctx.function.name if site.ctx.function else None]
+    values = site.node.args[:1] + [
+        kw.value for kw in site.node.keywords if kw.arg and kw.arg.startswith(_DATA_KEYWORDS)
+    ]
+    for value in values:
+        for node in ast.walk(value):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                texts += (names.dotted(node) or "").split(".")
+    return looks_like_eval(*texts)
+
+
+def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:
+    owner = facts.project.owner(target)
+    values = facts.project.values
+    for value in owner.returns.get(target.qualname, ()):
+        ctx = owner.return_contexts.get(id(value))
+        if ctx is None:
+            continue
+        for origin in values.origins(owner, value, ctx):
+            if origin.kind == CALL and (
+                origin.qualname in _LOADERS or "loader" in (origin.qualname or "").lower()
+            ):
+                return True
+            if origin.kind == CALL and origin.call is not None:
+                called = names.last_identifier(origin.call.func) or ""
+                if "loader" in called.lower() or called == "klass":
+                    return True
+    return False
+
+
+def _sampler_possible(facts: ScriptFacts, factory: Function, call: CallSite) -> bool:
+    """Whether some padding sampler of the factory is built on a path this call can take."""
+    owner = facts.project.owner(factory)
+    sites = [
+        s for s in owner.calls if s.ctx.function is factory and builds_padding_sampler(owner, s)
+    ]
+    return any(_arm_possible(s, factory, call) for s in sites) if sites else True
+
+
+def _arm_possible(sampler: CallSite, factory: Function, call: CallSite) -> bool:
+    for branch in sampler.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        outcome = _evaluate(test, factory, call) if test is not None else None
+        if outcome is not None and outcome != branch.arm:
+            return False
+    return True
+
+
+def _evaluate(test: ast.expr, factory: Function, call: CallSite) -> bool | None:
+    """The test's value for this call, when it only reads parameters the call sets to
+    constants (or leaves at constant defaults)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _evaluate(test.operand, factory, call)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Name):
+        value = _passed(test.id, factory, call)
+        return None if value is _UNKNOWN else bool(value)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name):
+        left = _passed(test.left.id, factory, call)
+        right = _constant(test.comparators[0])
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return None
+        op = test.ops[0]
+        if isinstance(op, (ast.Eq, ast.Is)):
+            return left == right
+        if isinstance(op, (ast.NotEq, ast.IsNot)):
+            return left != right
+    return None
+
+
+_UNKNOWN = object()
+
+
+def _passed(name: str, factory: Function, call: CallSite) -> object:
+    if name not in factory.params:
+        return _UNKNOWN
+    for keyword in call.node.keywords:
+        if keyword.arg == name:
+            return _constant(keyword.value)
+    index = factory.params.index(name) - (1 if factory.class_name else 0)
+    args = call.node.args
+    if 0 <= index < len(args) and not any(isinstance(a, ast.Starred) for a in args[: index + 1]):
+        return _constant(args[index])
+    arguments = factory.node.args
+    positional = arguments.posonlyargs + arguments.args
+    offset = len(positional) - len(arguments.defaults)
+    for position, argument in enumerate(positional):
+        if argument.arg == name and position >= offset:
+            return _constant(arguments.defaults[position - offset])
+    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=False):
+        if argument.arg == name and default is not None:
+            return _constant(default)
+    return _UNKNOWN
+
+
+def _constant(node: ast.expr) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _constant(node.operand)
+        return -inner if isinstance(inner, (int, float)) else _UNKNOWN
+    return _UNKNOWN

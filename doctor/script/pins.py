@@ -1,0 +1,172 @@
+"""Whether the rank's GPU was pinned (torch.cuda.set_device, or a helper, constructor or
+library set-up that calls it) on the way to a line: earlier in its function outside the other
+arms of a condition, or in a caller before the call, a few callers up (never across mp.spawn:
+a spawned process starts afresh).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from . import names
+from .callgraph import DEPTH, CallGraph, Edge
+from .facts import CallSite, Context, Function, ScriptFacts, position
+
+if TYPE_CHECKING:
+    from .flow import Flow
+
+_SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
+_LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
+_PINNING_LIBRARIES = (
+    "accelerate.Accelerator",
+    "lightning.Fabric",
+    "lightning.fabric.Fabric",
+    "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
+    "torchtune.training.get_device",
+)
+_DIST_INITS = frozenset({"init", "setup", "init_distributed", "init_distributed_mode"})
+_PIN_KEYS = frozenset(
+    {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
+)
+
+
+class Pins:
+    """The pinning questions of Flow (a mixin: Flow has `facts` and `graph`)."""
+
+    facts: ScriptFacts
+    graph: CallGraph
+
+    @staticmethod
+    def _flow(facts: ScriptFacts) -> Flow:
+        from .flow import flow_of
+
+        return flow_of(facts)
+
+    def _pin_sites(self, unit: Function) -> list[tuple[ScriptFacts, CallSite]]:
+        return self.graph.sites_with(unit, "pins-device", pins_device)
+
+    def pinned_before(self, ctx: Context, node: ast.AST, depth: int = DEPTH) -> bool:
+        """Whether set_device (or a helper, a constructor or a library that calls it) ran
+        before `node` on some path to it: earlier in its function outside the other arms of a
+        condition, or earlier in a caller before the call, a few callers up."""
+        unit = self.graph.unit(self.facts, ctx)
+        if _earlier_pin(self._pin_sites(unit), ctx, node):
+            return True
+        edges = [e for e in self.graph.callers(unit) if not e.spawned]
+        if depth <= 0:
+            return False
+        if not edges and not self.graph.callers(unit):
+            return self._constructor_pins(unit) or self._pins_elsewhere(unit)
+        return any(self._pinned_at_edge(edge, depth - 1) for edge in edges)
+
+    def _pinned_at_edge(self, edge: Edge, depth: int) -> bool:
+        if edge.handed:
+            return True  # a callback: who runs it, and after what, is not in view
+        return self._flow(edge.facts).pinned_before(edge.site.ctx, edge.site.node, depth)
+
+    def _constructor_pins(self, unit: Function) -> bool:
+        """A method nobody in the tree calls: its class's __init__ runs first."""
+        if unit.class_name is None:
+            return False
+        cls = self.facts.classes.get(unit.class_name)
+        init = self.facts.project.method(cls, "__init__") if cls else None
+        return init is not None and init is not unit and bool(self._pin_sites(init))
+
+    def _pins_elsewhere(self, unit: Function) -> bool:
+        """A function the tree never calls (a library's entry, a callback named in a config):
+        who calls it first is not in view, so a pin anywhere else in the tree counts."""
+        reach = self.graph.reaching("pins-device", pins_device)
+        return any(depth == 0 and other is not unit for other, depth in reach.items())
+
+    def calls_a_callback(self, ctx: Context, after: ast.AST) -> bool:
+        """`init_process_group(...)` then `fn(*args)` with `fn` a parameter: the caller's
+        function runs next, and may pin the GPU."""
+        function = ctx.function
+        if function is None:
+            return False
+        start = (after.lineno, after.col_offset)  # type: ignore[attr-defined]
+        return any(
+            isinstance(site.node.func, ast.Name)
+            and site.node.func.id in function.params
+            and position(site) > start
+            for site in self.facts.calls
+            if site.ctx.function is function
+        )
+
+    def pins_on_path(
+        self, ctx: Context, at: ast.AST, depth: int = DEPTH
+    ) -> list[tuple[ScriptFacts, CallSite, bool]]:
+        """Pins in the function of `ctx` or in its callers, each with whether it runs before
+        `at` (before the call that leads to `at`, in a caller). Callers are asked only when
+        the function pins nothing before `at` itself."""
+        return self._pins_on_path(ctx, at, depth, through=None)
+
+    def _pins_on_path(
+        self, ctx: Context, at: ast.AST, depth: int, through: ast.AST | None
+    ) -> list[tuple[ScriptFacts, CallSite, bool]]:
+        unit = self.graph.unit(self.facts, ctx)
+        found = [
+            (f, s, _runs_first(s.node, at))
+            for f, s in self._pin_sites(unit)
+            if not s.ctx.excludes(ctx) and s.node is not through  # the call on the way down
+        ]
+        if any(before for _, _, before in found) or depth <= 0:
+            return found
+        for edge in self.graph.callers(unit):
+            if not edge.spawned:
+                site = edge.site
+                found += self._flow(edge.facts)._pins_on_path(
+                    site.ctx, site.node, depth - 1, site.node
+                )
+        return found
+
+
+def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
+    """A call that pins this process's GPU by itself."""
+    key = site.key
+    if key not in _PIN_KEYS | _DIST_INITS and not (
+        _SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key)
+    ):
+        return False
+    qualified = facts.resolve(site)
+    if qualified in (names.SET_DEVICE, "torch.cuda.device"):
+        return True
+    if qualified is not None and qualified.startswith(_PINNING_LIBRARIES):
+        return True
+    if site.key == "init_process_group" and site.keyword("device_id") is not None:
+        return True
+    if qualified is not None and qualified.startswith("torch."):
+        return False
+    if facts.project.graph.targets(facts, site):
+        return False  # a helper of the tree: the call graph says whether it pins
+    if _SETS_DEVICE.search(site.key):
+        return True
+    if qualified is None:
+        return False
+    module = qualified.rpartition(".")[0]
+    return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
+
+
+def _runs_first(pin: ast.AST, at: ast.AST) -> bool:
+    """The pin runs before (or as part of) `at`: earlier, the same call (init with
+    device_id), or inside its arguments (`Runner(rank).start()` builds Runner first)."""
+    if pin is at:
+        return True
+    end = (pin.end_lineno, pin.end_col_offset)  # type: ignore[attr-defined]
+    start = (at.lineno, at.col_offset)  # type: ignore[attr-defined]
+    stop = (at.end_lineno, at.end_col_offset)  # type: ignore[attr-defined]
+    inside = (pin.lineno, pin.col_offset) >= start and end <= stop  # type: ignore[attr-defined]
+    return end <= start or inside
+
+
+def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: ast.AST) -> bool:
+    here = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    for _, site in pins:
+        if site.ctx.excludes(ctx):
+            continue
+        inside = site.node.lineno <= here[0] <= (site.node.end_lineno or 0)  # with cuda.device()
+        if position(site) < here or inside:
+            return True
+    return False

@@ -1,0 +1,94 @@
+"""The distributed region: the functions of the tree that run in the ranks of a job.
+
+Seeds are the functions that init, wrap, shard or communicate, and the functions mp.spawn
+starts. Their callers are in the region too (not across a spawn: the caller is the parent
+process; not through a call made only without a launcher; not the parent's own paths, such as
+a `--generate` branch beside mp.spawn), and so is whatever all those call.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import names
+from .callgraph import CallGraph, Edge
+from .facts import SINGLE, CallSite, Function
+
+_DISTRIBUTED_MARKS = frozenset(
+    {
+        names.INIT_PROCESS_GROUP,
+        names.DDP,
+        names.DISTRIBUTED_SAMPLER,
+        names.SET_DEVICE,
+        "torch.distributed.get_rank",
+        "torch.distributed.get_world_size",
+        *names.SPAWN,
+        *names.COLLECTIVES,
+    }
+)
+_MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
+_RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
+
+
+def distributed_region(graph: CallGraph) -> set[Function]:
+    """Units that run in the ranks of a distributed job, for the whole tree (computed once):
+    those that init, wrap, shard or communicate, and the functions mp.spawn starts; their
+    callers (not across a spawn: the parent is one process); and whatever all those call."""
+    cached = graph.__dict__.get("_distributed_region")
+    if cached is not None:
+        return cached
+    seeds: set[Function] = set()
+    parents: set[Function] = set()  # units that call mp.spawn: the parent process
+    for facts in graph.files():
+        for site in facts.calls:
+            if site.key not in _MARK_KEYS:
+                continue
+            qualified = facts.resolve(site)
+            unit = graph.unit(facts, site.ctx)
+            if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not single_process(site):
+                seeds.add(unit)
+            elif qualified in names.SPAWN:
+                parents.add(unit)
+                seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
+
+    parents |= _parent_only(graph, parents, seeds)
+
+    def passes_up(edge: Edge) -> bool:
+        return _runs_in_the_ranks(edge) and edge.caller not in parents
+
+    callers = graph.closure(seeds, up=True, follow=passes_up)
+    region = graph.closure(callers, up=False)
+    graph.__dict__["_distributed_region"] = region
+    return region
+
+
+def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function]) -> set[Function]:
+    """Functions only the parent process calls (a `--generate` path beside mp.spawn)."""
+    if not parents:
+        return set()
+    found: set[Function] = set()
+    candidates = {e.callee for p in parents for e in graph.callees(p)} - started
+    changed = True
+    while changed:
+        changed = False
+        for unit in list(candidates - found):
+            edges = graph.callers(unit)
+            if edges and all(e.caller in parents or e.caller in found for e in edges):
+                found.add(unit)
+                candidates |= {e.callee for e in graph.callees(unit)} - started
+                changed = True
+    return found
+
+
+def _runs_in_the_ranks(edge: Edge) -> bool:
+    """A call that passes the rank's code up to its caller: not mp.spawn (the caller is the
+    parent), not one made only without a launcher (`if world_size == 1: run(0, 1)`)."""
+    return not edge.spawned and edge.site.ctx.launch != SINGLE
+
+
+def single_process(site: CallSite) -> bool:
+    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process."""
+    count = site.keyword("world_size") or site.keyword("num_replicas")
+    if count is None and site.key == "init_process_group":
+        count = site.argument(3, "world_size")
+    return isinstance(count, ast.Constant) and count.value == 1

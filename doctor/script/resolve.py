@@ -1,0 +1,169 @@
+"""Which functions of the tree a call runs: by name through the file's definitions and its
+imports of the tree's modules (project.py); `self.m()` and `super().m()` through the class;
+`obj.m()` through the class of the receiver and `main_func(*args)` through what was handed
+in, both found by the data flow (values.py); and the functions handed to a call
+(`mp.spawn(worker)`, `Process(target=run)`).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from . import names
+from .facts import CallSite, ClassInfo, Context, Function, ScriptFacts
+from .project import Project
+
+FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
+
+
+class Resolver:
+    def __init__(self, project: Project) -> None:
+        self.project = project
+
+    def by_name(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...] | None:
+        func = site.node.func
+        project = self.project
+        if isinstance(func, ast.Name):
+            found = _callable(project, project.definition(facts, func, site.ctx))
+            function = site.ctx.function
+            if not found and function is not None and func.id in function.params:
+                return None  # main_func(*args): a callback, whose value the data flow knows
+            return found
+        if not isinstance(func, ast.Attribute):
+            return ()
+        base, method = func.value, func.attr
+        text = names.dotted(base)
+        if text in ("self", "cls") and site.ctx.class_name:
+            cls = facts.classes.get(site.ctx.class_name)
+            return _callable(project, project.method(cls, method) if cls else None)
+        if isinstance(base, ast.Call) and names.last_identifier(base.func) == "super":
+            cls = facts.classes.get(site.ctx.class_name or "")
+            return self._super_method(cls, method) if cls else ()
+        if text is not None and (defined := project.definition(facts, func, site.ctx)):
+            return _callable(project, defined)  # utils.setup(), Trainer.build()
+        if method not in self._reachable_methods(facts):
+            return ()
+        return None  # obj.method(): the receiver's class decides
+
+    def _reachable_methods(self, facts: ScriptFacts) -> frozenset[str]:
+        """Method names of the classes this file defines or imports from the tree: an
+        object of another class of the tree is rarely handed to it."""
+        cached = facts.__dict__.get("_reachable_methods")
+        if cached is None:
+            classes = list(facts.classes.values())
+            for local, ref in facts.imports.refs.items():
+                defined = self.project.top_level(facts, local) if ref.name else None
+                if isinstance(defined, ClassInfo):
+                    classes.append(defined)
+                elif ref.name is None or isinstance(defined, ScriptFacts):
+                    module = defined if isinstance(defined, ScriptFacts) else None
+                    module = module or self.project.module(facts, ref.module, ref.level)
+                    classes += list(module.classes.values()) if module else []
+            cached = frozenset(m for c in classes for m in c.methods)
+            facts.__dict__["_reachable_methods"] = cached
+        return cached
+
+    def typed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """`obj.method()`: the method of obj's class, when the data flow knows the class."""
+        project = self.project
+        func = site.node.func
+        if isinstance(func, ast.Name):
+            return self._callbacks(facts, site)
+        assert isinstance(func, ast.Attribute)
+        base, method = func.value, func.attr
+        classes, foreign = project.values.classes_of(facts, base, site.ctx, site.node)
+        if classes:
+            return tuple(m for c in classes if (m := project.method(c, method)) is not None)
+        if foreign or facts.qualname(func) is not None:
+            return ()
+        # an untyped receiver: a method of that name in this file's classes
+        return tuple(m for c in facts.classes.values() if (m := c.methods.get(method)))
+
+    def _callbacks(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """`main_func(*args)` where the caller handed `main` over: launch(main, ...)."""
+        functions = self.project.functions_by_node
+        found = []
+        for origin in self.project.values.origins(facts, site.node.func, site.ctx):
+            function = functions.get(id(origin.node)) if origin.kind == "definition" else None
+            if function is not None:
+                found.append(function)
+        return tuple(found)
+
+    def _super_method(self, cls: ClassInfo, method: str) -> tuple[Function, ...]:
+        owner = self.project.owner(next(iter(cls.methods.values()))) if cls.methods else None
+        for base in cls.bases:
+            parent = self.project.resolve(owner, base, Context()) if owner else None
+            if isinstance(parent, ClassInfo):
+                found = self.project.method(parent, method)
+                if found is not None:
+                    return (found,)
+        return ()
+
+    def handed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:
+        """Functions of the tree passed to a call: mp.spawn(worker), Process(target=run)."""
+        found: list[Function] = []
+        for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
+            defined: object = None
+            if isinstance(value, ast.Name) and not self.project.may_define(facts, value.id):
+                continue
+            if isinstance(value, ast.Name):
+                defined = self.project.definition(facts, value, site.ctx)
+            elif isinstance(value, ast.Attribute) and names.dotted(value.value) == "self":
+                cls = facts.classes.get(site.ctx.class_name or "")
+                defined = self.project.method(cls, value.attr) if cls else None
+            elif isinstance(value, ast.Attribute):
+                defined = self.project.definition(facts, value, site.ctx)
+            if isinstance(defined, Function):
+                found.append(defined)
+        return tuple(found)
+
+
+def imported_names(facts: ScriptFacts) -> frozenset[str]:
+    """Names a file imports (a module of the tree not read yet may define them)."""
+    cached = facts.__dict__.get("_imported_names")
+    if cached is None:
+        refs = facts.imports.refs
+        cached = frozenset(refs) | frozenset(r.name for r in refs.values() if r.name)
+        facts.__dict__["_imported_names"] = cached
+    return cached
+
+
+def may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str]) -> bool:
+    """A cheap look before resolving: could this call reach a function of the tree?"""
+    if site.key in defined:
+        return True
+    func = site.node.func
+    function = site.ctx.function
+    if isinstance(func, ast.Name) and function is not None and func.id in function.params:
+        return True  # main_func(*args): a callback handed in
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    if isinstance(func, ast.Name) and func.id in facts.imports.refs:
+        ref = facts.imports.refs[func.id]
+        foreign = facts.imports.names.get(func.id, "").split(".")[0] in FOREIGN_ROOTS
+        if (ref.name is None or ref.level) and not foreign:
+            return True  # utils.setup(), from . import dist; dist.init()
+    return passes_a_name(site, defined)
+
+
+def passes_a_name(site: CallSite, defined: frozenset[str]) -> bool:
+    """Whether a call hands over something named like a function of the tree."""
+    for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
+        if isinstance(value, ast.Name) and value.id in defined:
+            return True
+        if isinstance(value, ast.Attribute) and value.attr in defined:
+            return True
+    return False
+
+
+def _callable(project: Project, defined: object) -> tuple[Function, ...]:
+    if isinstance(defined, Function):
+        return (defined,)
+    if isinstance(defined, ClassInfo):
+        init = project.method(defined, "__init__")
+        return (init,) if init is not None else ()
+    if isinstance(defined, ScriptFacts):  # `from yolox.core import launch` read as launch.py:
+        stem = os.path.splitext(os.path.basename(defined.path))[0]  # its launch() is meant
+        return _callable(project, project.top_level(defined, stem, 0))
+    return ()
