@@ -2,7 +2,10 @@
 
 The quick probes first (in threads), the patient's Python described before anything imports
 torch, then the job, torch last if the job did not describe it, DataParallel after the job;
-every step gets what is left of the run's time limit. Commands print; this decides.
+every step gets what is left of the run's time limit. One node of several (plan.nodes) adds
+the network preflight before the job and runs the job on torchrun's rendezvous with the other
+nodes (cluster_run.py); DataParallel is then left to single-node runs. Commands print; this
+decides.
 """
 
 from __future__ import annotations
@@ -15,13 +18,26 @@ from .engine import PendingProbes, Probe, run_probe
 from .facts import GpuFacts, PlanFacts, PythonFacts, TorchFacts
 from .model import ProbeResult, ProbeStatus
 from .progress import Progress
+from .registry import Selector
 
 DEFAULT_PROBE_TIMEOUT_S = 20.0
 TORCH_PROBE_TIMEOUT_S = 40.0
 DATAPARALLEL_TIMEOUT_S = 90.0
 TORCH_RESERVE_S = 8.0
 JOB_GRACE_S = 10.0  # the job bounds itself; this only catches a launcher that hangs
-PROBE_ORDER = ("plan", "env", "host", "python", "nvml", "torch", "job", "dataparallel")
+PROBE_ORDER = (
+    "plan",
+    "env",
+    "host",
+    "python",
+    "nvml",
+    "network",
+    "torch",
+    "job",
+    "cluster",
+    "dataparallel",
+)
+MULTINODE_DATAPARALLEL = "a multi-node run: the DataParallel probe runs in single-node runs"
 
 
 class Budget:
@@ -34,7 +50,10 @@ class Budget:
         return max(1.0, self.deadline - time.monotonic())
 
 
-def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
+def collect(
+    plan: PlanFacts, timeout: float, progress: Progress, selector: Selector | None = None
+) -> list[ProbeResult]:
+    """`selector`: what node 0 of a multi-node run reports to the other nodes."""
     from ddp_doctor.jobplan import visible_gpu_count, visible_gpus
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
@@ -57,11 +76,16 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)  # MIG slices count here
     sample = visible_gpus(nvml_result.facts, env_result.facts)  # whole GPUs NVML can sample
     results = [env_result, nvml_result, *pending.wait()]
+    if plan.nodes is not None and plan.jobs:
+        from .cluster_run import network_probe
+
+        progress.say("probing: the network towards the master")
+        results.append(run_probe(network_probe(plan.nodes, timeout, progress)))
     unusable = why_patient_unusable(_facts_of(results, "python"), python)
     if unusable is not None:
         results += without_patient(unusable, plan)
     else:
-        results += _with_patient(plan, python, (gpus, sample), budget, progress)
+        results += _with_patient(plan, python, (gpus, sample), budget, progress, results, selector)
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -103,6 +127,8 @@ def _with_patient(
     visible: tuple[int, tuple[GpuFacts, ...]],
     budget: Budget,
     progress: Progress,
+    earlier: list[ProbeResult],
+    selector: Selector | None,
 ) -> list[ProbeResult]:
     from ddp_doctor.probes.dataparallel import collect_dataparallel
 
@@ -116,10 +142,22 @@ def _with_patient(
         spare = budget.left() < 3 * TORCH_RESERVE_S
         reserve = 0.0 if torch_first or spare else TORCH_RESERVE_S
         torch = _facts_of(results, "torch")
-        results.append(_job(plan, python, gpus, torch, budget.left() - reserve, progress))
+        if plan.nodes is not None:
+            from .cluster_run import cluster_job
+
+            left = budget.left() - reserve
+            known = [*earlier, *results]
+            results += cluster_job(plan, python, gpus, known, torch, left, progress, selector)
+        else:
+            results.append(_job(plan, python, gpus, torch, budget.left() - reserve, progress))
     if not torch_first:
-        results.append(_torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
-    if plan.jobs:
+        results.append(torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
+    if plan.jobs and plan.nodes is not None:
+        skipped = ProbeResult(
+            "dataparallel", ProbeStatus.SKIPPED, None, 0.0, MULTINODE_DATAPARALLEL
+        )
+        results.append(skipped)
+    elif plan.jobs:
         progress.say("probing: DataParallel")
         limit = min(DATAPARALLEL_TIMEOUT_S, budget.left())
 
@@ -154,7 +192,7 @@ def _torch_probe(python: str, left: float) -> Probe:
     return Probe("torch", lambda: collect_torch(python, timeout_s=limit), limit + 2)
 
 
-def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
+def torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
     """Rank 0 of the job already described its torch: no second import of torch needed."""
     from ddp_doctor.codec import CodecError, from_jsonable
     from ddp_doctor.probes.job_results import torch_facts_from_job

@@ -113,6 +113,10 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
     from .rules.job_output import job_output_findings
 
     findings.extend(job_output_findings(facts, findings))
+    if facts.cluster is not None:
+        from .cluster_judge import with_other_nodes
+
+        findings = with_other_nodes(facts, findings, selector)
     return selector.filter(sort_findings(findings))
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .clusterfacts import ClusterFacts, NetworkFacts, NodePlan
 from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult
 
@@ -155,6 +156,12 @@ class PlanFacts:
     iters: int | None = None
     timeout_s: float | None = None
     python: str | None = None  # --python as given; the python probe says which one ran
+    nodes: NodePlan | None = None  # a multi-node run; None: this machine alone
+    as_is: bool = False  # --as-is: no predicted fix is applied to the job
+
+    @property
+    def nnodes(self) -> int:
+        return self.nodes.nnodes if self.nodes else 1
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -177,6 +184,8 @@ FACT_TYPES: dict[str, type] = {
     "plan": PlanFacts,
     "job": JobFacts,
     "dataparallel": DataParallelFacts,
+    "network": NetworkFacts,
+    "cluster": ClusterFacts,
 }
 
 
@@ -226,3 +235,11 @@ class FactSet:
     @property
     def plan(self) -> PlanFacts:
         return self.facts("plan") or PlanFacts()
+
+    @property
+    def network(self) -> NetworkFacts | None:
+        return self.facts("network")
+
+    @property
+    def cluster(self) -> ClusterFacts | None:
+        return self.facts("cluster")

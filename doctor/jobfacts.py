@@ -34,6 +34,12 @@ class Identity:
     cuda_version: str | None = None
     nccl_version: str | None = None
     driver_version: str | None = None
+    torch_git_version: str | None = None
+    python_version: str | None = None
+    gpu_name: str | None = None
+    nccl_libraries: tuple[str, ...] = ()  # every libnccl file mapped into the rank's process
+    variables: Mapping[str, str] = field(default_factory=dict)  # NCCL_*, GLOO_*, CUDA_* ...
+    group_rank: int | None = None  # the node's rank in torchrun's rendezvous
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class RankFacts:
     rank: int
     stages: tuple[StageRecord, ...] = ()
     exit_code: int | None = None  # torchrun's view: -N for a signal; None if unknown
+    node_rank: int | None = None  # torchrun's group rank of the rank's node
+    host: str | None = None
 
     def stage(self, name: str) -> StageRecord | None:
         return next((record for record in self.stages if record.stage == name), None)
@@ -63,6 +71,16 @@ class BandwidthRow:
 
 
 @dataclass(frozen=True)
+class NodeBandwidth:
+    """The all-reduce sweep inside one node (its ranks only), while every node ran its own."""
+
+    node_rank: int
+    host: str | None
+    ranks: tuple[int, ...]
+    rows: tuple[BandwidthRow, ...]
+
+
+@dataclass(frozen=True)
 class Preflight:
     """Checks made before anything is launched."""
 
@@ -72,6 +90,7 @@ class Preflight:
     master_port: int | None = None
     port_error: str | None = None  # bind() on the port failed with this
     nccl_missing: bool = False  # --backend nccl with a torch that has no NCCL
+    master_unreachable: str | None = None  # another node: the master's port never answered
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,11 @@ class JobFacts:
     bandwidth: tuple[BandwidthRow, ...] = ()
     output_tail: str = ""  # the end of torchrun's stdout and stderr, for the log patterns
     not_launched_reason: str | None = None
+    nnodes: int = 1
+    # variables the doctor set for the job to check a predicted fix (GLOO_SOCKET_IFNAME ...)
+    applied_fixes: Mapping[str, str] = field(default_factory=dict)
+    node_bandwidth: tuple[NodeBandwidth, ...] = ()  # several ranks per node: each node's own
+    inter_node_bandwidth: tuple[BandwidthRow, ...] = ()  # one rank per node
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

@@ -51,12 +51,13 @@ def bus_factor(world_size: int) -> float:
 
 
 def sweep(
-    torch: Any, device: Any, sizes: list[int], iters: int, world_size: int
+    torch: Any, device: Any, sizes: list[int], iters: int, world_size: int, group: Any = None
 ) -> list[dict[str, Any]]:
+    """`group`: a sub-group (its members only call this; `world_size` is its size)."""
     rows = []
     for size in sizes:
         count = size // ELEMENT_BYTES
-        seconds = _time_allreduce(torch, device, count, iters)
+        seconds = _time_allreduce(torch, device, count, iters, group)
         algbw = (count * ELEMENT_BYTES) / seconds / 1e9
         rows.append(
             {
@@ -71,21 +72,21 @@ def sweep(
     return rows
 
 
-def _time_allreduce(torch: Any, device: Any, count: int, iters: int) -> float:
+def _time_allreduce(torch: Any, device: Any, count: int, iters: int, group: Any = None) -> float:
     dist = torch.distributed
     tensor = torch.ones(count, dtype=torch.float32, device=device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(2):  # warm-up: connections, buffers, NCCL channels
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     sync()
     loop_means = []
     for _ in range(LOOPS):
-        dist.barrier()
+        dist.barrier(group=group)
         started = time.perf_counter()
         for _ in range(iters):
-            dist.all_reduce(tensor)
+            dist.all_reduce(tensor, group=group)
         sync()
         loop_means.append((time.perf_counter() - started) / iters)
     slowest = torch.tensor([statistics.median(loop_means)], dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
     return float(slowest.item())

@@ -15,14 +15,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddp_doctor.jobfacts import JobFacts, Preflight
 
-from .job_results import collect_ranks, identities_of, rows_of, torch_exit_codes
+from .cluster_exchange import ClusterExchange
+from .job_results import (
+    collect_ranks,
+    identities_of,
+    inter_node_rows_of,
+    local_rank_numbers,
+    node_bandwidth_of,
+    rows_of,
+    torch_exit_codes,
+)
 from .payload import PACKAGE, install_payload, patient_environment
+from .rendezvous_plan import Rendezvous, rendezvous_args, single_node_args
 from .runner import has_exited, kill_group, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -43,14 +53,29 @@ class JobConfig:
     # The test suite's fault injector travels in the payload only when it asks for it.
     extra_modules: tuple[Path, ...] = ()
     test_fault: str | None = None  # "RANK:STAGE:ACTION", read by that injector
+    rendezvous: Rendezvous | None = None  # one node of several; None: this machine alone
+    # variables set for the job only, to check a fix the network preflight predicted
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
 
 
-def preflight(config: JobConfig, nccl_missing: bool = False) -> Preflight:
+def preflight(
+    config: JobConfig, nccl_missing: bool = False, master_unreachable: str | None = None
+) -> Preflight:
     address, resolve_error = resolve(config.master_addr)
-    port, port_error = None, None
-    if address is not None:
+    port, port_error = config.master_port, None
+    listens_here = config.rendezvous is None or config.rendezvous.is_host
+    if address is not None and listens_here:
         port, port_error = claim_port(address, config.master_port)
-    return Preflight(config.master_addr, address, resolve_error, port, port_error, nccl_missing)
+    return Preflight(
+        config.master_addr,
+        address,
+        resolve_error,
+        port,
+        port_error,
+        nccl_missing,
+        master_unreachable,
+    )
 
 
 def resolve(host: str, timeout_s: float = 5.0) -> tuple[str | None, str | None]:
@@ -89,20 +114,28 @@ def claim_port(address: str, port: int | None) -> tuple[int | None, str | None]:
     return port, None
 
 
-def run_job(config: JobConfig, checks: Preflight, progress: Progress | None = None) -> JobFacts:
+def run_job(
+    config: JobConfig,
+    checks: Preflight,
+    progress: Progress | None = None,
+    exchange: ClusterExchange | None = None,
+) -> JobFacts:
+    """`exchange`: the doctor's side of a multi-node job's exchange through the store."""
     base = dict(
         preflight=checks,
         backend=config.backend,
         nproc=config.nproc,
         init_timeout_s=config.init_timeout_s,
         timeout_s=config.timeout_s,
+        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
+        applied_fixes=dict(config.extra_env),
     )
     reason = _reason_not_to_launch(checks)
     if reason:
         return JobFacts(launched=False, not_launched_reason=reason, **base)
     workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-job-"))
     try:
-        return _launch_and_collect(config, checks, workdir, base, progress)
+        return _launch_and_collect(config, checks, workdir, base, progress, exchange)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -114,30 +147,29 @@ def _reason_not_to_launch(checks: Preflight) -> str | None:
         return f"master port unusable ({checks.port_error})"
     if checks.nccl_missing:
         return "--backend nccl, but this torch has no NCCL"
-    return None
+    return checks.master_unreachable
 
 
-def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path) -> list[str]:
+def torchrun_argv(
+    config: JobConfig,
+    port: int,
+    journal_dir: Path,
+    workdir: Path,
+    cluster_dir: Path | None = None,
+) -> list[str]:
+    if config.rendezvous is None:
+        rendezvous = single_node_args(config.master_addr, port, config.init_timeout_s)
+    else:
+        rendezvous = rendezvous_args(config.rendezvous)
     argv = [
         config.python,
         "-m",
         "torch.distributed.run",
-        "--nnodes",
-        "1",
-        "--node-rank",
-        "0",
-        "--rdzv-backend",
-        "static",
+        *rendezvous,
         "--log-dir",
         str(workdir / "torchrun"),
         "--nproc-per-node",
         str(config.nproc),
-        "--master-addr",
-        config.master_addr,
-        "--master-port",
-        str(port),
-        "--rdzv-conf",
-        f"timeout={int(config.init_timeout_s)}",
         "--max-restarts",
         "0",
         "--monitor-interval",
@@ -155,6 +187,9 @@ def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path
         "--iters",
         str(config.iters),
     ]
+    if cluster_dir is not None:
+        argv += ["--cluster-dir", str(cluster_dir)]
+        argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
     if config.test_fault:
         argv += ["--test-fault", config.test_fault]
     return argv
@@ -177,38 +212,54 @@ def job_environment(workdir: Path) -> dict[str, str]:
 
 
 def _launch_and_collect(
-    config: JobConfig, checks: Preflight, workdir: Path, base: dict, progress: Progress | None
+    config: JobConfig,
+    checks: Preflight,
+    workdir: Path,
+    base: dict,
+    progress: Progress | None,
+    exchange: ClusterExchange | None,
 ) -> JobFacts:
     journals = workdir / "ranks"
     journals.mkdir()
     payload = install_payload(workdir / "payload", config.extra_modules)
+    cluster_dir = exchange.prepare(workdir / "cluster") if exchange else None
     output_path = workdir / "torchrun.log"
+    environment = {**job_environment(workdir), **config.extra_env}
     started = time.monotonic()
     with output_path.open("wb") as output:
         process = subprocess.Popen(
-            torchrun_argv(config, checks.master_port or 0, journals, workdir),
+            torchrun_argv(config, checks.master_port or 0, journals, workdir, cluster_dir),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=patient_environment(job_environment(workdir), payload),
+            env=patient_environment(environment, payload),
             cwd=workdir,
             start_new_session=True,
         )
         with tracked(process, workdir):
-            timed_out = _wait(process, config, journals, started, progress)
+            ended = _wait(process, config, journals, started, progress, exchange)
+    if exchange:
+        exchange.finish()
     output_tail = _tail(output_path)
-    ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail))
+    numbers = local_rank_numbers(journals, config.nproc, config.rendezvous)
+    ranks = collect_ranks(journals, numbers, torch_exit_codes(output_tail))
+    timed_out = ended == TIMED_OUT
     return JobFacts(
         launched=True,
         duration_s=round(time.monotonic() - started, 3),
         timed_out=timed_out,
-        exit_code=None if timed_out else process.returncode,
+        exit_code=process.returncode if ended == EXITED else None,
         ranks=ranks,
         identities=identities_of(ranks),
         bandwidth=rows_of(ranks),
+        node_bandwidth=node_bandwidth_of(ranks),
+        inter_node_bandwidth=inter_node_rows_of(ranks),
         output_tail=output_tail,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )
+
+
+EXITED, TIMED_OUT, RELEASED = "exited", "timed-out", "released"
 
 
 def _wait(
@@ -217,17 +268,23 @@ def _wait(
     journals: Path,
     started: float,
     progress: Progress | None,
-) -> bool:
-    """Waits for torchrun; True when it had to be killed at the deadline."""
+    exchange: ClusterExchange | None = None,
+) -> str:
+    """Waits for torchrun: EXITED, TIMED_OUT (killed at the deadline) or RELEASED (this node's
+    ranks are done and torchrun only waits for another node's agent in its exit barrier)."""
     deadline = started + config.timeout_s
     try:
         while not has_exited(process):
             if time.monotonic() >= deadline:
-                return True
+                return TIMED_OUT
+            if exchange:
+                exchange.poll()
+                if exchange.only_exit_barrier_left(process.pid):
+                    return RELEASED
             if progress:
                 progress(_progress_line(journals, config.nproc, time.monotonic() - started))
             time.sleep(0.05)
-        return False
+        return EXITED
     finally:  # at the deadline, on Ctrl-C, and after a normal end: no rank outlives the job
         kill_group(process)
         process.wait()
@@ -237,9 +294,11 @@ def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:
     from .journal import read_journal
 
     stages = []
-    for rank in range(nproc):
-        records = read_journal(journals / f"rank{rank}.jsonl")
+    paths = sorted(journals.glob("rank*.jsonl"))
+    for path in paths:
+        records = [r for r in read_journal(path) if "stage" in r]
         stages.append(records[-1]["stage"] if records else "starting")
+    stages += ["starting"] * (nproc - len(paths))
     summary = ", ".join(f"{stages.count(s)}x {s}" for s in dict.fromkeys(stages))
     return f"job: {nproc} ranks: {summary} ({elapsed:.1f} s)"
 

@@ -19,12 +19,14 @@ from .watchdog import WATCH_VARIABLE
 PACKAGE = "ddp_doctor_patient"
 PATIENT_MODULES = (
     "bandwidth",
+    "cluster_share",
     "collectives",
     "dataparallel_steps",
     "ddp_step",
     "gpu_memory",
     "identity",
     "journal",
+    "node_bandwidth",
     "python_describe",
     "torch_describe",
     "watchdog",
