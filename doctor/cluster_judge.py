@@ -1,6 +1,9 @@
 """Node 0's report covers every node: each other node's own probes (host, environment,
-network, its torch ...) are judged as that node's doctor judged them, and its findings are
-added under its name. A finding several nodes share is given once, naming them all."""
+network, its torch ...) are judged as that node's doctor judged them, with the job as that
+node saw it (its own ranks, the fixes it applied), and its findings are added under its name.
+What the whole job shows (DDP202, DDP3xx-DDP5xx) node 0 already judged over every rank, so
+those codes are not taken from the other nodes. A finding several nodes share is given once,
+naming them all."""
 
 from __future__ import annotations
 
@@ -10,10 +13,12 @@ from collections.abc import Iterable
 from .clusterfacts import ClusterNode
 from .codec import CodecError
 from .facts import FactSet
-from .model import Finding, ProbeResult
+from .jobfacts import JobFacts, Preflight
+from .model import Finding, ProbeResult, ProbeStatus
 from .registry import Selector
 
-NODE_CODES_ONLY = ("DDP216", "DDP217", "DDP218")  # about the exchange itself, never per node
+# Judged once, over the whole job, by node 0 itself; and the exchange's own codes.
+WHOLE_JOB_CODES = ("DDP202", "DDP216", "DDP217", "DDP218", "DDP3", "DDP4", "DDP5")
 
 
 def with_other_nodes(
@@ -30,9 +35,9 @@ def with_other_nodes(
     for node in cluster.nodes:
         if node.node_rank == cluster.node_rank or not node.probes:
             continue
-        for finding in judge(node_results(node), selector):
+        for finding in judge([*node_results(node), *_job_seen_by(node, facts)], selector):
             key = (finding.code, finding.message)
-            if finding.code in NODE_CODES_ONLY:
+            if finding.code.startswith(WHOLE_JOB_CODES):
                 continue
             if key in own:  # the same problem, word for word, here too
                 own[key] = _naming_nodes(own[key], [cluster.node_rank, node.node_rank])
@@ -53,6 +58,25 @@ def node_results(node: ClusterNode) -> list[ProbeResult]:
         except (CodecError, KeyError, TypeError, ValueError):
             continue
     return results
+
+
+def _job_seen_by(node: ClusterNode, facts: FactSet) -> list[ProbeResult]:
+    """The job as that node's doctor saw it: its own ranks and the fixes it applied."""
+    job = facts.job
+    if job is None:
+        return []
+    own = tuple(rank for rank in job.ranks if rank.rank in node.ranks)
+    seen = JobFacts(
+        launched=job.launched,
+        preflight=Preflight(job.preflight.master_addr, job.preflight.master_address),
+        backend=job.backend,
+        nproc=len(own),
+        timed_out=job.timed_out,
+        ranks=own,
+        nnodes=job.nnodes,
+        applied_fixes=node.applied_fixes,
+    )
+    return [ProbeResult("job", ProbeStatus.OK, seen, 0.0)]
 
 
 def _on_nodes(finding: Finding, nodes: list[ClusterNode]) -> Finding:

@@ -68,8 +68,11 @@ class NetworkFacts:
     hostname: str = ""
     hostname_addresses: tuple[str, ...] = ()  # what this host's name resolves to, in order
     hostname_error: str | None = None
-    route_address: str | None = None  # this host's source address towards the master
-    route_interface: str | None = None  # the interface holding route_address
+    # this node's address on the network the nodes share: the source of the route to the
+    # master (on the master's node, towards the others), and the interface holding it
+    route_address: str | None = None
+    route_interface: str | None = None
+    route_basis: str | None = None  # how route_address was found
     route_error: str | None = None
     interfaces: tuple[Interface, ...] = ()
     port: PortCheck | None = None  # None where this node hosts the master

@@ -24,6 +24,7 @@ SIOCGIFCONF, SIOCGIFFLAGS = 0x8912, 0x8913
 IFF_LOOPBACK = 0x8
 IFREQ_SIZE = 40  # struct ifreq on 64-bit Linux
 RETRY_PAUSE_S = 0.5
+DEFAULT_ROUTE_PROBE = "192.0.2.1"  # TEST-NET-1: only picks the default route, never reached
 ATTEMPT_TIMEOUT_S = 3.0
 # Names container runtimes and virtual networks give their interfaces.
 KIND_PREFIXES = (
@@ -50,34 +51,65 @@ def collect_network(
     hostname = socket.gethostname()
     master_address, resolve_error = resolve_first(plan.master_addr)
     own_addresses, hostname_error = resolve_all(hostname)
-    facts = dict(
+    interfaces = tuple(list_interfaces(sys_net))
+    is_local = master_address is not None and is_local_address(master_address)
+    hosts_master = plan.hosts_master if plan.hosts_master is not None else is_local
+    route = (None, None, None)
+    if master_address is not None:
+        route = towards_the_others(master_address, hosts_master, plan, interfaces)
+    port = None
+    if master_address is not None and not hosts_master:
+        port = wait_for_port(master_address, plan.master_port, wait_s, progress)
+    owner = next((i for i in interfaces if route[0] and route[0] in i.addresses), None)
+    return NetworkFacts(
         master_addr=plan.master_addr,
         master_port=plan.master_port,
         master_address=master_address,
         resolve_error=resolve_error,
+        master_is_local=is_local,
         hostname=hostname,
         hostname_addresses=tuple(own_addresses),
         hostname_error=hostname_error,
-        interfaces=tuple(list_interfaces(sys_net)),
-    )
-    if master_address is None:
-        return NetworkFacts(**facts)  # type: ignore[arg-type]
-    route_address, route_error = source_address_towards(master_address)
-    interfaces: tuple[Interface, ...] = facts["interfaces"]  # type: ignore[assignment]
-    owner = next((i for i in interfaces if route_address in i.addresses), None)
-    is_local = is_local_address(master_address)
-    hosts_master = plan.hosts_master if plan.hosts_master is not None else is_local
-    port = (
-        None if hosts_master else wait_for_port(master_address, plan.master_port, wait_s, progress)
-    )
-    return NetworkFacts(
-        **facts,  # type: ignore[arg-type]
-        master_is_local=is_local,
-        route_address=route_address,
+        route_address=route[0],
         route_interface=owner.name if owner else None,
-        route_error=route_error,
+        route_basis=route[1],
+        route_error=route[2],
+        interfaces=interfaces,
         port=port,
     )
+
+
+def towards_the_others(
+    master_address: str, hosts_master: bool, plan: NodePlan, interfaces: tuple[Interface, ...]
+) -> tuple[str | None, str | None, str | None]:
+    """(this node's address on the network the nodes share, how it was found, why not).
+
+    Elsewhere it is the source of the route to the master. On the master's own node the master
+    address may be loopback (its own name mapped to 127.0.1.1): then the route to another
+    node the plan names, else the default route, else the only ordinary interface."""
+    address, error = source_address_towards(master_address)
+    if not hosts_master or (address and not _is_loopback(address)):
+        return address, "route to the master", error
+    for node, host in enumerate(plan.hosts):
+        if node != plan.node_rank:
+            peer, _ = resolve_first(host)
+            found = source_address_towards(peer)[0] if peer else None
+            if found and not _is_loopback(found):
+                return found, f"route to node {node} ({host})", None
+    found, _ = source_address_towards(DEFAULT_ROUTE_PROBE)
+    if found and not _is_loopback(found):
+        return found, "the default route", None
+    ordinary = [
+        i for i in interfaces if i.kind == "other" and any(":" not in a for a in i.addresses)
+    ]
+    if len(ordinary) == 1:
+        first = next(a for a in ordinary[0].addresses if ":" not in a)
+        return first, f"the only interface with an address ({ordinary[0].name})", None
+    return None, None, "the master address is loopback here and no other route says which interface"
+
+
+def _is_loopback(address: str) -> bool:
+    return address.startswith("127.") or address == "::1"
 
 
 def resolve_all(host: str, timeout_s: float = 5.0) -> tuple[list[str], str | None]:

@@ -60,10 +60,10 @@ def job_summary(job: dict[str, Any]) -> str:
     if not job.get("launched"):
         return f"job: not launched ({job.get('not_launched_reason')})"
     state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
-    return (
-        f"job: {job.get('nproc')} ranks, {job.get('backend')}, {state}, "
-        f"{job.get('duration_s', 0):.1f} s"
-    )
+    ranks = f"{job.get('nproc')} ranks"
+    if (job.get("nnodes") or 1) > 1:
+        ranks = f"{len(job.get('ranks') or [])} ranks on {job.get('nnodes')} nodes"
+    return f"job: {ranks}, {job.get('backend')}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
 def render_job_text(job: dict[str, Any], fmt: str = "plain") -> str:
@@ -71,7 +71,8 @@ def render_job_text(job: dict[str, Any], fmt: str = "plain") -> str:
     if job.get("ranks"):
         parts.append(tabulate(stage_rows(job), headers=("rank", *STAGES, "exit"), tablefmt=fmt))
     if job.get("bandwidth"):
-        title = f"all-reduce bandwidth ({job.get('nproc')} ranks; busbw = algbw x 2(n-1)/n)"
+        ranks = len(job.get("ranks") or []) or job.get("nproc")
+        title = f"all-reduce bandwidth ({ranks} ranks; busbw = algbw x 2(n-1)/n)"
         parts.append(
             title
             + "\n"

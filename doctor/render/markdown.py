@@ -30,6 +30,12 @@ def render_markdown(document: dict[str, Any]) -> str:
         )
         if job is not None:
             lines += ["### Job", "", "```", render_job_text(job), "```", ""]
+        cluster = _facts_of(document, "cluster")
+        if cluster is not None:
+            from .cluster_table import render_cluster_text  # multi-node runs only
+
+            text = render_cluster_text(cluster, job, _facts_of(document, "plan"))
+            lines += ["### Cluster", "", "```", text, "```", ""]
         dataparallel = next(
             (p["facts"] for p in document["probes"] if p["probe"] == "dataparallel" and p["facts"]),
             None,
@@ -43,6 +49,12 @@ def render_markdown(document: dict[str, Any]) -> str:
             if probe["facts"] is not None:
                 lines += _details(f"{probe['probe']} facts", probe["facts"])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _facts_of(document: dict[str, Any], probe: str) -> Any:
+    return next(
+        (p["facts"] for p in document["probes"] if p["probe"] == probe and p["facts"]), None
+    )
 
 
 def _findings_table(findings: list[dict[str, Any]]) -> list[str]:

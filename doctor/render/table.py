@@ -26,6 +26,17 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
         parts.append(render_job_text(to_jsonable(job.facts)))
+    cluster = next((r for r in report.probes if r.probe == "cluster" and r.facts), None)
+    if cluster is not None:
+        from .cluster_table import render_cluster_text  # multi-node runs only
+
+        plan = next((r.facts for r in report.probes if r.probe == "plan" and r.facts), None)
+        job_facts = to_jsonable(job.facts) if job is not None else None
+        parts.append(
+            render_cluster_text(
+                to_jsonable(cluster.facts), job_facts, to_jsonable(plan) if plan else None
+            )
+        )
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
         from .dataparallel_table import render_dataparallel_text  # `check` never needs it

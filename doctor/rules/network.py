@@ -181,7 +181,8 @@ def route_over_virtual_interface(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def master_addr_loopback(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: a multi-node run whose master address resolves to 127.0.0.0/8 or ::1.
+    """What it finds: a multi-node run whose master address resolves to 127.0.0.0/8 or ::1 on a
+    node other than the master's.
     Why it matters: every node then looks for the master on itself; the others never meet
     node 0 and the rendezvous times out.
     Example: MASTER_ADDR=localhost copied from a single-node script into a two-node job.
@@ -189,7 +190,9 @@ def master_addr_loopback(facts: FactSet) -> Iterator[Hit]:
     """
     network = facts.network
     address = network.master_address if network else None
-    if network is not None and address and (address.startswith("127.") or address == "::1"):
+    if network is None or network.port is None:
+        return  # on the master's node a loopback master address still reaches its own store
+    if address and (address.startswith("127.") or address == "::1"):
         yield Hit(
             f"master address {network.master_addr!r} resolves to {address}, a loopback address, "
             f"in a {facts.plan.nnodes}-node run",

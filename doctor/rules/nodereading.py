@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.clusterfacts import STATIC, NodePlan
+from ddp_doctor.clusterfacts import STATIC
 from ddp_doctor.facts import FactSet
 from ddp_doctor.jobfacts import JobFacts
 
@@ -48,8 +48,12 @@ def missing_nodes(facts: FactSet) -> MissingNodes | None:
     return MissingNodes(None, others, exact=len(others) == 1)
 
 
-def node_label(nodes: NodePlan | None, node_rank: int) -> str:
+def node_label(facts: FactSet, node_rank: int) -> str:
+    """ "node 1 (gpu02)": the host from the plan, else from the node's ranks."""
+    nodes, job = facts.plan.nodes, facts.job
     host = nodes.host_of(node_rank) if nodes else None
+    if host is None and job is not None:
+        host = next((r.host for r in job.ranks if r.node_rank == node_rank and r.host), None)
     return f"node {node_rank}" + (f" ({host})" if host else "")
 
 

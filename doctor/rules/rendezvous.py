@@ -74,10 +74,10 @@ def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
     waited = [r.rank for r in waited_ranks(job, "init")]
     arrived = f"; ranks {rank_list(waited)} waited and timed out" if waited else ""
     nodes = nodes_of_ranks(facts, missing) if facts.plan.nodes else []
-    where = f" ({', '.join(node_label(facts.plan.nodes, n) for n in nodes)})" if nodes else ""
+    where = f" on {', '.join(node_label(facts, n) for n in nodes)}" if nodes else ""
+    world = max(len(job.ranks), job.nnodes * job.nproc)
     yield Hit(
-        f"rank(s) {rank_list(missing)}{where} of {len(job.ranks) or job.nproc} never joined the "
-        f"process group{arrived}",
+        f"rank(s) {rank_list(missing)}{where} of {world} never joined the process group{arrived}",
         {
             "missing_ranks": missing,
             "waiting_ranks": waited,
@@ -91,7 +91,7 @@ def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
 def _nodes_never_arrived(facts: FactSet, absent: MissingNodes) -> Hit:
     nodes = facts.plan.nodes
     assert nodes is not None
-    labels = ", ".join(node_label(nodes, n) for n in absent.candidates)
+    labels = ", ".join(node_label(facts, n) for n in absent.candidates)
     if absent.exact:
         what = f"{labels} never arrived"
     elif absent.count:

@@ -1,0 +1,298 @@
+"""Multi-node `ddp-doctor run` across simulated hosts: one doctor per network namespace, each
+with its own host name and /etc/hosts (tests/netns.py), joined by veth pairs.
+
+Each test asserts codes and facts (never wording), that every node finished within --timeout
++ 5 s, and that no process is left in any namespace. Where namespaces cannot be made (not
+root, no iproute2) the tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from netns import SimulatedHosts, simulated_hosts, why_unavailable
+
+from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
+
+UNAVAILABLE = why_unavailable()
+pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no namespaces: {UNAVAILABLE}")
+
+HERE = Path(__file__).resolve().parent
+FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
+TIMEOUT_S = 40
+BOUND_S = TIMEOUT_S + 5
+PORT = "29517"
+# The caller's own launcher and scheduler variables would change every node's plan.
+DROPPED_PREFIXES = ("SLURM_", "PET_", "TORCHELASTIC_", "GLOO_", *PREFIXES)
+
+
+@dataclass
+class NodeRun:
+    report: dict[str, Any]
+    exit_code: int
+    elapsed: float
+    stderr: str
+
+    def codes(self) -> list[str]:
+        return [f["code"] for f in self.report["findings"]]
+
+    def findings(self, code: str) -> list[dict[str, Any]]:
+        return [f for f in self.report["findings"] if f["code"] == code]
+
+    def facts(self, probe: str) -> Any:
+        return next(p["facts"] for p in self.report["probes"] if p["probe"] == probe)
+
+
+def node_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in EXACT_NAMES and not k.startswith(DROPPED_PREFIXES)
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return {**env, **(extra or {})}
+
+
+def run_nodes(
+    hosts: SimulatedHosts,
+    arguments: Sequence[Sequence[str] | None],
+    environments: Sequence[dict[str, str] | None] = (),
+    faults: Sequence[str | None] = (),
+    timeout: float = TIMEOUT_S,
+) -> list[NodeRun | None]:
+    """Starts `ddp-doctor run` on each host that has arguments (None: the node never starts),
+    all at once; waits for every one within the bound."""
+    started = time.monotonic()
+    processes: list[subprocess.Popen | None] = []
+    for node, args in enumerate(arguments):
+        if args is None:
+            processes.append(None)
+            continue
+        fault = faults[node] if node < len(faults) else None
+        argv = [sys.executable, str(HERE / "doctor_with_fault.py"), fault or "-", "run"]
+        argv += ["--format", "json", "--timeout", str(timeout), *FAST, *args]
+        env = node_environment(environments[node] if node < len(environments) else None)
+        processes.append(
+            subprocess.Popen(
+                hosts.command(node, argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+    runs: list[NodeRun | None] = []
+    for process in processes:
+        if process is None:
+            runs.append(None)
+            continue
+        try:
+            out, err = process.communicate(timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        elapsed = time.monotonic() - started
+        assert "Traceback" not in err, err[-3000:]
+        runs.append(NodeRun(json.loads(out), process.returncode, elapsed, err))
+    assert hosts.pids() == [], "a process was left behind in a namespace"
+    return runs
+
+
+def static(node: int, nnodes: int = 2, *extra: str) -> list[str]:
+    return [
+        "--nnodes", str(nnodes), "--node-rank", str(node), "--master-addr", "node0",
+        "--master-port", PORT, *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[SimulatedHosts]:
+    with simulated_hosts(2) as hosts:
+        yield hosts
+
+
+def assert_within_bound(*runs: NodeRun | None) -> None:
+    for run in runs:
+        if run is not None:
+            assert run.elapsed < BOUND_S, f"a node took {run.elapsed:.1f} s"
+
+
+def assert_whole_cluster(run: NodeRun, hosts: list[str], ranks: int) -> dict[str, Any]:
+    cluster = run.facts("cluster")
+    assert cluster["whole"] and cluster["node_rank"] == 0
+    assert [n["host"] for n in cluster["nodes"]] == hosts
+    assert all(n["reported"] for n in cluster["nodes"])
+    job = run.facts("job")
+    assert len(job["ranks"]) == ranks
+    assert {i["host"] for i in job["identities"]} == set(hosts)
+    return job
+
+
+def every_stage_passed(job: dict[str, Any]) -> bool:
+    return all(
+        [s["stage"] for s in rank["stages"] if s["ok"]]
+        == ["init", "identity", "allreduce", "ddp", "bandwidth", "memory"]
+        for rank in job["ranks"]
+    )
+
+
+# --- healthy runs ---------------------------------------------------------------------------
+def test_two_nodes_static_rendezvous(two_hosts: SimulatedHosts) -> None:
+    node0, node1 = run_nodes(two_hosts, [static(0), static(1)])
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    assert (node0.exit_code, node1.exit_code) == (0, 0), (node0.codes(), node1.codes())
+    job = assert_whole_cluster(node0, ["node0", "node1"], ranks=4)
+    assert every_stage_passed(job)
+    assert [n["host"] for n in job["node_bandwidth"]] == ["node0", "node1"]
+    assert job["inter_node_bandwidth"] and job["bandwidth"]
+    member = node1.facts("cluster")
+    assert member["verdict_received"] and not member["whole"]
+    assert member["node0_host"] == "node0" and member["node_rank"] == 1
+    assert [r["rank"] for r in node1.facts("job")["ranks"]] == [2, 3]
+    plan = node1.facts("plan")["nodes"]
+    assert plan["sources"]["node_rank"] == "--node-rank" and plan["rendezvous"] == "static"
+
+
+def test_two_nodes_c10d_rendezvous(two_hosts: SimulatedHosts) -> None:
+    c10d = ["--nnodes", "2", "--rdzv-endpoint", f"node0:{PORT}", "--nproc", "1"]
+    node0, node1 = run_nodes(two_hosts, [c10d, c10d])
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    assert (node0.exit_code, node1.exit_code) == (0, 0), (node0.codes(), node1.codes())
+    job = assert_whole_cluster(node0, ["node0", "node1"], ranks=2)
+    assert every_stage_passed(job)
+    assert node1.facts("cluster")["verdict_received"]
+    assert node0.facts("plan")["nodes"]["rendezvous"] == "c10d"
+
+
+def test_slurm_allocation_needs_no_flags(two_hosts: SimulatedHosts) -> None:
+    def slurm(node: int) -> dict[str, str]:
+        return {
+            "SLURM_JOB_ID": "4242",
+            "SLURM_NNODES": "2",
+            "SLURM_NODEID": str(node),
+            "SLURM_PROCID": str(node),
+            "SLURM_LOCALID": "0",
+            "SLURM_NTASKS": "2",
+            "SLURM_JOB_NODELIST": "node[0-1]",
+        }
+
+    node0, node1 = run_nodes(two_hosts, [[], []], [slurm(0), slurm(1)])
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    assert (node0.exit_code, node1.exit_code) == (0, 0), (node0.codes(), node1.codes())
+    job = assert_whole_cluster(node0, ["node0", "node1"], ranks=4)
+    assert job["inter_node_bandwidth"]
+    plan = node0.facts("plan")["nodes"]
+    assert plan["scheduler"] == "slurm" and plan["hosts"] == ["node0", "node1"]
+    assert plan["master_addr"] == "node0" and plan["master_port"] == 20000 + 4242
+    assert plan["sources"]["nnodes"] == "SLURM_NNODES"
+
+
+# --- predicted failures, fixed and not --------------------------------------------------------
+def test_host_names_on_loopback_are_fixed_and_the_fix_verified() -> None:
+    with simulated_hosts(2, loopback_own_name=(0, 1)) as hosts:
+        node0, node1 = run_nodes(
+            hosts, [static(0, 2, "--nproc", "1"), static(1, 2, "--nproc", "1")]
+        )
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    for run, host in ((node0, "node0"), (node1, "node1")):
+        (own,) = [f for f in run.findings("DDP204") if f["evidence"]["hostname"] == host]
+        assert own["evidence"]["address"] == "127.0.1.1"
+        assert own["evidence"]["fix"] == "GLOO_SOCKET_IFNAME=eth1"
+        assert own["evidence"]["fix_verified"] is True
+        assert run.facts("job")["applied_fixes"] == {"GLOO_SOCKET_IFNAME": "eth1"}
+    assert sorted(f["evidence"]["hostname"] for f in node0.findings("DDP204")) == ["node0", "node1"]
+    assert every_stage_passed(node0.facts("job"))
+    assert (node0.exit_code, node1.exit_code) == (0, 0)  # DDP204 is a warning
+
+
+def test_host_names_on_loopback_as_is_reproduce_the_failure() -> None:
+    with simulated_hosts(2, loopback_own_name=(0, 1)) as hosts:
+        args = [static(n, 2, "--nproc", "1", "--as-is") for n in (0, 1)]
+        node0, node1 = run_nodes(hosts, args, timeout=30)
+    assert node0 and node1
+    for run in (node0, node1):
+        assert run.elapsed < 30 + 5
+        (own, *_) = run.findings("DDP204")
+        assert own["evidence"]["fix_applied"] is False
+        assert run.facts("job")["applied_fixes"] == {}
+        assert run.exit_code == 1  # the job failed: an error names it
+
+
+def test_gloo_interface_naming_nothing_on_one_node(two_hosts: SimulatedHosts) -> None:
+    wrong = {"GLOO_SOCKET_IFNAME": "eth9"}
+    args = [static(0, 2, "--nproc", "1"), static(1, 2, "--nproc", "1")]
+    node0, node1 = run_nodes(two_hosts, args, [{}, wrong])
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    (own,) = node1.findings("DDP205")
+    assert own["evidence"]["variable"] == "GLOO_SOCKET_IFNAME"
+    assert own["evidence"]["value"] == "eth9" and own["evidence"]["fix_verified"] is True
+    (seen,) = node0.findings("DDP205")
+    assert seen["evidence"]["nodes"] == [1]
+    assert not [f for f in node0.findings("DDP205") if 0 in f["evidence"]["nodes"]]
+    assert (node0.exit_code, node1.exit_code) == (1, 1)  # an error on one node fails both
+    (verdict,) = node1.findings("DDP217")
+    assert "DDP205" in verdict["evidence"]["codes"]
+
+
+# --- nodes that never meet -------------------------------------------------------------------
+def test_a_node_that_never_starts_is_named(two_hosts: SimulatedHosts) -> None:
+    node0, _ = run_nodes(two_hosts, [static(0, 2, "--nproc", "1"), None], timeout=30)
+    assert node0 is not None
+    assert node0.elapsed < 30 + 5
+    (finding,) = node0.findings("DDP202")
+    assert finding["evidence"]["missing_nodes"] == [1]
+    assert node0.exit_code == 1
+
+
+def test_master_port_dropped_by_a_firewall() -> None:
+    if not _has_nft():
+        pytest.skip("nft (nftables) is not installed: .ci/run installs it")
+    with simulated_hosts(2) as hosts:
+        rules = f"add table inet ddm; add chain inet ddm input {{ type filter hook input priority 0; policy accept; }}; add rule inet ddm input iifname eth1 tcp dport {PORT} drop"
+        made = hosts.run_in(0, ["nft", rules])
+        assert made.returncode == 0, made.stderr
+        args = [static(0, 2, "--nproc", "1"), static(1, 2, "--nproc", "1")]
+        node0, node1 = run_nodes(hosts, args, timeout=30)
+    assert node0 and node1
+    for run in (node0, node1):
+        assert run.elapsed < 30 + 5
+        assert run.exit_code == 1
+    (unreachable,) = node1.findings("DDP211")
+    assert unreachable["evidence"]["outcome"] == "timed-out"
+    assert not node1.facts("job")["launched"]
+    (missing,) = node0.findings("DDP202")
+    assert missing["evidence"]["missing_nodes"] == [1]
+
+
+def _has_nft() -> bool:
+    from shutil import which
+
+    return which("nft") is not None
+
+
+# --- fingerprints ------------------------------------------------------------------------------
+def test_a_node_with_another_torch_is_named(two_hosts: SimulatedHosts) -> None:
+    args = [static(0, 2, "--nproc", "1"), static(1, 2, "--nproc", "1")]
+    node0, node1 = run_nodes(two_hosts, args, faults=[None, "1:identity:torch=2.12.0"])
+    assert node0 and node1
+    assert_within_bound(node0, node1)
+    (skew,) = [f for f in node0.findings("DDP306") if f["evidence"]["field"] == "torch_version"]
+    assert skew["evidence"]["per_host"]["node1"] == "2.12.0"
+    assert skew["evidence"]["per_host"]["node0"] != "2.12.0"
+    assert (node0.exit_code, node1.exit_code) == (1, 1)
+    (verdict,) = node1.findings("DDP217")
+    assert verdict["severity"] == "error" and "DDP306" in verdict["evidence"]["codes"]
