@@ -184,7 +184,7 @@ def wait_for_port(
 
 
 def classify(error: OSError) -> tuple[str, str]:
-    if isinstance(error, (socket.timeout, TimeoutError)) and error.errno is None:
+    if isinstance(error, TimeoutError) and error.errno is None:
         return "timed-out", "connect timed out"
     name = errno.errorcode.get(error.errno or 0, "error")
     return OUTCOMES.get(error.errno or 0, "error"), f"{name}: {error.strerror or error}"
