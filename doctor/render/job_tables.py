@@ -61,8 +61,12 @@ def job_summary(job: dict[str, Any]) -> str:
         return f"job: not launched ({job.get('not_launched_reason')})"
     state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
     ranks = f"{job.get('nproc')} ranks"
-    if (job.get("nnodes") or 1) > 1:
-        ranks = f"{len(job.get('ranks') or [])} ranks on {job.get('nnodes')} nodes"
+    nnodes = job.get("nnodes") or 1
+    if nnodes > 1:
+        shown, world = len(job.get("ranks") or []), nnodes * (job.get("nproc") or 0)
+        ranks = f"{world} ranks on {nnodes} nodes"
+        if shown < world:
+            ranks = f"this node's {shown} of {world} ranks on {nnodes} nodes"
     return f"job: {ranks}, {job.get('backend')}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
