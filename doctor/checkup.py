@@ -76,15 +76,15 @@ def collect(
     gpus = visible_gpu_count(nvml_result.facts, env_result.facts)  # MIG slices count here
     sample = visible_gpus(nvml_result.facts, env_result.facts)  # whole GPUs NVML can sample
     results = [env_result, nvml_result, *pending.wait()]
-    if plan.nodes is not None and plan.jobs:
-        from .cluster_run import network_probe
-
-        progress.say("probing: the network towards the master")
-        results.append(run_probe(network_probe(plan.nodes, timeout, progress)))
     unusable = why_patient_unusable(_facts_of(results, "python"), python)
     if unusable is not None:
         results += without_patient(unusable, plan)
     else:
+        if plan.nodes is not None and plan.jobs:
+            from .cluster_run import network_probe
+
+            progress.say("probing: the network towards the master")
+            results.append(run_probe(network_probe(plan.nodes, timeout, progress)))
         results += _with_patient(plan, python, (gpus, sample), budget, progress, results, selector)
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))

@@ -101,7 +101,8 @@ def cluster_job(
         cluster = whole_cluster(job, document, node_rank=0)
         return verdict_document(judge(_with_cluster(results, job, cluster), selector), host)
 
-    exchange = ClusterExchange(node_document, decide)
+    store_port = config.master_port if config.rendezvous and config.rendezvous.is_host else None
+    exchange = ClusterExchange(node_document, decide, store_port)
 
     def measure() -> JobFacts:
         return run_job(config, checks, progress.say, exchange)

@@ -76,6 +76,7 @@ class NetworkFacts:
     route_error: str | None = None
     interfaces: tuple[Interface, ...] = ()
     port: PortCheck | None = None  # None where this node hosts the master
+    node_addresses: Mapping[str, str] = field(default_factory=dict)  # the plan's hosts, resolved
 
     def interface(self, name: str | None) -> Interface | None:
         return next((i for i in self.interfaces if i.name == name), None)

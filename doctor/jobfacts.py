@@ -114,6 +114,8 @@ class JobFacts:
     applied_fixes: Mapping[str, str] = field(default_factory=dict)
     node_bandwidth: tuple[NodeBandwidth, ...] = ()  # several ranks per node: each node's own
     inter_node_bandwidth: tuple[BandwidthRow, ...] = ()  # one rank per node
+    # where this node hosts torchrun's store: addresses seen connected to it during the job
+    store_peers: tuple[str, ...] = ()
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

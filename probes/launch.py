@@ -254,6 +254,7 @@ def _launch_and_collect(
         bandwidth=rows_of(ranks),
         node_bandwidth=node_bandwidth_of(ranks),
         inter_node_bandwidth=inter_node_rows_of(ranks),
+        store_peers=tuple(exchange.store_peers) if exchange else (),
         output_tail=output_tail,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )

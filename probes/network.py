@@ -76,7 +76,22 @@ def collect_network(
         route_error=route[2],
         interfaces=interfaces,
         port=port,
+        node_addresses=resolve_hosts(plan.hosts) if hosts_master else {},
     )
+
+
+def resolve_hosts(hosts: tuple[str, ...], bound_s: float = 10.0) -> dict[str, str]:
+    """Each host's first address, while the bound lasts (a slow resolver costs no more)."""
+    deadline = time.monotonic() + bound_s
+    found = {}
+    for host in hosts:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        addresses, _ = resolve_all(host, timeout_s=min(2.0, left))
+        if addresses:
+            found[host] = addresses[0]
+    return found
 
 
 def towards_the_others(

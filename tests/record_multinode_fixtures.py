@@ -41,8 +41,10 @@ def _scenario(
     loopback: tuple[int, ...] = (),
     nft: bool = False,
     timeout: float = 40,
+    hosts: int = 2,
 ) -> dict[str, Any]:
     return dict(
+        hosts=hosts,
         description=description,
         expect=expect,
         args=args,
@@ -52,6 +54,16 @@ def _scenario(
         nft=nft,
         timeout=timeout,
     )
+
+
+def _slurm3(node: int) -> dict[str, str]:
+    return {
+        "SLURM_JOB_ID": "9001",
+        "SLURM_NNODES": "3",
+        "SLURM_NODEID": str(node),
+        "SLURM_LOCALID": "0",
+        "SLURM_JOB_NODELIST": "node[0-2]",
+    }
 
 
 RECORDED = {
@@ -87,6 +99,15 @@ RECORDED = {
         [static(0, 2, *ONE), None],
         timeout=30,
     ),
+    "three-node2-missing": _scenario(
+        "SLURM allocation node[0-2]; node 2 never starts: named from the addresses connected "
+        "to node 0's store",
+        [["DDP202"], ["DDP202"]],
+        [[*ONE], [*ONE], None],
+        envs=[_slurm3(0), _slurm3(1), _slurm3(2)],
+        timeout=30,
+        hosts=3,
+    ),
     "port-dropped": _scenario(
         "nft on node 0 drops the master port from eth1: node 1's connects time out",
         [["DDP202"], ["DDP211"]],
@@ -105,7 +126,7 @@ RECORDED = {
 
 def record(name: str) -> None:
     spec = RECORDED[name]
-    with simulated_hosts(2, loopback_own_name=spec["loopback"]) as hosts:
+    with simulated_hosts(spec["hosts"], loopback_own_name=spec["loopback"]) as hosts:
         if spec["nft"]:
             hosts.run_in(0, ["nft", DROP_PORT])
         runs = run_nodes(hosts, spec["args"], spec["envs"], spec["faults"], spec["timeout"])
@@ -208,6 +229,16 @@ def _verdict_lost(report: dict[str, Any]) -> None:
     probe(report, "cluster")["facts"].update(verdict_received=False, verdict=[], node0_host=None)
 
 
+def _world_size(report: dict[str, Any]) -> None:
+    probe(report, "env")["facts"]["variables"]["WORLD_SIZE"] = "8"  # 2 nodes x 2 ranks is 4
+
+
+def _pytorchjob_world_size(report: dict[str, Any]) -> None:
+    """Kubeflow's PyTorchJob counts pods in WORLD_SIZE: 2 for 2 nodes, whatever their ranks."""
+    probe(report, "env")["facts"]["variables"]["WORLD_SIZE"] = "2"
+    probe(report, "plan")["facts"]["nodes"]["scheduler"] = "kubernetes"
+
+
 Edit = Callable[[dict[str, Any]], None]
 # (recording it starts from, edit, expected codes, description)
 DERIVED: dict[str, tuple[str, Edit, list[str], str]] = {
@@ -258,6 +289,18 @@ DERIVED: dict[str, tuple[str, Edit, list[str], str]] = {
         _node_facts_lost,
         ["DDP218"],
         "node 1's doctor facts never reached rank 0",
+    ),
+    "multinode-world-size-node0": (
+        "multinode-healthy-node0",
+        _world_size,
+        ["DDP207"],
+        "WORLD_SIZE=8 exported on node 0 for a run of 2 nodes x 2 ranks",
+    ),
+    "multinode-pytorchjob-world-size-node1": (
+        "multinode-healthy-node1",
+        _pytorchjob_world_size,
+        ["DDP217"],
+        "a PyTorchJob pod: WORLD_SIZE=2 counts the pods, not nnodes x nproc",
     ),
     "multinode-verdict-lost-node1": (
         "multinode-healthy-node1",

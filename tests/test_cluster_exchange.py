@@ -157,6 +157,21 @@ def test_no_release_before_any_rank_started(monkeypatch: pytest.MonkeyPatch) -> 
         agent.wait()
 
 
+def test_connections_to_the_store_port_are_read_from_proc(tmp_path: Path) -> None:
+    header = "  sl  local_address rem_address   st tx_queue rx_queue\n"
+    (tmp_path / "tcp").write_text(
+        header
+        + "   0: 0100007F:1F90 0200000A:D431 01 00000000:00000000\n"  # 10.0.0.2 -> :8080
+        + "   1: 0100007F:1F90 0300000A:D432 0A 00000000:00000000\n"  # listening, not a peer
+        + "   2: 0100007F:1F91 0400000A:D433 01 00000000:00000000\n"  # another port
+    )
+    (tmp_path / "tcp6").write_text(
+        header
+        + "   0: 00000000000000000000000000000000:1F90 0000000000000000FFFF00000500000A:D434 01 0\n"
+    )
+    assert cluster_exchange.connected_to(8080, tmp_path) == ["10.0.0.2", "10.0.0.5"]
+
+
 # --- what the ranks record -------------------------------------------------------------------
 def test_a_node_knows_its_ranks_before_and_after_the_rendezvous(tmp_path: Path) -> None:
     static = Rendezvous("static", 2, 2, "node0", 1, "r", 10, node_rank=1)

@@ -164,6 +164,25 @@ def test_a_node_that_never_starts_is_named(two_hosts: SimulatedHosts) -> None:
     assert node0.exit_code == 1
 
 
+def test_of_three_slurm_nodes_the_one_missing_is_named_by_every_node_that_came() -> None:
+    """torchrun's store counts the nodes that came; the doctor names the missing one from the
+    addresses connected to node 0's store and the host list SLURM gives."""
+
+    def slurm(node: int) -> dict[str, str]:
+        nodelist = {"SLURM_JOB_NODELIST": "node[0-2]", "SLURM_JOB_ID": "9001"}
+        return {**nodelist, "SLURM_NNODES": "3", "SLURM_NODEID": str(node), "SLURM_LOCALID": "0"}
+
+    with simulated_hosts(3) as hosts:
+        args = [["--nproc", "1"], ["--nproc", "1"], None]
+        node0, node1, _ = run_nodes(hosts, args, [slurm(0), slurm(1), slurm(2)], timeout=30)
+    for run in (node0, node1):
+        assert run is not None
+        assert run.elapsed < 30 + 5 and run.exit_code == 1
+        (missing,) = run.findings("DDP202")
+        assert missing["evidence"]["missing_nodes"] == [2]
+        assert missing["evidence"]["hosts"] == ["node2"]
+
+
 def test_master_port_dropped_by_a_firewall() -> None:
     if not _has_nft():
         pytest.skip("nft (nftables) is not installed: .ci/run installs it")

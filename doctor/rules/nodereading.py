@@ -42,10 +42,25 @@ def missing_nodes(facts: FactSet) -> MissingNodes | None:
     if nodes.rendezvous == STATIC and nodes.node_rank == 0 and counted:
         joined, expected = (int(x) for x in counted[-1])
         count = max(0, expected - joined)
+        absent = _not_seen(facts, others)
+        if absent is not None and len(absent) == count:
+            return MissingNodes(count, absent, exact=True, joined=joined)
         return MissingNodes(count, others, exact=count == len(others), joined=joined)
     if nodes.rendezvous == STATIC and nodes.node_rank not in (0, None):
         others = tuple(n for n in others if n != 0)  # node 0 answered the preflight
     return MissingNodes(None, others, exact=len(others) == 1)
+
+
+def _not_seen(facts: FactSet, others: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The nodes whose address never held a connection to the store on this node, where the
+    plan names every node's host (SLURM) and the preflight resolved them all."""
+    nodes, network, job = facts.plan.nodes, facts.network, facts.job
+    if not nodes or not nodes.hosts or network is None or job is None:
+        return None
+    addresses = [network.node_addresses.get(nodes.hosts[n]) for n in others if n < len(nodes.hosts)]
+    if len(addresses) != len(others) or None in addresses:
+        return None
+    return tuple(n for n, a in zip(others, addresses, strict=True) if a not in job.store_peers)
 
 
 def node_label(facts: FactSet, node_rank: int) -> str:
