@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.clusterfacts import STATIC
+from ddp_doctor.clusterfacts import C10D, STATIC
 from ddp_doctor.facts import FactSet
 from ddp_doctor.jobfacts import JobFacts
 
@@ -26,6 +26,7 @@ class MissingNodes:
     candidates: tuple[int, ...]  # node ranks; exactly the missing ones when `exact`
     exact: bool
     joined: int | None = None  # nodes that did arrive, as torchrun counted them
+    arrived_from: tuple[str, ...] = ()  # c10d: addresses of the nodes that did arrive
 
 
 def rendezvous_never_completed(job: JobFacts) -> bool:
@@ -37,6 +38,8 @@ def missing_nodes(facts: FactSet) -> MissingNodes | None:
     nodes, job = facts.plan.nodes, facts.job
     if nodes is None or job is None or not rendezvous_never_completed(job):
         return None
+    if nodes.rendezvous == C10D:
+        return _missing_in_c10d(facts)
     others = tuple(n for n in range(nodes.nnodes) if n != nodes.node_rank)
     counted = CLIENTS_JOINED.findall(job.output_tail)
     if nodes.rendezvous == STATIC and nodes.node_rank == 0 and counted:
@@ -49,6 +52,20 @@ def missing_nodes(facts: FactSet) -> MissingNodes | None:
     if nodes.rendezvous == STATIC and nodes.node_rank not in (0, None):
         others = tuple(n for n in others if n != 0)  # node 0 answered the preflight
     return MissingNodes(None, others, exact=len(others) == 1)
+
+
+def _missing_in_c10d(facts: FactSet) -> MissingNodes:
+    """c10d gives nodes their ranks only when they meet: the node hosting the endpoint counts
+    the other nodes' connections to it (a fixed --nnodes only)."""
+    nodes, network, job = facts.plan.nodes, facts.network, facts.job
+    if nodes is None or network is None or job is None or network.port is not None:
+        return MissingNodes(None, (), exact=False)
+    own = {address for interface in network.interfaces for address in interface.addresses}
+    came = tuple(address for address in job.store_peers if address not in own)
+    if nodes.min_nodes != nodes.nnodes:
+        return MissingNodes(None, (), exact=False, arrived_from=came)
+    count = max(0, nodes.nnodes - 1 - len(came))
+    return MissingNodes(count, (), exact=False, joined=len(came) + 1, arrived_from=came)
 
 
 def _not_seen(facts: FactSet, others: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -94,20 +94,27 @@ def _nodes_never_arrived(facts: FactSet, absent: MissingNodes) -> Hit:
     labels = ", ".join(node_label(facts, n) for n in absent.candidates)
     if absent.exact:
         what = f"{labels} never arrived"
-    elif absent.count:
+    elif absent.count and labels:
         what = f"{absent.count} of {nodes.nnodes} nodes never arrived (one of {labels})"
+    elif absent.count:
+        what = f"{absent.count} of {nodes.nnodes} nodes never arrived"
     else:
-        what = f"not every node arrived (this node waited for {labels})"
-    counted = f"; torchrun counted {absent.joined} of {nodes.nnodes}" if absent.joined else ""
+        what = "not every node arrived" + (f" (this node waited for {labels})" if labels else "")
+    kind = "c10d " if nodes.rendezvous == "c10d" else ""
+    who = "connections to its endpoint show" if kind else "torchrun counted"
+    counted = f"; {who} {absent.joined} of {nodes.nnodes}" if absent.joined else ""
+    if absent.arrived_from:
+        counted += f" (others from {', '.join(absent.arrived_from)})"
     waited = f"waited {facts.job.duration_s:.0f} s" if facts.job else "waited"
     return Hit(
-        f"{what}: torchrun's rendezvous at {nodes.master_addr}:{nodes.master_port} {waited}"
-        f"{counted}, and no rank of this node started",
+        f"{what}: torchrun's {kind}rendezvous at {nodes.master_addr}:{nodes.master_port} "
+        f"{waited}{counted}, and no rank of this node started",
         {
             "missing_nodes": list(absent.candidates) if absent.exact else [],
             "candidate_nodes": list(absent.candidates),
             "missing_count": absent.count,
             "hosts": [nodes.host_of(n) for n in absent.candidates],
+            "arrived_from": list(absent.arrived_from),
             "nnodes": nodes.nnodes,
         },
     )
