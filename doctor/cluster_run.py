@@ -54,7 +54,6 @@ def cluster_job(
     selector: Selector | None,
 ) -> list[ProbeResult]:
     """This node's job and the cluster as far as this node knows it."""
-    from ddp_doctor import jobplan
     from ddp_doctor.probes.cluster_exchange import ClusterExchange
     from ddp_doctor.probes.launch import preflight, run_job
     from ddp_doctor.registry import rules_judged
@@ -63,44 +62,17 @@ def cluster_job(
     assert plan.nodes is not None
     rules_judged("facts")  # loaded now: node 0 judges while every rank waits for the verdict
     network = _facts(results, "network")
-    env = _facts(results, "env") or EnvFacts()
-    possible = nccl_possible(gpus, plan.backend)
-    predicted = predict(network, env.variables, possible) if network else []
-    applied = {} if plan.as_is else fixes(predicted)
-    base = jobplan.job_config(plan, gpus, left, python)
-    config = dataclasses.replace(
-        base,
-        rendezvous=_rendezvous(plan.nodes, network, plan.timeout_s or left),
-        extra_env=applied,
-        exchange_timeout_s=base.init_timeout_s,
-    )
+    config = _job_config(plan, gpus, left, python, network, _facts(results, "env") or EnvFacts())
     nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
     checks = preflight(config, nccl_missing, master_unreachable=_unreachable(network))
     host = socket.gethostname()
     node_document = {
         "node_rank": plan.nodes.node_rank,
         "host": host,
-        "applied_fixes": applied,
+        "applied_fixes": dict(config.extra_env),
         "probes": [probe_to_json(result) for result in results],
     }
-
-    def decide(document: Any) -> dict[str, Any]:
-        from .cluster_view import verdict_document, whole_cluster, whole_job
-
-        snapshot = JobFacts(
-            launched=True,
-            preflight=checks,
-            backend=config.backend,
-            nproc=config.nproc,
-            init_timeout_s=config.init_timeout_s,
-            timeout_s=config.timeout_s,
-            nnodes=plan.nodes.nnodes if plan.nodes else 1,
-            applied_fixes=applied,
-        )
-        job = whole_job(snapshot, document)
-        cluster = whole_cluster(job, document, node_rank=0)
-        return verdict_document(judge(_with_cluster(results, job, cluster), selector), host)
-
+    decide = _decider(results, JobFacts(**_snapshot(config, checks)), selector, host)
     store_port = config.master_port if config.rendezvous and config.rendezvous.is_host else None
     exchange = ClusterExchange(node_document, decide, store_port)
 
@@ -109,6 +81,59 @@ def cluster_job(
 
     job_result = run_probe(Probe("job", measure, left + JOB_GRACE_S))
     return _after_job(job_result, exchange, plan.nodes)
+
+
+def _job_config(
+    plan: PlanFacts,
+    gpus: int,
+    left: float,
+    python: str,
+    network: NetworkFacts | None,
+    env: EnvFacts,
+) -> Any:
+    """One node's job: its rendezvous, and the fixes the preflight predicts (unless --as-is)."""
+    from ddp_doctor import jobplan  # through the module: the test suite plans faults there
+
+    assert plan.nodes is not None
+    predicted = (
+        predict(network, env.variables, nccl_possible(gpus, plan.backend)) if network else []
+    )
+    base = jobplan.job_config(plan, gpus, left, python)
+    return dataclasses.replace(
+        base,
+        rendezvous=_rendezvous(plan.nodes, network, plan.timeout_s or left),
+        extra_env={} if plan.as_is else fixes(predicted),
+        exchange_timeout_s=base.init_timeout_s,
+    )
+
+
+def _snapshot(config: Any, checks: Any) -> dict[str, Any]:
+    """The job's facts while it still runs (no exit code yet)."""
+    return dict(
+        launched=True,
+        preflight=checks,
+        backend=config.backend,
+        nproc=config.nproc,
+        init_timeout_s=config.init_timeout_s,
+        timeout_s=config.timeout_s,
+        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
+        applied_fixes=dict(config.extra_env),
+    )
+
+
+def _decider(
+    results: list[ProbeResult], snapshot: JobFacts, selector: Selector | None, host: str
+) -> Any:
+    """Node 0's judgement of rank 0's cluster.json: the verdict every node receives."""
+
+    def decide(document: Any) -> dict[str, Any]:
+        from .cluster_view import verdict_document, whole_cluster, whole_job
+
+        job = whole_job(snapshot, document)
+        cluster = whole_cluster(job, document, node_rank=0)
+        return verdict_document(judge(_with_cluster(results, job, cluster), selector), host)
+
+    return decide
 
 
 def _after_job(job_result: ProbeResult, exchange: Any, nodes: NodePlan) -> list[ProbeResult]:

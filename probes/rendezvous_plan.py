@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from ddp_doctor.clusterfacts import C10D
 
-C10D_LAST_CALL_S = 2  # with --nnodes MIN:MAX, how long to wait for more nodes after MIN came
+# With --nnodes MIN:MAX, how long c10d waits for more nodes once MIN came: long enough for
+# nodes started together (a node that comes later makes the others restart their ranks).
+C10D_LAST_CALL_S = (3, 10)  # at least, at most; else a third of the wait
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class Rendezvous:
     node_rank: int | None = None  # static
     is_host: bool = False  # this node hosts the store (static: node 0)
     local_addr: str | None = None  # c10d: this node's address towards the endpoint
+
+
+def _last_call(wait_s: float) -> int:
+    low, high = C10D_LAST_CALL_S
+    return int(min(high, max(low, wait_s / 3)))
 
 
 def single_node_args(master_addr: str, port: int, init_timeout_s: float) -> list[str]:
@@ -46,7 +53,7 @@ def rendezvous_args(plan: Rendezvous) -> list[str]:
             f"is_host={int(plan.is_host)}",
             f"join_timeout={wait}",
             f"read_timeout={wait}",
-            f"last_call_timeout={C10D_LAST_CALL_S}",
+            f"last_call_timeout={_last_call(plan.wait_s)}",
         ]
         argv = [
             "--nnodes", f"{plan.min_nodes}:{plan.nnodes}", "--rdzv-backend", "c10d",

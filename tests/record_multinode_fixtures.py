@@ -108,6 +108,12 @@ RECORDED = {
         timeout=30,
         hosts=3,
     ),
+    "c10d-node1-missing": _scenario(
+        "c10d rendezvous, node 1 never starts; node 0 hosts the endpoint and counts who came",
+        [["DDP202"]],
+        [["--nnodes", "2", "--rdzv-endpoint", f"node0:{PORT}", *ONE], None],
+        timeout=30,
+    ),
     "port-dropped": _scenario(
         "nft on node 0 drops the master port from eth1: node 1's connects time out",
         [["DDP202"], ["DDP211"]],

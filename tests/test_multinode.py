@@ -211,10 +211,24 @@ def _has_nft() -> bool:
 
 # --- fingerprints ------------------------------------------------------------------------------
 def test_a_node_with_another_torch_is_named(two_hosts: SimulatedHosts) -> None:
-    args = [static(0, 2, "--nproc", "1"), static(1, 2, "--nproc", "1")]
-    node0, node1 = run_nodes(two_hosts, args, faults=[None, "1:identity:torch=2.12.0"])
+    """Planned from a Kubeflow PyTorchJob's variables, with no flags."""
+
+    def pod(node: int) -> dict[str, str]:
+        return {
+            "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+            "PET_NNODES": "2",
+            "PET_NODE_RANK": str(node),
+            "PET_NPROC_PER_NODE": "1",
+            "MASTER_ADDR": "node0",
+            "MASTER_PORT": PORT,
+        }
+
+    faults = [None, "1:identity:torch=2.12.0"]
+    node0, node1 = run_nodes(two_hosts, [[], []], [pod(0), pod(1)], faults=faults)
     assert node0 and node1
     assert_within_bound(node0, node1)
+    plan = node0.facts("plan")
+    assert plan["nproc"] == 1 and plan["nodes"]["scheduler"] == "kubernetes"
     (skew,) = [f for f in node0.findings("DDP306") if f["evidence"]["field"] == "torch_version"]
     assert skew["evidence"]["per_host"]["node1"] == "2.12.0"
     assert skew["evidence"]["per_host"]["node0"] != "2.12.0"
