@@ -117,7 +117,16 @@ def _nodes_never_arrived(facts: FactSet, absent: MissingNodes) -> Hit:
             "arrived_from": list(absent.arrived_from),
             "nnodes": nodes.nnodes,
         },
+        fix=NODES_NEVER_ARRIVED,
     )
+
+
+NODES_NEVER_ARRIVED = Remediation(
+    "Start ddp-doctor (as torchrun) on every node at about the same time, with the same "
+    "--nnodes, master address and port (under SLURM: `srun --ntasks-per-node=1 ddp-doctor "
+    "run`, not from the batch script alone); check on the missing node that it reaches the "
+    "master's port (its own report says, DDP211); give slow starters a longer --timeout.",
+)
 
 
 @rule(
