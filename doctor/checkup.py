@@ -2,7 +2,10 @@
 
 The quick probes first (in threads), the patient's Python described before anything imports
 torch, then the job, torch last if the job did not describe it, DataParallel after the job;
-every step gets what is left of the run's time limit. Commands print; this decides.
+every step gets what is left of the run's time limit. One node of several (plan.nodes) adds
+the network preflight before the job and runs the job on torchrun's rendezvous with the other
+nodes (cluster_run.py); DataParallel is then left to single-node runs. Commands print; this
+decides.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from .engine import PendingProbes, Probe, run_probe
 from .facts import GpuFacts, PlanFacts, PythonFacts, TorchFacts
 from .model import ProbeResult, ProbeStatus
 from .progress import Progress
+from .registry import Selector
 
 DEFAULT_PROBE_TIMEOUT_S = 20.0
 TORCH_PROBE_TIMEOUT_S = 40.0
@@ -29,10 +33,13 @@ PROBE_ORDER = (
     "python",
     "nvml",
     "topology",
+    "network",
     "torch",
     "job",
+    "cluster",
     "dataparallel",
 )
+MULTINODE_DATAPARALLEL = "a multi-node run: the DataParallel probe runs in single-node runs"
 
 
 class Budget:
@@ -45,7 +52,10 @@ class Budget:
         return max(1.0, self.deadline - time.monotonic())
 
 
-def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeResult]:
+def collect(
+    plan: PlanFacts, timeout: float, progress: Progress, selector: Selector | None = None
+) -> list[ProbeResult]:
+    """`selector`: what node 0 of a multi-node run reports to the other nodes."""
     from ddp_doctor.jobplan import visible_gpu_count, visible_gpus
     from ddp_doctor.probes.environment import collect_environment
     from ddp_doctor.probes.host import collect_host
@@ -73,7 +83,15 @@ def collect(plan: PlanFacts, timeout: float, progress: Progress) -> list[ProbeRe
     if unusable is not None:
         results += [*without_patient(unusable, plan), _unloaded(topology, unusable[0])]
     else:
-        results += _with_patient(plan, python, (gpus, sample), topology, budget, progress)
+        if plan.nodes is not None and plan.jobs:
+            from .cluster_run import network_probe
+
+            progress.say("probing: the network towards the master")
+            results.append(run_probe(network_probe(plan.nodes, timeout, progress)))
+        visible = (gpus, sample)
+        results += _with_patient(
+            plan, python, visible, topology, budget, progress, results, selector
+        )
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -116,6 +134,8 @@ def _with_patient(
     topology: ProbeResult,
     budget: Budget,
     progress: Progress,
+    earlier: list[ProbeResult],
+    selector: Selector | None,
 ) -> list[ProbeResult]:
     from ddp_doctor.probes.dataparallel import collect_dataparallel
 
@@ -130,14 +150,26 @@ def _with_patient(
         reserve = 0.0 if torch_first or spare else TORCH_RESERVE_S
         torch = _facts_of(results, "torch")
         left = budget.left() - reserve
-        job, topology = _job(plan, python, gpus, torch, left, progress, topology)
-        results.append(job)
+        if plan.nodes is not None:
+            from .cluster_run import cluster_job
+
+            known = [*earlier, *results]
+            results += cluster_job(plan, python, gpus, known, torch, left, progress, selector)
+            topology = _unloaded(topology, "a multi-node run (sampled in single-node runs)")
+        else:
+            job, topology = _job(plan, python, gpus, torch, left, progress, topology)
+            results.append(job)
     else:
         topology = _unloaded(topology, "no job ran (--no-jobs)")
     results.append(topology)
     if not torch_first:
-        results.append(_torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
-    if plan.jobs:
+        results.append(torch_from_job(results) or run_probe(_torch_probe(python, budget.left())))
+    if plan.jobs and plan.nodes is not None:
+        skipped = ProbeResult(
+            "dataparallel", ProbeStatus.SKIPPED, None, 0.0, MULTINODE_DATAPARALLEL
+        )
+        results.append(skipped)
+    elif plan.jobs:
         progress.say("probing: DataParallel")
         limit = min(DATAPARALLEL_TIMEOUT_S, budget.left())
 
@@ -205,7 +237,7 @@ def _torch_probe(python: str, left: float) -> Probe:
     return Probe("torch", lambda: collect_torch(python, timeout_s=limit), limit + 2)
 
 
-def _torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
+def torch_from_job(results: list[ProbeResult]) -> ProbeResult | None:
     """Rank 0 of the job already described its torch: no second import of torch needed."""
     from ddp_doctor.codec import CodecError, from_jsonable
     from ddp_doctor.probes.job_results import torch_facts_from_job

@@ -114,6 +114,10 @@ def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> l
             findings.extend(runtime_findings(facts, findings))
         except Exception as error:
             findings.append(_rule_crashed("for the traced run", "trace", error))
+    if facts.cluster is not None:
+        from .cluster_judge import with_other_nodes
+
+        findings = with_other_nodes(facts, findings, selector)
     return selector.filter(sort_findings(findings))
 
 

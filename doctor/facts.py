@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .clusterfacts import ClusterFacts, NetworkFacts, NodePlan
 from .jobfacts import DataParallelFacts, JobFacts
 from .model import ProbeResult
 from .topofacts import TopologyFacts
@@ -159,6 +160,12 @@ class PlanFacts:
     timeout_s: float | None = None
     python: str | None = None  # --python as given; the python probe says which one ran
     ops: tuple[str, ...] = ()  # collectives to sweep; empty: all_reduce only
+    nodes: NodePlan | None = None  # a multi-node run; None: this machine alone
+    as_is: bool = False  # --as-is: no predicted fix is applied to the job
+
+    @property
+    def nnodes(self) -> int:
+        return self.nodes.nnodes if self.nodes else 1
 
 
 def parse_major_minor(version: str | None) -> tuple[int, int] | None:
@@ -183,6 +190,8 @@ FACT_TYPES: dict[str, type] = {
     "job": JobFacts,
     "dataparallel": DataParallelFacts,
     "trace": TraceFacts,
+    "network": NetworkFacts,
+    "cluster": ClusterFacts,
 }
 
 
@@ -240,3 +249,11 @@ class FactSet:
     @property
     def plan(self) -> PlanFacts:
         return self.facts("plan") or PlanFacts()
+
+    @property
+    def network(self) -> NetworkFacts | None:
+        return self.facts("network")
+
+    @property
+    def cluster(self) -> ClusterFacts | None:
+        return self.facts("cluster")

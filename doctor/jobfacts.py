@@ -36,6 +36,12 @@ class Identity:
     nccl_version: str | None = None
     driver_version: str | None = None
     cpu_affinity: str | None = None  # the CPUs the rank may run on, e.g. "0-55,112-167"
+    torch_git_version: str | None = None
+    python_version: str | None = None
+    gpu_name: str | None = None
+    nccl_libraries: tuple[str, ...] = ()  # every libnccl file mapped into the rank's process
+    variables: Mapping[str, str] = field(default_factory=dict)  # NCCL_*, GLOO_*, CUDA_* ...
+    group_rank: int | None = None  # the node's rank in torchrun's rendezvous
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class RankFacts:
     rank: int
     stages: tuple[StageRecord, ...] = ()
     exit_code: int | None = None  # torchrun's view: -N for a signal; None if unknown
+    node_rank: int | None = None  # torchrun's group rank of the rank's node
+    host: str | None = None
 
     def stage(self, name: str) -> StageRecord | None:
         return next((record for record in self.stages if record.stage == name), None)
@@ -75,6 +83,16 @@ class PeerAccess:
 
 
 @dataclass(frozen=True)
+class NodeBandwidth:
+    """The all-reduce sweep inside one node (its ranks only), while every node ran its own."""
+
+    node_rank: int
+    host: str | None
+    ranks: tuple[int, ...]
+    rows: tuple[BandwidthRow, ...]
+
+
+@dataclass(frozen=True)
 class Preflight:
     """Checks made before anything is launched."""
 
@@ -85,6 +103,7 @@ class Preflight:
     port_error: str | None = None  # bind() on the port failed with this
     nccl_missing: bool = False  # --backend nccl with a torch that has no NCCL
     route_error: str | None = None  # connecting to the master address is refused by routing
+    master_unreachable: str | None = None  # another node: the master's port never answered
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,13 @@ class JobFacts:
     sizes: str | None = None  # the sweep used, MIN:MAX:FACTOR
     iters: int | None = None
     launch_error: str | None = None  # the doctor itself could not start the job, and why
+    nnodes: int = 1
+    # variables the doctor set for the job to check a predicted fix (GLOO_SOCKET_IFNAME ...)
+    applied_fixes: Mapping[str, str] = field(default_factory=dict)
+    node_bandwidth: tuple[NodeBandwidth, ...] = ()  # several ranks per node: each node's own
+    inter_node_bandwidth: tuple[BandwidthRow, ...] = ()  # one rank per node
+    # where this node hosts torchrun's store: addresses seen connected to it during the job
+    store_peers: tuple[str, ...] = ()
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

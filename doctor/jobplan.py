@@ -29,12 +29,15 @@ def visible_gpus(nvml: NvmlFacts | None, env: EnvFacts) -> tuple[GpuFacts, ...]:
 
 
 def job_config(plan: PlanFacts, gpus: int, timeout_s: float, python: str) -> JobConfig:
+    """One machine's job; one node's of several when the plan has nodes (the rendezvous itself
+    is added by cluster_run.py, which knows the network)."""
+    nodes = plan.nodes
     return JobConfig(
         python=python,
         nproc=plan.nproc or gpus or CPU_RANKS,
         backend=plan.backend or "auto",
-        master_addr=plan.master_addr,
-        master_port=plan.master_port,
+        master_addr=nodes.master_addr if nodes else plan.master_addr,
+        master_port=nodes.master_port if nodes else plan.master_port,
         sizes=plan.sizes or (GPU_SIZES if gpus else CPU_SIZES),
         iters=plan.iters or (GPU_ITERS if gpus else CPU_ITERS),
         ops=plan.ops or DEFAULT_OPS,

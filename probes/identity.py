@@ -1,4 +1,7 @@
-"""Who each rank is (host, pid, device, PCI bus id, versions), gathered to rank 0.
+"""Who each rank is, gathered to rank 0: host, pid, device, PCI bus id, and the fingerprint
+that must agree across nodes (Python, torch version and git hash, CUDA runtime, driver, GPU
+model, the NCCL version loaded and every libnccl mapped into the process, and the NCCL_*,
+TORCH_NCCL_*, GLOO_* and CUDA_* variables).
 
 The gather goes through the job's TCPStore, not a collective, so it still works when the
 backend's communicator is broken (two ranks on one GPU make NCCL fail).
@@ -9,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import socket
 from datetime import timedelta
 from typing import Any
 
 KEY = "ddp_doctor/identity/{}"
+FINGERPRINT_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "CUDA_")
 
 
 def describe_rank(
@@ -27,9 +32,16 @@ def describe_rank(
         "pid": os.getpid(),
         "device": str(device),
         "torch_version": torch.__version__,
+        "torch_git_version": getattr(torch.version, "git_version", None),
         "cuda_version": torch.version.cuda,
         "cpu_affinity": _cpu_affinity(),
+        "python_version": platform.python_version(),
+        "nccl_libraries": mapped_libraries("libnccl"),
+        "variables": fingerprint_variables(os.environ),
     }
+    group_rank = os.environ.get("GROUP_RANK", "")
+    if group_rank.isdigit():
+        identity["group_rank"] = int(group_rank)
     if device.type == "cuda":
         identity.update(_gpu_identity(torch, device))
     return identity
@@ -59,6 +71,26 @@ def peer_access(torch: Any) -> list[dict[str, Any]]:
     ]
 
 
+def fingerprint_variables(environ: Any) -> dict[str, str]:
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(FINGERPRINT_PREFIXES)}
+
+
+def mapped_libraries(stem: str, maps: str = "/proc/self/maps") -> list[str]:
+    """Every file whose name starts with `stem` mapped into this process (Linux), in order."""
+    try:
+        with open(maps) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    found: dict[str, None] = {}
+    for line in lines:
+        fields = line.split(None, 5)  # address perms offset dev inode path
+        path = fields[5].strip() if len(fields) == 6 else ""
+        if os.path.basename(path).startswith(stem):
+            found[path] = None
+    return list(found)
+
+
 def pci_bus_id(props: Any) -> str | None:
     """A torch device's PCI bus id written as NVML writes it (00000000:18:00.0)."""
     if not hasattr(props, "pci_bus_id"):
@@ -68,7 +100,9 @@ def pci_bus_id(props: Any) -> str | None:
 
 def _gpu_identity(torch: Any, device: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {}
-    bus_id = pci_bus_id(torch.cuda.get_device_properties(device))
+    props = torch.cuda.get_device_properties(device)
+    facts["gpu_name"] = props.name
+    bus_id = pci_bus_id(props)
     if bus_id:
         facts["pci_bus_id"] = bus_id
     with contextlib.suppress(Exception):

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable
-from ddp_doctor.jobfacts import BandwidthRow, Identity, PeerAccess, RankFacts, StageRecord
+from ddp_doctor.jobfacts import (
+    BandwidthRow,
+    Identity,
+    NodeBandwidth,
+    PeerAccess,
+    RankFacts,
+    StageRecord,
+)
 
 from .journal import read_journal
 
@@ -25,17 +32,41 @@ def torch_exit_codes(output: str) -> dict[int, int]:
 
 
 def collect_ranks(
-    journals: Path, nproc: int, exit_codes: dict[int, int], ended_at: float | None = None
+    journals: Path, numbers: list[int], exit_codes: dict[int, int], ended_at: float | None = None
 ) -> tuple[RankFacts, ...]:
     """`ended_at`: when the job ended (time.time()), to say how long an unfinished stage ran."""
     return tuple(
-        RankFacts(
-            rank,
-            _stages(read_journal(journals / f"rank{rank}.jsonl"), ended_at),
-            exit_codes.get(rank),
+        rank_facts(
+            rank, read_journal(journals / f"rank{rank}.jsonl"), exit_codes.get(rank), ended_at
         )
-        for rank in range(nproc)
+        for rank in numbers
     )
+
+
+def rank_facts(
+    rank: int, records: list[dict[str, Any]], exit_code: int | None, ended_at: float | None = None
+) -> RankFacts:
+    placed = next((r for r in records if r.get("event") == "placement"), {})
+    node, host = placed.get("group_rank"), placed.get("host")
+    return RankFacts(
+        rank,
+        _stages(records, ended_at),
+        exit_code,
+        node_rank=node if isinstance(node, int) else None,
+        host=host if isinstance(host, str) else None,
+    )
+
+
+def local_rank_numbers(journals: Path, nproc: int, rendezvous: Any = None) -> list[int]:
+    """The global ranks this node ran: 0..nproc-1 alone; for a static node, where torchrun
+    puts them (node rank x nproc, all nodes alike); plus any journal found (c10d assigns node
+    ranks at the rendezvous)."""
+    found = {int(p.stem[4:]) for p in journals.glob("rank*.jsonl") if p.stem[4:].isdigit()}
+    first = 0
+    if rendezvous is not None:
+        first = (rendezvous.node_rank or 0) * nproc if rendezvous.node_rank is not None else -1
+    expected = set(range(first, first + nproc)) if first >= 0 else set()
+    return sorted(found | expected)
 
 
 def _stages(records: list[dict[str, Any]], ended_at: float | None) -> tuple[StageRecord, ...]:
@@ -78,10 +109,29 @@ def _identity(item: Any) -> Identity | None:
 
 
 def rows_of(ranks: tuple[RankFacts, ...]) -> tuple[BandwidthRow, ...]:
-    rows = _stage_data(ranks, 0, "bandwidth").get("rows") or []
+    return _rows(_stage_data(ranks, 0, "bandwidth").get("rows"))
+
+
+def inter_node_rows_of(ranks: tuple[RankFacts, ...]) -> tuple[BandwidthRow, ...]:
+    """Rank 0's sweep over one rank per node (only with several ranks per node)."""
+    return _rows((_stage_data(ranks, 0, "bandwidth").get("inter_node") or {}).get("rows"))
+
+
+def node_bandwidth_of(ranks: tuple[RankFacts, ...]) -> tuple[NodeBandwidth, ...]:
+    """Each node's own sweep, kept by the node's first rank."""
+    found = []
+    for rank in ranks:
+        part = _stage_data(ranks, rank.rank, "bandwidth").get("intra_node")
+        if isinstance(part, dict) and isinstance(part.get("node"), int):
+            members = tuple(r for r in part.get("ranks") or () if isinstance(r, int))
+            found.append(NodeBandwidth(part["node"], rank.host, members, _rows(part.get("rows"))))
+    return tuple(sorted(found, key=lambda node: node.node_rank))
+
+
+def _rows(rows: Any) -> tuple[BandwidthRow, ...]:
     try:
-        return tuple(from_jsonable(BandwidthRow, row) for row in rows)
-    except CodecError:
+        return tuple(from_jsonable(BandwidthRow, row) for row in rows or [])
+    except (CodecError, TypeError):
         return ()
 
 
@@ -99,8 +149,13 @@ def peer_access_of(ranks: tuple[RankFacts, ...]) -> tuple[PeerAccess, ...]:
 
 
 def torch_facts_from_job(ranks: tuple[RankFacts, ...]) -> dict[str, Any] | None:
-    """Rank 0 describes its torch in the identity stage: no separate torch import needed."""
-    return _stage_data(ranks, 0, "identity").get("torch")
+    """Each node's first rank describes its torch in the identity stage: no separate torch
+    import needed. The lowest rank that did is this node's."""
+    for rank in sorted(ranks, key=lambda r: r.rank):
+        described = _stage_data(ranks, rank.rank, "identity").get("torch")
+        if described:
+            return described
+    return None
 
 
 def _stage_data(ranks: tuple[RankFacts, ...], rank: int, stage: str) -> dict[str, Any]:

@@ -14,6 +14,10 @@ class Journal:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
+    def note(self, event: str, **fields: Any) -> None:
+        """A record that is not a stage (e.g. "placement": where torchrun put this rank)."""
+        self._write({"event": event, **fields})
+
     def start(self, stage: str) -> None:
         self._write({"event": "start", "stage": stage, "time": time.time()})
 

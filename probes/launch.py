@@ -14,21 +14,26 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddp_doctor.jobfacts import JobFacts, Preflight
 
+from .cluster_exchange import ClusterExchange
 from .job_results import (
     bandwidth_errors_of,
     collect_ranks,
     identities_of,
+    inter_node_rows_of,
+    local_rank_numbers,
+    node_bandwidth_of,
     peer_access_of,
     rows_of,
     torch_exit_codes,
 )
 from .payload import PACKAGE, install_payload, patient_environment
+from .rendezvous_plan import Rendezvous, rendezvous_args, single_node_args
 from .runner import die_with_parent, has_exited, kill_group, owned_folder, tracked
 
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -53,16 +58,31 @@ class JobConfig:
     # The test suite's fault injector travels in the payload only when it asks for it.
     extra_modules: tuple[Path, ...] = ()
     test_fault: str | None = None  # "RANK:STAGE:ACTION", read by that injector
+    rendezvous: Rendezvous | None = None  # one node of several; None: this machine alone
+    # variables set for the job only, to check a fix the network preflight predicted
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
 
 
-def preflight(config: JobConfig, nccl_missing: bool = False) -> Preflight:
+def preflight(
+    config: JobConfig, nccl_missing: bool = False, master_unreachable: str | None = None
+) -> Preflight:
     address, resolve_error = resolve(config.master_addr)
-    port, port_error, route_error = None, None, None
-    if address is not None:
+    port, port_error, route_error = config.master_port, None, None
+    listens_here = config.rendezvous is None or config.rendezvous.is_host
+    if address is not None and listens_here:
         port, port_error = claim_port(address, config.master_port)
+    if address is not None:
         route_error = route_problem(address, port)
     return Preflight(
-        config.master_addr, address, resolve_error, port, port_error, nccl_missing, route_error
+        config.master_addr,
+        address,
+        resolve_error,
+        port,
+        port_error,
+        nccl_missing,
+        route_error=route_error,
+        master_unreachable=master_unreachable,
     )
 
 
@@ -124,7 +144,10 @@ def run_job(
     checks: Preflight,
     progress: Progress | None = None,
     watcher: StageWatcher | None = None,
+    exchange: ClusterExchange | None = None,
 ) -> JobFacts:
+    """`watcher`: told rank 0's stage at every poll (PCIe sampling under load); `exchange`:
+    the doctor's side of a multi-node job's exchange through the store."""
     base = dict(
         preflight=checks,
         backend=config.backend,
@@ -133,6 +156,8 @@ def run_job(
         timeout_s=config.timeout_s,
         sizes=config.sizes,
         iters=config.iters,
+        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
+        applied_fixes=dict(config.extra_env),
     )
     reason = _reason_not_to_launch(checks)
     if reason:
@@ -143,7 +168,7 @@ def run_job(
         return _not_started(base, f"no temporary folder for the job: {error.strerror or error}")
     try:
         with owned_folder(workdir):  # removed on every way out, a signal included
-            return _launch_and_collect(config, checks, workdir, base, progress, watcher)
+            return _launch_and_collect(config, checks, workdir, base, progress, (watcher, exchange))
     except LaunchFailed as failed:
         return _not_started(base, str(failed))
 
@@ -165,30 +190,29 @@ def _reason_not_to_launch(checks: Preflight) -> str | None:
         return "--backend nccl, but this torch has no NCCL"
     if checks.route_error:
         return f"no route to the master address ({checks.route_error})"
-    return None
+    return checks.master_unreachable
 
 
-def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path) -> list[str]:
+def torchrun_argv(
+    config: JobConfig,
+    port: int,
+    journal_dir: Path,
+    workdir: Path,
+    cluster_dir: Path | None = None,
+) -> list[str]:
+    if config.rendezvous is None:
+        rendezvous = single_node_args(config.master_addr, port, config.init_timeout_s)
+    else:
+        rendezvous = rendezvous_args(config.rendezvous)
     argv = [
         config.python,
         "-m",
         "torch.distributed.run",
-        "--nnodes",
-        "1",
-        "--node-rank",
-        "0",
-        "--rdzv-backend",
-        "static",
+        *rendezvous,
         "--log-dir",
         str(workdir / "torchrun"),
         "--nproc-per-node",
         str(config.nproc),
-        "--master-addr",
-        config.master_addr,
-        "--master-port",
-        str(port),
-        "--rdzv-conf",
-        f"timeout={int(config.init_timeout_s)}",
         "--max-restarts",
         "0",
         "--monitor-interval",
@@ -208,6 +232,9 @@ def torchrun_argv(config: JobConfig, port: int, journal_dir: Path, workdir: Path
         "--ops",
         ",".join(config.ops),
     ]
+    if cluster_dir is not None:
+        argv += ["--cluster-dir", str(cluster_dir)]
+        argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
     if config.test_fault:
         argv += ["--test-fault", config.test_fault]
     return argv
@@ -235,17 +262,20 @@ def _launch_and_collect(
     workdir: Path,
     base: dict,
     progress: Progress | None,
-    watcher: StageWatcher | None,
+    followers: tuple[StageWatcher | None, ClusterExchange | None],
 ) -> JobFacts:
+    watcher, exchange = followers
     journals = workdir / "ranks"
     output_path = workdir / "torchrun.log"
-    argv = torchrun_argv(config, checks.master_port or 0, journals, workdir)
     try:
         journals.mkdir()
         payload = install_payload(workdir / "payload", config.extra_modules)
+        cluster_dir = exchange.prepare(workdir / "cluster") if exchange else None
         output = output_path.open("wb")
     except OSError as error:
         raise LaunchFailed(f"cannot prepare the job's folder: {error.strerror or error}") from None
+    argv = torchrun_argv(config, checks.master_port or 0, journals, workdir, cluster_dir)
+    environment = {**job_environment(workdir), **config.extra_env}
     started = time.monotonic()
     with output:
         try:
@@ -254,7 +284,7 @@ def _launch_and_collect(
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                env=patient_environment(job_environment(workdir), payload, workdir),
+                env=patient_environment(environment, payload, workdir),
                 cwd=workdir,
                 start_new_session=True,
                 preexec_fn=die_with_parent(),  # torchrun dies with the doctor, even by SIGKILL
@@ -262,23 +292,33 @@ def _launch_and_collect(
         except OSError as error:  # the interpreter vanished, fork failed (EAGAIN, ENOMEM)
             raise LaunchFailed(f"cannot start {argv[0]}: {error.strerror or error}") from None
         with tracked(process, workdir):
-            timed_out = _wait(process, config, journals, started, progress, watcher)
+            ended = _wait(process, config, journals, started, progress, (watcher, exchange))
+    if exchange:
+        exchange.finish()
     ended_at = time.time()
     output_tail = _tail(output_path)
-    ranks = collect_ranks(journals, config.nproc, torch_exit_codes(output_tail), ended_at)
+    numbers = local_rank_numbers(journals, config.nproc, config.rendezvous)
+    ranks = collect_ranks(journals, numbers, torch_exit_codes(output_tail), ended_at)
+    timed_out = ended == TIMED_OUT
     return JobFacts(
         launched=True,
         duration_s=round(time.monotonic() - started, 3),
         timed_out=timed_out,
-        exit_code=None if timed_out else process.returncode,
+        exit_code=process.returncode if ended == EXITED else None,
         ranks=ranks,
         identities=identities_of(ranks),
         bandwidth=rows_of(ranks),
         bandwidth_errors=bandwidth_errors_of(ranks),
         peer_access=peer_access_of(ranks),
+        node_bandwidth=node_bandwidth_of(ranks),
+        inter_node_bandwidth=inter_node_rows_of(ranks),
+        store_peers=tuple(exchange.store_peers) if exchange else (),
         output_tail=output_tail,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )
+
+
+EXITED, TIMED_OUT, RELEASED = "exited", "timed-out", "released"
 
 
 def _wait(
@@ -287,20 +327,26 @@ def _wait(
     journals: Path,
     started: float,
     progress: Progress | None,
-    watcher: StageWatcher | None = None,
-) -> bool:
-    """Waits for torchrun; True when it had to be killed at the deadline."""
+    followers: tuple[StageWatcher | None, ClusterExchange | None] = (None, None),
+) -> str:
+    """Waits for torchrun: EXITED, TIMED_OUT (killed at the deadline) or RELEASED (this node's
+    ranks are done and torchrun only waits for another node's agent in its exit barrier)."""
+    watcher, exchange = followers
     deadline = started + config.timeout_s
     try:
         while not has_exited(process):
             if time.monotonic() >= deadline:
-                return True
+                return TIMED_OUT
+            if exchange:
+                exchange.poll()
+                if exchange.only_exit_barrier_left(process.pid):
+                    return RELEASED
             if progress:
                 progress(_progress_line(journals, config.nproc, time.monotonic() - started))
             if watcher:
                 watcher(_current_stage(journals / "rank0.jsonl"))
             time.sleep(0.05)
-        return False
+        return EXITED
     finally:  # at the deadline, on Ctrl-C, and after a normal end: no rank outlives the job
         kill_group(process)
         process.wait()
@@ -310,9 +356,11 @@ def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:
     from .journal import read_journal
 
     stages = []
-    for rank in range(nproc):
-        records = read_journal(journals / f"rank{rank}.jsonl")
+    paths = sorted(journals.glob("rank*.jsonl"))
+    for path in paths:
+        records = [r for r in read_journal(path) if "stage" in r]
         stages.append(records[-1]["stage"] if records else "starting")
+    stages += ["starting"] * (nproc - len(paths))
     summary = ", ".join(f"{stages.count(s)}x {s}" for s in dict.fromkeys(stages))
     return f"job: {nproc} ranks: {summary} ({elapsed:.1f} s)"
 
@@ -320,7 +368,7 @@ def _progress_line(journals: Path, nproc: int, elapsed: float) -> str:
 def _current_stage(journal: Path) -> str | None:
     from .journal import read_journal
 
-    records = read_journal(journal)
+    records = [r for r in read_journal(journal) if "stage" in r]
     last = records[-1] if records else None
     return str(last["stage"]) if last and last.get("event") == "start" else None
 

@@ -20,6 +20,7 @@ from .workspace import current_workspace
 PACKAGE = "ddp_doctor_patient"
 PATIENT_MODULES = (
     "bandwidth",
+    "cluster_share",
     "collectives",
     "cpulist",
     "dataparallel_steps",
@@ -27,6 +28,7 @@ PATIENT_MODULES = (
     "gpu_memory",
     "identity",
     "journal",
+    "node_bandwidth",
     "python_describe",
     "torch_describe",
     "trace_boot",

@@ -2,7 +2,9 @@
 
 Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory. Each writes
 its start and its result to the rank's own journal the moment it happens (journal.py), so a
-later hang or a dead rank loses nothing already measured. A failed stage ends the rank.
+later hang or a dead rank loses nothing already measured. A failed stage ends the rank. In a
+multi-node job (`--cluster-dir`) the bandwidth stage also sweeps inside and across nodes, and
+every rank then sends its journal to rank 0 through the job's store (cluster_share.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="1K:16M:4")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--ops", default="all_reduce")
+    parser.add_argument("--cluster-dir", type=Path, default=None)
+    parser.add_argument("--exchange-timeout", type=float, default=10.0)
     parser.add_argument("--test-fault", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -44,6 +48,8 @@ class Worker:
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.journal = Journal(args.out / f"rank{self.rank}.jsonl")
+        self.placement = _placement(self.rank, self.world_size, self.local_rank)
+        self.journal.note("placement", **self.placement)
         self.fault: Any = _load_fault(args.test_fault)
         self.torch: Any = None
         self.device: Any = None
@@ -58,11 +64,33 @@ class Worker:
             ("bandwidth", self.bandwidth),
             ("memory", self.memory),
         ]
+        code = 0
         for name, stage in stages:
             if not self._run_stage(name, stage):
-                return 1
-        self.torch.distributed.destroy_process_group()
-        return 0
+                code = 1
+                break
+        if self.args.cluster_dir is not None:
+            self._share_with_cluster()
+        if code == 0:
+            self.torch.distributed.destroy_process_group()
+        return code
+
+    def _share_with_cluster(self) -> None:
+        from .cluster_share import share
+
+        torch = self.torch
+        if torch is None:
+            try:
+                import torch
+            except BaseException:  # torch itself is broken: the journal already says so
+                return
+        share(
+            torch,
+            self.placement,
+            self.journal.path,
+            self.args.cluster_dir,
+            self.args.exchange_timeout,
+        )
 
     def _run_stage(self, name: str, stage: Stage) -> bool:
         self.journal.start(name)
@@ -110,8 +138,10 @@ class Worker:
         from .identity import describe_rank, gather_identities
 
         me = describe_rank(self.torch, self.rank, self.world_size, self.local_rank, self.device)
+        if self.fault:
+            me = self.fault.rewrite_identity(self.rank, me)
         data: dict[str, Any] = {"identity": me}
-        if self.rank == 0:
+        if self.local_rank == 0:  # each node's torch, for its own report
             from .identity import peer_access
             from .torch_describe import describe_torch
 
@@ -153,6 +183,10 @@ class Worker:
         data: dict[str, Any] = {"rows": rows} if self.rank == 0 else {"sizes": len(rows)}
         if errors:
             data["errors"] = errors
+        if self.args.cluster_dir is not None:
+            from .node_bandwidth import sweep_nodes
+
+            data.update(sweep_nodes(self.torch, self.device, sizes, self.args.iters, self.rank))
         return data
 
     def memory(self) -> dict[str, Any]:
@@ -173,6 +207,19 @@ class Worker:
             "peak_allocated_bytes": cuda.max_memory_allocated(self.device),
             "peak_reserved_bytes": cuda.max_memory_reserved(self.device),
         }
+
+
+def _placement(rank: int, world_size: int, local_rank: int) -> dict[str, Any]:
+    """Where torchrun put this rank: its node (group rank) and that node's host."""
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": local_rank,
+        "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        "group_rank": int(os.environ.get("GROUP_RANK", "0")),
+        "group_world_size": int(os.environ.get("GROUP_WORLD_SIZE", "1")),
+        "host": socket.gethostname(),
+    }
 
 
 def _choose_backend(torch: Any, wanted: str) -> str:

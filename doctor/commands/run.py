@@ -1,4 +1,6 @@
-"""`run`: probe this machine, launch the job, judge, print."""
+"""`run`: probe this machine, launch the job, judge, print. One node of several takes the
+flags torchrun takes (or SLURM's / Kubeflow's variables) and meets the others on torchrun's
+own rendezvous (nodeplan.py, cluster_run.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import click
 
 from ddp_doctor.checkup import collect
 from ddp_doctor.cli import ReportOptions, finish, report_options
+from ddp_doctor.clusterfacts import NodePlan
 from ddp_doctor.engine import judge, make_report
 from ddp_doctor.facts import PlanFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.nodeplan import LaunchFlags
 from ddp_doctor.progress import Progress
+from ddp_doctor.registry import Selector
 
+DEFAULT_MASTER_ADDR = "127.0.0.1"
 MAX_TIMEOUT_S = 86400.0  # a day: past that a bound bounds nothing
 MAX_BUSBW_GBPS = 100000.0  # 100 TB/s; NVLink 5 is 1.8 TB/s
 MAX_SIZE_BYTES = 64 * 1024**3  # one all-reduce buffer per rank; nccl-tests stops at 8-16 GiB
@@ -62,15 +68,40 @@ class FiniteFloat(click.ParamType):
     help="Process-group backend [default: nccl with GPUs, else gloo].",
 )
 @click.option(
+    "--nnodes",
+    default=None,
+    metavar="N|MIN:MAX",
+    help="Nodes in the job, as torchrun's --nnodes; run one ddp-doctor per node [default: "
+    "1, or PET_NNODES, or the SLURM allocation's nodes].",
+)
+@click.option(
+    "--node-rank",
+    type=click.IntRange(min=0),
+    default=None,
+    help="This node's rank for the static rendezvous (0 on the master's node).",
+)
+@click.option(
     "--master-addr",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address the job's store listens on.",
+    default=None,
+    help="Address of the job's store: node 0's for several nodes [default: 127.0.0.1].",
 )
 @click.option(
     "--master-port",
     type=click.IntRange(min=1, max=65535),
-    help="Port of the job's store [default: a free port].",
+    help="Port of the job's store [default: a free port; several nodes need one].",
+)
+@click.option(
+    "--rdzv-endpoint",
+    default=None,
+    metavar="HOST[:PORT]",
+    help="The c10d rendezvous instead of static, as torchrun's --rdzv-endpoint.",
+)
+@click.option("--rdzv-id", default=None, help="The rendezvous id, the same on every node.")
+@click.option(
+    "--as-is",
+    is_flag=True,
+    help="Run the job exactly as the environment stands, without the fixes the network "
+    "preflight predicts (to reproduce a failure).",
 )
 @click.option(
     "--sizes",
@@ -113,8 +144,13 @@ def run_command(
     require_gpu: bool,
     nproc: int | None,
     backend: str | None,
-    master_addr: str,
+    nnodes: str | None,
+    node_rank: int | None,
+    master_addr: str | None,
     master_port: int | None,
+    rdzv_endpoint: str | None,
+    rdzv_id: str | None,
+    as_is: bool,
     sizes: str | None,
     iters: int | None,
     ops: str | None,
@@ -125,38 +161,62 @@ def run_command(
     """Probe this machine's torch, CUDA, NCCL and GPUs, launch a small torchrun job, and print
     a diagnosis with a fix for every finding."""
     sizes = _checked_sizes(sizes)
+    flags = LaunchFlags(nnodes, node_rank, master_addr, master_port, rdzv_endpoint, rdzv_id)
+    nodes = _planned_nodes(flags)
     plan = PlanFacts(
-        nproc=nproc,
+        nproc=nproc or _torchrun_nproc(nodes),
         backend=backend,
         require_gpu=require_gpu,
         min_busbw_gbps=min_busbw,
-        master_addr=master_addr,
-        master_port=master_port,
+        master_addr=nodes.master_addr if nodes else master_addr or DEFAULT_MASTER_ADDR,
+        master_port=nodes.master_port if nodes else master_port,
         jobs=not no_jobs,
         sizes=sizes,
         iters=iters,
         timeout_s=timeout,
         python=python,
         ops=_checked_ops(ops),
+        nodes=nodes,
+        as_is=as_is,
     )
-    results = _collect_in_workspace(plan, timeout)
+    results = _collect_in_workspace(plan, timeout, report_options.selector)
     report = make_report(results, judge(results, report_options.selector))
     finish(report, report_options)
 
 
-def _collect_in_workspace(plan: PlanFacts, timeout: float) -> list[ProbeResult]:
+def _collect_in_workspace(plan: PlanFacts, timeout: float, selector: Selector) -> list[ProbeResult]:
     """Everything runs inside the doctor's one temporary folder; without one, nothing can
     (DDP905)."""
     from ddp_doctor.probes.workspace import WorkspaceUnavailable, workspace
 
     try:
         with workspace():
-            return collect(plan, timeout, Progress.to_stderr())
+            return collect(plan, timeout, Progress.to_stderr(), selector)
     except WorkspaceUnavailable as error:
         return [
             ProbeResult("plan", ProbeStatus.OK, plan, 0.0),
             ProbeResult("workspace", ProbeStatus.FAILED, None, 0.0, str(error)),
         ]
+
+
+def _planned_nodes(flags: LaunchFlags) -> NodePlan | None:
+    import os
+
+    from ddp_doctor.nodeplan import PlanError, plan_nodes
+    from ddp_doctor.probes.scheduler import expand_nodelist
+
+    try:
+        return plan_nodes(flags, os.environ, expand_nodelist)
+    except PlanError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _torchrun_nproc(nodes: NodePlan | None) -> int | None:
+    """A Kubeflow PyTorchJob says how many ranks each node runs (PET_NPROC_PER_NODE)."""
+    import os
+
+    value = os.environ.get("PET_NPROC_PER_NODE", "")
+    return int(value) if nodes is not None and value.isdigit() and int(value) > 0 else None
 
 
 def _checked_sizes(sizes: str | None) -> str | None:

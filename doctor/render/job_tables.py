@@ -79,11 +79,15 @@ def job_summary(job: dict[str, Any]) -> str:
     if not job.get("launched"):
         return f"job: not launched ({job.get('not_launched_reason')})"
     state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
+    ranks = f"{job.get('nproc')} ranks"
+    nnodes = job.get("nnodes") or 1
+    if nnodes > 1:
+        shown, world = len(job.get("ranks") or []), nnodes * (job.get("nproc") or 0)
+        ranks = f"{world} ranks on {nnodes} nodes"
+        if shown < world:
+            ranks = f"this node's {shown} of {world} ranks on {nnodes} nodes"
     sweep = f", sizes {job['sizes']} x {job.get('iters')} iters" if job.get("sizes") else ""
-    return (
-        f"job: {job.get('nproc')} ranks, {job.get('backend')}{sweep}, {state}, "
-        f"{job.get('duration_s', 0):.1f} s"
-    )
+    return f"job: {ranks}, {job.get('backend')}{sweep}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
 def render_job_text(

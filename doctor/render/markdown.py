@@ -22,6 +22,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     if probes:
         lines += _probe_table(document["probes"])
         lines += _job(probes.get("job"), document.get("bandwidth"))
+        lines += _cluster(document)
         lines += _trace(probes.get("trace"))
         lines += _dataparallel(probes.get("dataparallel"))
         lines += _folded_facts(document["probes"], sum(len(line) + 1 for line in lines))
@@ -31,6 +32,22 @@ def render_markdown(document: dict[str, Any]) -> str:
 def _nothing_found(document: dict[str, Any]) -> str:
     subject = document.get("subject")
     return f"No known failure pattern in {subject}." if subject else "No problems found."
+
+
+def _cluster(document: dict[str, Any]) -> list[str]:
+    cluster = _facts_of(document, "cluster")
+    if cluster is None:
+        return []
+    from .cluster_table import render_cluster_text  # multi-node runs only
+
+    job, plan = _facts_of(document, "job"), _facts_of(document, "plan")
+    return ["### Cluster", "", "```", render_cluster_text(cluster, job, plan), "```", ""]
+
+
+def _facts_of(document: dict[str, Any], probe: str) -> Any:
+    return next(
+        (p["facts"] for p in document["probes"] if p["probe"] == probe and p["facts"]), None
+    )
 
 
 def _findings_table(findings: list[dict[str, Any]]) -> list[str]:

@@ -31,6 +31,19 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
 
         tables = bandwidth_tables(FactSet.of(report.probes))
         parts.append(render_job_text(to_jsonable(job.facts), tables))
+    cluster = next((r for r in report.probes if r.probe == "cluster" and r.facts), None)
+    if cluster is not None:
+        from ddp_doctor.codec import to_jsonable
+
+        from .cluster_table import render_cluster_text  # multi-node runs only
+
+        plan = next((r.facts for r in report.probes if r.probe == "plan" and r.facts), None)
+        job_facts = to_jsonable(job.facts) if job is not None else None
+        parts.append(
+            render_cluster_text(
+                to_jsonable(cluster.facts), job_facts, to_jsonable(plan) if plan else None
+            )
+        )
     trace = next((r for r in report.probes if r.probe == "trace" and r.facts is not None), None)
     if trace is not None:
         from ddp_doctor.codec import to_jsonable

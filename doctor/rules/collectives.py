@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
+from ddp_doctor.jobfacts import Identity
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, describe, rule
 
@@ -150,7 +151,9 @@ def duplicate_gpu(facts: FactSet) -> Iterator[Hit]:
     Remediation("Run every rank from one image or environment: same torch, CUDA, NCCL, driver."),
 )
 def version_skew(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: the versions each rank reported at the identity stage, compared.
+    """What it finds: the versions each rank reported at the identity stage (torch and its git
+    hash, CUDA runtime, the NCCL loaded, driver, Python), compared; the ranks and hosts on each
+    side are named.
     Why it matters: NCCL versions must match across ranks; mixed torch versions disagree on
     collective formats. Failures look random ("unhandled system error", hangs).
     Example: one node updated to a new image, the others not.
@@ -159,14 +162,43 @@ def version_skew(facts: FactSet) -> Iterator[Hit]:
     job = facts.job
     if not job:
         return
-    for field in ("torch_version", "cuda_version", "nccl_version", "driver_version"):
-        values = {getattr(i, field) for i in job.identities if getattr(i, field)}
-        if len(values) > 1:
-            per_rank = {str(i.rank): getattr(i, field) for i in job.identities}
+    for field in VERSION_FIELDS:
+        groups: dict[str, list[Identity]] = {}
+        for identity in job.identities:
+            value = getattr(identity, field)
+            if value:
+                groups.setdefault(str(value), []).append(identity)
+        if field == "torch_git_version" and _torch_versions_differ(job.identities):
+            continue  # the torch version already says it
+        if len(groups) > 1:
+            sides = "; ".join(f"{value} on {_where(ranks)}" for value, ranks in groups.items())
             yield Hit(
-                f"ranks differ in {field.replace('_', ' ')}: {', '.join(sorted(values))}",
-                {"field": field, "per_rank": per_rank},
+                f"ranks differ in {field.replace('_', ' ')}: {sides}",
+                {
+                    "field": field,
+                    "per_rank": {str(i.rank): getattr(i, field) for i in job.identities},
+                    "per_host": {i.host: getattr(i, field) for i in job.identities},
+                },
             )
+
+
+VERSION_FIELDS = (
+    "torch_version",
+    "torch_git_version",
+    "cuda_version",
+    "nccl_version",
+    "driver_version",
+    "python_version",
+)
+
+
+def _torch_versions_differ(identities: tuple[Identity, ...]) -> bool:
+    return len({i.torch_version for i in identities if i.torch_version}) > 1
+
+
+def _where(identities: list[Identity]) -> str:
+    hosts = ", ".join(dict.fromkeys(i.host for i in identities))
+    return f"{hosts} (rank{'s' if len(identities) > 1 else ''} {rank_list(i.rank for i in identities)})"
 
 
 @rule(

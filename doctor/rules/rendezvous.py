@@ -6,10 +6,13 @@ from collections.abc import Iterator
 
 from ddp_doctor.facts import FactSet
 from ddp_doctor.model import Remediation
+from ddp_doctor.netfix import Prediction
 from ddp_doctor.registry import Hit, describe, rule
 
 from .common import env_count
 from .jobreading import rank_list, stuck_ranks, waited_ranks
+from .nodereading import MissingNodes, missing_nodes, node_label, nodes_of_ranks
+from .preflight import fix_outcome, prediction_for
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -48,7 +51,10 @@ def master_port_in_use(facts: FactSet) -> Iterator[Hit]:
 )
 def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
     """What it finds: ranks that never finished process-group init while the job failed or ran
-    past its time; the ranks that did arrive and waited are named too.
+    past its time; the ranks that did arrive and waited are named too. In a multi-node run,
+    nodes that never reached torchrun's rendezvous, by node rank and, where the plan knows it,
+    host (torchrun's store counts the nodes that came: with more than two nodes the missing
+    one is named among the candidates).
     Why it matters: the ranks that came wait until their timeout ("Timed out after N seconds
     waiting for clients. 1/2 clients joined", "client socket has timed out"), then the job
     dies with no word about the missing rank.
@@ -58,20 +64,69 @@ def rendezvous_timeout(facts: FactSet) -> Iterator[Hit]:
     job = facts.job
     if not job:
         return
+    absent = missing_nodes(facts)
+    if absent is not None:
+        yield _nodes_never_arrived(facts, absent)
+        return
     missing = [s.rank for s in stuck_ranks(job) if s.stage == "init"]
     if not missing:
         return
     waited = [r.rank for r in waited_ranks(job, "init")]
     arrived = f"; ranks {rank_list(waited)} waited and timed out" if waited else ""
+    nodes = nodes_of_ranks(facts, missing) if facts.plan.nodes else []
+    where = f" on {', '.join(node_label(facts, n) for n in nodes)}" if nodes else ""
+    world = max(len(job.ranks), job.nnodes * job.nproc)
     yield Hit(
-        f"rank(s) {rank_list(missing)} of {job.nproc} never joined the process group{arrived}",
+        f"rank(s) {rank_list(missing)}{where} of {world} never joined the process group{arrived}",
         {
             "missing_ranks": missing,
             "waiting_ranks": waited,
+            "missing_nodes": nodes,
             "init_timeout_s": job.init_timeout_s,
             "job_timed_out": job.timed_out,
         },
     )
+
+
+def _nodes_never_arrived(facts: FactSet, absent: MissingNodes) -> Hit:
+    nodes = facts.plan.nodes
+    assert nodes is not None
+    labels = ", ".join(node_label(facts, n) for n in absent.candidates)
+    if absent.exact:
+        what = f"{labels} never arrived"
+    elif absent.count and labels:
+        what = f"{absent.count} of {nodes.nnodes} nodes never arrived (one of {labels})"
+    elif absent.count:
+        what = f"{absent.count} of {nodes.nnodes} nodes never arrived"
+    else:
+        what = "not every node arrived" + (f" (this node waited for {labels})" if labels else "")
+    kind = "c10d " if nodes.rendezvous == "c10d" else ""
+    who = "connections to its endpoint show" if kind else "torchrun counted"
+    counted = f"; {who} {absent.joined} of {nodes.nnodes}" if absent.joined else ""
+    if absent.arrived_from:
+        counted += f" (others from {', '.join(absent.arrived_from)})"
+    waited = f"waited {facts.job.duration_s:.0f} s" if facts.job else "waited"
+    return Hit(
+        f"{what}: torchrun's {kind}rendezvous at {nodes.master_addr}:{nodes.master_port} "
+        f"{waited}{counted}, and no rank of this node started",
+        {
+            "missing_nodes": list(absent.candidates) if absent.exact else [],
+            "candidate_nodes": list(absent.candidates),
+            "missing_count": absent.count,
+            "hosts": [nodes.host_of(n) for n in absent.candidates],
+            "arrived_from": list(absent.arrived_from),
+            "nnodes": nodes.nnodes,
+        },
+        fix=NODES_NEVER_ARRIVED,
+    )
+
+
+NODES_NEVER_ARRIVED = Remediation(
+    "Start ddp-doctor (as torchrun) on every node at about the same time, with the same "
+    "--nnodes, master address and port (under SLURM: `srun --ntasks-per-node=1 ddp-doctor "
+    "run`, not from the batch script alone); check on the missing node that it reaches the "
+    "master's port (its own report says, DDP211); give slow starters a longer --timeout.",
+)
 
 
 @rule(
@@ -103,12 +158,18 @@ def master_addr_unresolvable(facts: FactSet) -> Iterator[Hit]:
 )
 def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
     """What it finds: gethostbyname(gethostname()) in 127.0.0.0/8 while the master address is
-    not a loopback one.
+    not a loopback one; in a multi-node run with GLOO_SOCKET_IFNAME unset, also a host name
+    that does not resolve (gloo then binds to loopback). There the job runs with
+    GLOO_SOCKET_IFNAME set to the interface that reaches the master (unless --as-is), and the
+    finding says whether that made every rank join.
     Why it matters: gloo and the store advertise 127.x to the other nodes, which then fail
     with "Connection refused, remote=[127.0.0.1]:PORT" while this node hangs.
     Example: a cloud image whose /etc/hosts maps the host name to 127.0.1.1.
     Fix: a routable address for the host name, or the *_SOCKET_IFNAME variables.
     """
+    if facts.network is not None:
+        yield from _loopback_in_cluster(facts)
+        return
     host, job = facts.host, facts.job
     master = job.preflight.master_address if job else facts.plan.master_addr
     if not host or not host.hostname_address or not master:
@@ -123,6 +184,26 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
         )
 
 
+def _loopback_in_cluster(facts: FactSet) -> Iterator[Hit]:
+    network = facts.network
+    assert network is not None
+    for prediction in prediction_for(facts, "DDP204"):
+        picked = prediction.picked
+        what = f"resolves to {picked}" if picked else "does not resolve, so gloo binds to loopback"
+        clause, evidence = fix_outcome(facts, prediction)
+        yield Hit(
+            f"host name {network.hostname!r} {what} in a {facts.plan.nnodes}-node run: gloo "
+            f"would advertise it to the other nodes{clause}",
+            {
+                "hostname": network.hostname,
+                "address": picked,
+                "master": network.master_address,
+                "route_interface": prediction.fix_value,
+                **evidence,
+            },
+        )
+
+
 @rule(
     "DDP205",
     Remediation(
@@ -133,23 +214,53 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
 )
 def wrong_network_interface(facts: FactSet) -> Iterator[Hit]:
     """What it finds: an interface list in either variable that matches none of this host's
-    interfaces (NCCL reads prefixes, `^` to exclude and `=` for exact names).
+    interfaces (NCCL reads prefixes, `^` to exclude and `=` for exact names); in a multi-node
+    run also one that leaves out the interface that reaches the master. There the job runs with
+    the variable set to that interface (unless --as-is), and the finding says whether that made
+    every rank join.
     Why it matters: NCCL fails with "no socket interface found" or "unhandled system error";
     gloo with "unable to find address for" the interface.
     Example: NCCL_SOCKET_IFNAME=eth0 in an image moved to hosts whose NIC is ens5.
     Fix: name the right interface, or unset the variable.
     """
+    predicted = {p.variable: p for p in prediction_for(facts, "DDP205")}
     host = facts.host
-    if not host or not host.interfaces:
-        return
     for variable in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         value = facts.env.get(variable)
-        if value and not _any_interface_matches(variable, value, host.interfaces):
+        if variable in predicted:
+            yield _interface_left_out(facts, predicted[variable])
+        elif (
+            host
+            and host.interfaces
+            and value
+            and not _any_interface_matches(variable, value, host.interfaces)
+        ):
             yield Hit(
                 f"{variable}={value!r} matches none of this host's interfaces "
                 f"({', '.join(host.interfaces)})",
                 {"variable": variable, "value": value, "interfaces": list(host.interfaces)},
             )
+
+
+def _interface_left_out(facts: FactSet, prediction: Prediction) -> Hit:
+    network = facts.network
+    names = [i.name for i in network.interfaces] if network else []
+    route = prediction.fix_value.lstrip("=")
+    if prediction.picked:
+        what = f"takes {prediction.picked}, not {route}, the interface that reaches the master"
+    else:
+        what = f"matches none of this host's interfaces ({', '.join(names)})"
+    clause, evidence = fix_outcome(facts, prediction)
+    return Hit(
+        f"{prediction.variable}={prediction.current!r} {what}{clause}",
+        {
+            "variable": prediction.variable,
+            "value": prediction.current,
+            "interfaces": names,
+            "route_interface": route,
+            **evidence,
+        },
+    )
 
 
 def _any_interface_matches(variable: str, value: str, interfaces: tuple[str, ...]) -> bool:
@@ -187,7 +298,9 @@ describe(
 )
 def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
     """What it finds: ranks of the job reporting different world sizes; WORLD_SIZE in the
-    environment that is not a multiple of LOCAL_WORLD_SIZE.
+    environment that is not a multiple of LOCAL_WORLD_SIZE; in a multi-node run, WORLD_SIZE
+    that is not nnodes x nproc-per-node (except Kubeflow's per-pod WORLD_SIZE, which counts
+    nodes).
     Why it matters: ranks wait for peers that will never come (a hang until the timeout), or
     two jobs' ranks meet in one group.
     Example: WORLD_SIZE=16 exported for two nodes, but --nproc-per-node 4 on each.
@@ -205,6 +318,22 @@ def world_size_mismatch(facts: FactSet) -> Iterator[Hit]:
         yield Hit(
             f"WORLD_SIZE={world} is not a multiple of LOCAL_WORLD_SIZE={local}",
             {"world_size": world, "local_world_size": local},
+        )
+    yield from _world_size_against_plan(facts, world)
+
+
+def _world_size_against_plan(facts: FactSet, world: int | None) -> Iterator[Hit]:
+    nodes = facts.plan.nodes
+    nproc = facts.job.nproc if facts.job and facts.job.nproc else facts.plan.nproc
+    if nodes is None or world is None or not nproc:
+        return
+    if nodes.scheduler == "kubernetes" and world == nodes.nnodes:
+        return  # a PyTorchJob's WORLD_SIZE counts pods (nodes), not ranks
+    if world != nodes.nnodes * nproc:
+        yield Hit(
+            f"WORLD_SIZE={world}, but this run is {nodes.nnodes} nodes x {nproc} ranks = "
+            f"{nodes.nnodes * nproc}",
+            {"world_size": world, "nnodes": nodes.nnodes, "nproc_per_node": nproc},
         )
 
 

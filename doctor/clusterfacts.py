@@ -1,0 +1,128 @@
+"""Facts of a multi-node run: the node plan, the network preflight, and the cluster as node 0
+saw it (or, on the other nodes, node 0's verdict as it came back through the job's store)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+STATIC, C10D = "static", "c10d"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """How this node meets the others through torchrun's rendezvous, and where each value came
+    from (`sources`: "nnodes" -> "--nnodes", "SLURM_NNODES", "PET_NNODES" ...)."""
+
+    nnodes: int  # the most nodes (MAX of MIN:MAX)
+    min_nodes: int
+    rendezvous: str  # STATIC or C10D
+    master_addr: str  # static: node 0's address; c10d: the rendezvous endpoint's host
+    master_port: int
+    node_rank: int | None = None  # static only: c10d assigns node ranks at the rendezvous
+    rdzv_id: str = "ddp-doctor"
+    scheduler: str | None = None  # "slurm", "kubernetes"; None: plain torchrun-style flags
+    hosts: tuple[str, ...] = ()  # every node's host in node-rank order, where the scheduler says
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def hosts_master(self) -> bool | None:
+        """Whether this node hosts the master (static: node rank 0); None for c10d, where the
+        preflight finds out whether the endpoint is an address of this machine."""
+        return None if self.node_rank is None else self.node_rank == 0
+
+    def host_of(self, node_rank: int) -> str | None:
+        if 0 <= node_rank < len(self.hosts):
+            return self.hosts[node_rank]
+        return self.master_addr if node_rank == 0 and self.rendezvous == STATIC else None
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    addresses: tuple[str, ...] = ()
+    kind: str = "other"  # loopback, docker, veth, bridge or other (by flags and name)
+
+
+@dataclass(frozen=True)
+class PortCheck:
+    """TCP connects from a node that is not the master to the master's port, retried until it
+    answered or the bound passed."""
+
+    outcome: str  # answered, refused, timed-out, no-route, unreachable, error
+    attempts: int
+    waited_s: float
+    error: str | None = None  # the last failure, as the OS said it
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    """The network preflight of one node, before the job: nothing here sends more than a TCP
+    connect to the master's port."""
+
+    master_addr: str
+    master_port: int
+    master_address: str | None = None  # what master_addr resolved to
+    resolve_error: str | None = None
+    master_is_local: bool = False  # the master address is an address of this machine
+    hostname: str = ""
+    hostname_addresses: tuple[str, ...] = ()  # what this host's name resolves to, in order
+    hostname_error: str | None = None
+    # this node's address on the network the nodes share: the source of the route to the
+    # master (on the master's node, towards the others), and the interface holding it
+    route_address: str | None = None
+    route_interface: str | None = None
+    route_basis: str | None = None  # how route_address was found
+    route_error: str | None = None
+    interfaces: tuple[Interface, ...] = ()
+    port: PortCheck | None = None  # None where this node hosts the master
+    node_addresses: Mapping[str, str] = field(default_factory=dict)  # the plan's hosts, resolved
+
+    def interface(self, name: str | None) -> Interface | None:
+        return next((i for i in self.interfaces if i.name == name), None)
+
+    def interface_of(self, address: str) -> Interface | None:
+        return next((i for i in self.interfaces if address in i.addresses), None)
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """One node as node 0 saw it through the job's store."""
+
+    node_rank: int  # torchrun's group rank
+    host: str | None = None
+    ranks: tuple[int, ...] = ()
+    reported: bool = False  # its doctor's facts reached node 0
+    applied_fixes: Mapping[str, str] = field(default_factory=dict)
+    # its own probes (host, env, network ...) as `--format json` writes them
+    probes: tuple[Mapping[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class VerdictFinding:
+    """One finding of node 0's cluster report, as the other nodes receive it."""
+
+    code: str
+    severity: str  # info, warning, error
+    message: str
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    nnodes: int
+    node_rank: int | None = None  # this node's group rank, once the rendezvous assigned it
+    whole: bool = False  # True on node 0: this report covers every node
+    nodes: tuple[ClusterNode, ...] = ()  # node 0: every node that reported
+    missing_ranks: tuple[int, ...] = ()  # node 0: ranks whose facts never reached it
+    node0_host: str | None = None  # the other nodes: where the whole report is printed
+    verdict_received: bool = False  # the other nodes: node 0's verdict came back
+    verdict: tuple[VerdictFinding, ...] = ()
+
+    @property
+    def hostnames(self) -> tuple[str, ...]:
+        """Every node's host name, for --redact-hosts."""
+        names = [node.host for node in self.nodes if node.host]
+        return tuple(dict.fromkeys([*names, *([self.node0_host] if self.node0_host else [])]))
+
+    def node(self, node_rank: int) -> ClusterNode | None:
+        return next((n for n in self.nodes if n.node_rank == node_rank), None)

@@ -1,0 +1,141 @@
+"""A multi-node run's part of a report: the plan and where each value came from; on node 0
+every node with its ranks, the fixes it ran with and its own bandwidth, the slowest node, and
+the sweep across nodes; on the other nodes one line pointing to node 0's report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from .job_tables import BANDWIDTH_HEADERS, bandwidth_rows
+
+SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
+
+
+def render_cluster_text(
+    cluster: dict[str, Any], job: dict[str, Any] | None, plan: dict[str, Any] | None
+) -> str:
+    parts = [_plan_line(plan.get("nodes") if plan else None, cluster)]
+    if not cluster.get("whole"):
+        parts.append(pointer_line(cluster))
+        return "\n".join(parts)
+    if cluster.get("nodes"):
+        parts.append(_nodes_table(cluster, job or {}))
+    slowest = slowest_node(job or {})
+    if slowest:
+        parts.append(slowest)
+    across = (job or {}).get("inter_node_bandwidth") or []
+    if across:
+        parts.append(_across_table(job or {}))
+    elif _one_rank_per_node(job or {}) and (job or {}).get("bandwidth"):
+        parts.append("one rank per node: the all-reduce table above is the bandwidth across nodes")
+    return "\n\n".join(parts)
+
+
+def pointer_line(cluster: dict[str, Any]) -> str:
+    node0 = f"node 0 ({cluster['node0_host']})" if cluster.get("node0_host") else "node 0"
+    me = f"node {cluster.get('node_rank')}" if cluster.get("node_rank") is not None else "a node"
+    if not cluster.get("verdict_received"):
+        return (
+            f"this is {me}: {node0} prints the whole cluster's report; its verdict never came back"
+        )
+    verdict = cluster.get("verdict") or []
+    counts = _counts(verdict)
+    return f"this is {me}: {node0} prints the whole cluster's report; its verdict: {counts}" + (
+        f" ({', '.join(dict.fromkeys(f['code'] for f in verdict))})" if verdict else ""
+    )
+
+
+def slowest_node(job: dict[str, Any]) -> str | None:
+    """The node whose own sweep reached the lowest busbw at the largest size."""
+    measured = []
+    for node in job.get("node_bandwidth") or []:
+        rows = node.get("rows") or []
+        if rows:
+            largest = max(rows, key=lambda row: row["size_bytes"])
+            measured.append((largest["busbw_gbps"], largest["size_bytes"], node))
+    if len(measured) < 2:
+        return None
+    busbw, size, node = min(measured, key=lambda item: item[0])
+    host = f" ({node['host']})" if node.get("host") else ""
+    return (
+        f"slowest node: node {node['node_rank']}{host}, {busbw:.3f} GB/s busbw at {size} B "
+        "inside the node"
+    )
+
+
+def _plan_line(nodes: dict[str, Any] | None, cluster: dict[str, Any]) -> str:
+    if not nodes:
+        return f"cluster: {cluster.get('nnodes')} nodes"
+    where = f"{nodes['master_addr']}:{nodes['master_port']}"
+    sizes = (
+        nodes["nnodes"]
+        if nodes["min_nodes"] == nodes["nnodes"]
+        else (f"{nodes['min_nodes']}:{nodes['nnodes']}")
+    )
+    rank = f", node rank {nodes['node_rank']}" if nodes.get("node_rank") is not None else ""
+    sources = nodes.get("sources") or {}
+    came = [f"{key} from {sources[key]}" for key in SOURCE_ORDER if key in sources]
+    return f"cluster: {sizes} nodes, {nodes['rendezvous']} rendezvous at {where}{rank}" + (
+        f" ({'; '.join(came)})" if came else ""
+    )
+
+
+def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
+    busbw = {
+        node["node_rank"]: max(node["rows"], key=lambda row: row["size_bytes"])["busbw_gbps"]
+        for node in job.get("node_bandwidth") or []
+        if node.get("rows")
+    }
+    rows = []
+    for node in cluster["nodes"]:
+        fixes = ", ".join(f"{k}={v}" for k, v in (node.get("applied_fixes") or {}).items())
+        rows.append(
+            [
+                str(node["node_rank"]),
+                node.get("host") or "?",
+                ", ".join(str(r) for r in node.get("ranks") or []) or "-",
+                "yes" if node.get("reported") else "no",
+                fixes or "-",
+                f"{busbw[node['node_rank']]:.3f}" if node["node_rank"] in busbw else "-",
+            ]
+        )
+    headers = ("node", "host", "ranks", "facts", "fixes applied", "busbw in node (GB/s)")
+    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+
+
+def _across_table(job: dict[str, Any]) -> str:
+    title = "all-reduce bandwidth across nodes (one rank per node; busbw = algbw x 2(n-1)/n)"
+    # No expectation across nodes: the topology seen is one node's.
+    rows = [
+        {"redop": "sum", **row, "expected_gbps": None, "percent_of_expected": None}
+        for row in job["inter_node_bandwidth"]
+    ]
+    table = tabulate(
+        bandwidth_rows({"rows": rows}),
+        headers=BANDWIDTH_HEADERS,
+        tablefmt="plain",
+        disable_numparse=True,
+        colalign=("right",) * len(BANDWIDTH_HEADERS),
+    )
+    return f"{title}\n{table}"
+
+
+def _one_rank_per_node(job: dict[str, Any]) -> bool:
+    nodes = [r.get("node_rank") for r in job.get("ranks") or []]
+    return len(nodes) > 1 and None not in nodes and len(set(nodes)) == len(nodes)
+
+
+def _counts(verdict: list[dict[str, Any]]) -> str:
+    if not verdict:
+        return "no problems"
+    counts: dict[str, int] = {}
+    for finding in verdict:
+        counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
+    order = ("error", "warning", "info")
+    return ", ".join(
+        f"{counts[s]} {s}{'s' if counts[s] > 1 and s != 'info' else ''}"
+        for s in order
+        if s in counts
+    )

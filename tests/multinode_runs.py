@@ -1,0 +1,104 @@
+"""Running `ddp-doctor run` on simulated hosts (tests/simulated_hosts.py), one process per node, for
+tests/test_multinode.py and tests/record_multinode_fixtures.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulated_hosts import SimulatedHosts
+
+from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
+
+HERE = Path(__file__).resolve().parent
+FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
+TIMEOUT_S = 40
+PORT = "29517"
+# The caller's own launcher and scheduler variables would change every node's plan.
+DROPPED_PREFIXES = ("SLURM_", "PET_", "TORCHELASTIC_", "GLOO_", *PREFIXES)
+
+
+@dataclass
+class NodeRun:
+    report: dict[str, Any]
+    exit_code: int
+    elapsed: float
+    stderr: str
+
+    def codes(self) -> list[str]:
+        return [f["code"] for f in self.report["findings"]]
+
+    def findings(self, code: str) -> list[dict[str, Any]]:
+        return [f for f in self.report["findings"] if f["code"] == code]
+
+    def facts(self, probe: str) -> Any:
+        return next(p["facts"] for p in self.report["probes"] if p["probe"] == probe)
+
+
+def node_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in EXACT_NAMES and not k.startswith(DROPPED_PREFIXES)
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return {**env, **(extra or {})}
+
+
+def run_nodes(
+    hosts: SimulatedHosts,
+    arguments: Sequence[Sequence[str] | None],
+    environments: Sequence[dict[str, str] | None] = (),
+    faults: Sequence[str | None] = (),
+    timeout: float = TIMEOUT_S,
+) -> list[NodeRun | None]:
+    """Starts `ddp-doctor run` on each host that has arguments (None: the node never starts),
+    all at once; waits for every one within the bound."""
+    started = time.monotonic()
+    processes: list[subprocess.Popen | None] = []
+    for node, args in enumerate(arguments):
+        if args is None:
+            processes.append(None)
+            continue
+        fault = faults[node] if node < len(faults) else None
+        argv = [sys.executable, str(HERE / "doctor_with_fault.py"), fault or "-", "run"]
+        argv += ["--format", "json", "--timeout", str(timeout), *FAST, *args]
+        env = node_environment(environments[node] if node < len(environments) else None)
+        processes.append(
+            subprocess.Popen(
+                hosts.command(node, argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
+    runs: list[NodeRun | None] = []
+    for process in processes:
+        if process is None:
+            runs.append(None)
+            continue
+        try:
+            out, err = process.communicate(timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        elapsed = time.monotonic() - started
+        assert "Traceback" not in err, err[-3000:]
+        runs.append(NodeRun(json.loads(out), process.returncode, elapsed, err))
+    assert hosts.pids() == [], "a process was left behind in a namespace"
+    return runs
+
+
+def static(node: int, nnodes: int = 2, *extra: str) -> list[str]:
+    return [
+        "--nnodes", str(nnodes), "--node-rank", str(node), "--master-addr", "node0",
+        "--master-port", PORT, *extra,
+    ]  # fmt: skip
