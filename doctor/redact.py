@@ -5,11 +5,8 @@ Works on the JSON form of a report, so json and markdown output are redacted the
 
 from __future__ import annotations
 
-import getpass
-import ipaddress
 import os
 import re
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +65,8 @@ class Redactor:
     def for_this_machine(
         cls, redact_hosts: bool = False, hostnames: tuple[str, ...] = ()
     ) -> Redactor:
+        import socket  # here: `check` and `logs` redact secrets without ever naming hosts
+
         names = {socket.gethostname(), *hostnames} - {""}
         return cls(_home(), _user(), tuple(sorted(names, key=len, reverse=True)), redact_hosts)
 
@@ -146,6 +145,8 @@ def _redact_if_secret(match: re.Match[str]) -> str:
 def _replace_address(replacement: str) -> Callable[[re.Match[str]], str]:
     """Replaces a real, non-loopback address; leaves clock times and 127.x/::1/0.0.0.0."""
 
+    import ipaddress
+
     def replace(match: re.Match[str]) -> str:
         try:
             address = ipaddress.ip_address(match.group(0).split("%")[0])
@@ -162,6 +163,8 @@ def _home() -> str | None:
 
 
 def _user() -> str | None:
+    import getpass
+
     try:
         return getpass.getuser()
     except Exception:  # no user name in this environment (containers with odd uids)

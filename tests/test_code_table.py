@@ -4,6 +4,7 @@ only the modules they need."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -90,3 +91,20 @@ def test_check_loads_script_rules_only(tmp_path) -> None:  # type: ignore[no-unt
     loaded = _modules_loaded_by("check", str(script))
     assert any(m.startswith("ddp_doctor.script.rules.") for m in loaded)
     assert not any(m.startswith("ddp_doctor.rules.") for m in loaded)
+
+
+def test_saved_rule_docs_are_current() -> None:
+    """`explain` reads rule_docs.json; the rule modules are the source of what it holds."""
+    from ddp_doctor.rule_docs import DOCS_FILE, current_docs, render_docs
+
+    expected = render_docs(current_docs())
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        DOCS_FILE.write_text(expected, encoding="utf-8")
+    assert DOCS_FILE.read_text(encoding="utf-8") == expected, (
+        "rule_docs.json is stale: rerun with UPDATE_GOLDEN=1"
+    )
+
+
+def test_explain_loads_no_rule_module() -> None:
+    loaded = _modules_loaded_by("explain", "DDP113")
+    assert not any(m.startswith(("ddp_doctor.script.", "ddp_doctor.rules.")) for m in loaded)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from ddp_doctor.flightrec import DumpError, read_dump, read_flight_record
+from ddp_doctor.flightrec.dumps import DumpError, read_dump
+from ddp_doctor.flightrec.record import read_flight_record
 from ddp_doctor.flightrec.safe_pickle import BadPickle, UnsafePickle, load_plain
 
 USAGE, FINDINGS = 2, 1

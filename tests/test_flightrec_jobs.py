@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from ddp_doctor.flightrec import read_flight_record
+from ddp_doctor.flightrec.record import read_flight_record
 
 JOB = Path(__file__).resolve().parent / "flightrec_job.py"
 JOB_TIMEOUT_S = 90  # two torch imports on a loaded 2-core machine

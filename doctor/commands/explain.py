@@ -17,7 +17,11 @@ from ddp_doctor.render.columns import plain_table
 @click.argument("code_or_name")
 def explain_command(code_or_name: str) -> None:
     """Print what a rule finds, why it matters, an example and the fix."""
-    spec = lookup(code_or_name)
+    from ddp_doctor.registry import find_code
+    from ddp_doctor.rule_docs import documented
+
+    entry = find_code(code_or_name)
+    spec = (documented(entry.code) or lookup(entry.code)) if entry else None
     if spec is None:
         click.echo(
             f"ddp-doctor: error: no rule {code_or_name!r}; `ddp-doctor rules` lists them", err=True

@@ -88,7 +88,7 @@ def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
 
 
 def _is_dump(path: Path) -> bool:
-    from ddp_doctor.logscan.inputs import is_dump_file
+    from ddp_doctor.flightrec.sniff import is_dump_file
 
     try:
         return path.is_file() and is_dump_file(path)
@@ -97,7 +97,7 @@ def _is_dump(path: Path) -> bool:
 
 
 def _scan_dump(path: Path) -> list[Finding]:
-    from ddp_doctor.flightrec import DumpError, read_dump
+    from ddp_doctor.flightrec.dumps import DumpError, read_dump
     from ddp_doctor.logscan.inputs import scan_dumps
 
     try:

@@ -26,7 +26,6 @@ from .safe_pickle import BadPickle, UnsafePickle, load_plain
 # A rank's dump holds TORCH_FR_BUFFER_SIZE entries (2000 by default, a few KiB each with
 # stack traces); 32 MiB keeps the decoded objects of one dump within the doctor's memory bound.
 MAX_DUMP_BYTES = 32 << 20
-SNIFF_BYTES = 4096
 _RANK_SUFFIX = re.compile(r"(\d+)$")
 _TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
 
@@ -62,14 +61,6 @@ class RankDump:
     version: str
     entries: tuple[Entry, ...]
     group_ranks: Mapping[str, tuple[int, ...]]  # process group name -> its global ranks
-
-
-def looks_like_dump(head: bytes) -> bool:
-    """A pickle (protocol 2+), or JSON whose start mentions the dump's keys."""
-    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        return True
-    text = head.lstrip()[:SNIFF_BYTES]
-    return text.startswith(b"{") and (b'"entries"' in text or b'"pg_config"' in text)
 
 
 def read_dump(path: Path) -> RankDump:

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ddp_doctor.flightrec import FlightRecord, looks_like_dump, read_flight_record
+from ddp_doctor.flightrec.record import FlightRecord, read_flight_record
+from ddp_doctor.flightrec.sniff import looks_like_dump
 from ddp_doctor.inputs import open_regular
 from ddp_doctor.model import Finding
 
@@ -35,12 +36,6 @@ class PathScan:
     bytes: int = 0
     lines: int = 0
     ranks_compared: list[int] = field(default_factory=list)
-
-
-def is_dump_file(path: Path) -> bool:
-    """Raises OSError when the file cannot be read."""
-    with open_regular(path) as stream:
-        return looks_like_dump(stream.read(SAMPLE_BYTES))
 
 
 def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
