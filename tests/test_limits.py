@@ -154,3 +154,21 @@ def test_diagnose_refuses_one_byte_past_its_limit(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "over the 4 MiB" in done.stderr
+
+
+def test_a_log_file_over_its_cap_is_read_from_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root cause of a failed run is at its end: a file over the cap keeps its last part."""
+    from ddp_doctor.commands import logs
+
+    monkeypatch.setattr(logs, "MAX_FILE_LOG_BYTES", 4096)
+    path = tmp_path / "big.log"
+    early = "RuntimeError: CUDA error: out of memory\n"
+    late = "RuntimeError: CUDA error: device-side assert triggered\n"
+    path.write_text(early + "step ok\n" * 2000 + late)
+    scan = logs._scan(str(path))
+    codes = [finding.code for finding in scan.findings]
+    assert scan.skipped_bytes > 0 and "DDP506" in codes and "DDP505" not in codes
+    [note] = logs._truncation(scan, str(path))
+    assert note.code == "DDP907" and note.evidence["bytes_skipped"] == scan.skipped_bytes

@@ -3,6 +3,8 @@ logs and flight-recorder dumps."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +25,11 @@ from ddp_doctor.logscan import LogScan, scan_stream
 from ddp_doctor.model import Finding, make_report
 
 STDIN = "-"
-# Scanning is linear (4-200 MB/s here, by how many lines may match) and memory stays flat: the
-# cap bounds the time, and ends an endless stdin.
-MAX_LOG_BYTES = 256 * 1024 * 1024
+# Scanning is linear (4-400 MB/s here, by how many lines may match) and memory stays flat: the
+# caps bound the time, and end an endless stdin. A plain file over its cap is read from the end,
+# where a failed run's root cause is.
+MAX_LOG_BYTES = 256 * 1024 * 1024  # stdin
+MAX_FILE_LOG_BYTES = 4 * 1024**3  # a file (after gzip and UTF-16 decoding)
 
 
 @click.command("logs", epilog=EXIT_CODES_HELP)
@@ -116,8 +120,10 @@ def _span(ranks: list[int]) -> str:
 def _scan(log: str) -> LogScan:
     name = _display_name(log)
     try:
-        with _opened(log) as stream:
-            return scan_stream(stream, None if log == STDIN else log, MAX_LOG_BYTES)
+        with _opened(log) as (stream, skipped):
+            limit = MAX_LOG_BYTES if log == STDIN else MAX_FILE_LOG_BYTES
+            scan = scan_stream(stream, None if log == STDIN else log, limit)
+            return dataclasses.replace(scan, skipped_bytes=skipped) if skipped else scan
     except FileNotFoundError:
         raise DoctorError(f"cannot read {name}: no such file") from None
     except NotRegularFile as error:
@@ -135,14 +141,30 @@ def _scan(log: str) -> LogScan:
 
 
 @contextmanager
-def _opened(log: str) -> Iterator[BinaryIO]:
+def _opened(log: str) -> Iterator[tuple[BinaryIO, int]]:
+    """The stream to scan, and how many bytes of the file's start it skips."""
     if log == STDIN:
         if sys.stdin.isatty():
             click.echo("ddp-doctor: reading the log from stdin (end with Ctrl-D)", err=True)
-        yield sys.stdin.buffer
+        yield sys.stdin.buffer, 0
         return
     with open_regular(log) as stream:
-        yield stream
+        yield stream, _skip_to_last_part(stream)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _skip_to_last_part(stream: BinaryIO) -> int:
+    """Over its cap, a plain file is read from its last MAX_FILE_LOG_BYTES on, at a line start;
+    returns the bytes skipped (a compressed file is read from its start)."""
+    size = os.fstat(stream.fileno()).st_size
+    if size <= MAX_FILE_LOG_BYTES or stream.read(2) == GZIP_MAGIC:
+        stream.seek(0)
+        return 0
+    stream.seek(size - MAX_FILE_LOG_BYTES)
+    stream.readline()  # the rest of a cut line
+    return stream.tell()
 
 
 def _check_scanned(scan: LogScan, name: str) -> None:
@@ -165,17 +187,25 @@ def _check_scanned(scan: LogScan, name: str) -> None:
 
 
 def _truncation(scan: LogScan, log: str) -> list[Finding]:
-    if not scan.truncated:
+    if not scan.truncated and not scan.skipped_bytes:
         return []
     from ddp_doctor.registry import Hit, spec_for
 
-    limit = describe_size(MAX_LOG_BYTES)
-    hit = Hit(
-        f"only the first {limit} of {_display_name(log)} were read; a root cause printed "
-        "later is not in this report",
-        {"bytes_read": scan.bytes, "limit_bytes": MAX_LOG_BYTES},
-    )
-    return [spec_for("DDP907").finding(hit)]
+    cap = MAX_LOG_BYTES if log == STDIN else MAX_FILE_LOG_BYTES
+    limit, name = describe_size(cap), _display_name(log)
+    if scan.skipped_bytes:
+        message = (
+            f"only the last {limit} of {name} were read (line numbers count from there); a "
+            f"root cause printed in its first {describe_size(scan.skipped_bytes)} is not in "
+            "this report"
+        )
+    else:
+        message = (
+            f"only the first {limit} of {name} were read; a root cause printed later is not "
+            "in this report"
+        )
+    evidence = {"bytes_read": scan.bytes, "limit_bytes": cap, "bytes_skipped": scan.skipped_bytes}
+    return [spec_for("DDP907").finding(Hit(message, evidence))]
 
 
 def _display_name(log: str) -> str:

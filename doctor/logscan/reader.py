@@ -28,6 +28,7 @@ class LogScan:
     looks_binary: bool  # NUL bytes or mostly control bytes at the start
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
     truncated: bool = False  # stopped at max_bytes of text before the stream ended
+    skipped_bytes: int = 0  # read from this offset on (a file over its cap: its last part)
 
 
 def scan_stream(

@@ -177,16 +177,17 @@ def _where(stage: str) -> str:
 describe(
     "DDP907",
     Remediation(
-        "Give `logs` the end of the log, where a failed run's root cause usually is: "
-        "`tail -c 200M FILE | ddp-doctor logs -`.",
-        ("tail -c 200M FILE | ddp-doctor logs -",),
+        "Give `logs` the part of the log around the failure, e.g. its end, where a failed run's "
+        "root cause usually is: `tail -c 2G FILE > end.log; ddp-doctor logs end.log`.",
+        ("tail -c 2G FILE > end.log", "ddp-doctor logs end.log"),
     ),
-    """What it finds: a log longer than the 256 MiB that `logs` reads (after gzip and UTF-16
-    decoding); only its first 256 MiB were diagnosed.
-    Why it matters: scanning is linear but not free, and an endless stdin would never end: the
-    limit bounds both. A root cause printed after the limit is not in the report.
+    """What it finds: a log longer than `logs` reads: 4 GiB of a file (after gzip and UTF-16
+    decoding), 256 MiB of stdin. Of a plain file only its last 4 GiB were diagnosed (where a
+    failed run ends); of stdin or a compressed file only the first part.
+    Why it matters: scanning is linear (hundreds of MB/s) and its memory flat, but an endless
+    stdin would never end: the limits bound the time. A root cause outside the part read is not
+    in the report.
     Example: a week of NCCL_DEBUG=INFO output from 512 ranks in one SLURM .out file.
-    Fix: pass the end of the log (`tail -c 200M FILE | ddp-doctor logs -`), or the part around
-    the failure.
+    Fix: pass the part of the log around the failure (`tail -c 2G FILE > end.log`).
     """,
 )
