@@ -22,10 +22,17 @@ def site_of(value: Any, cwd: str | None = None) -> Site | None:
     if not isinstance(value, (list, tuple)) or len(value) < 2 or not isinstance(value[1], int):
         return None
     path = str(value[0])
-    if cwd and os.path.isabs(path):
+    # Shown relative to the run's folder, except installed code: a virtualenv inside the
+    # project must still be recognised as torch's, not the user's, by its absolute path.
+    if cwd and os.path.isabs(path) and not _installed(path):
         relative = os.path.relpath(path, cwd)
         path = path if relative.startswith("..") else relative
     return Site(path, value[1], str(value[2]) if len(value) > 2 else "")
+
+
+def _installed(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def wrapper_call(
