@@ -29,7 +29,7 @@ def import_pynvml() -> ModuleType:
 
 def collect_nvml(nvml: ModuleType | None = None) -> NvmlFacts:
     nvml = nvml or import_pynvml()
-    _init(nvml)
+    start_nvml(nvml)
     try:
         count = nvml.nvmlDeviceGetCount()
         if count == 0:
@@ -45,7 +45,8 @@ def collect_nvml(nvml: ModuleType | None = None) -> NvmlFacts:
         _optional(nvml.nvmlShutdown)
 
 
-def _init(nvml: ModuleType) -> None:
+def start_nvml(nvml: ModuleType) -> None:
+    """nvmlInit; no driver is a skipped probe, any other NVML error a failed one."""
     try:
         nvml.nvmlInit()
     except (nvml.NVMLError_LibraryNotFound, nvml.NVMLError_DriverNotLoaded) as error:

@@ -33,7 +33,7 @@ from ddp_doctor.topofacts import (
 
 from .base import ProbeFailed, ProbeSkipped
 from .cpulist import cpus_from_mask_words, format_cpus
-from .nvml import import_pynvml
+from .nvml import import_pynvml, start_nvml
 
 # NVML enum values -> the lower-case enum names the facts carry.
 TOPOLOGY_LEVELS = ("INTERNAL", "SINGLE", "MULTIPLE", "HOSTBRIDGE", "NODE", "SYSTEM")
@@ -58,12 +58,7 @@ CPU_MASK_WORDS = 16
 @contextlib.contextmanager
 def nvml_session(nvml: ModuleType) -> Iterator[None]:
     """nvmlInit ... nvmlShutdown; no driver is 'skipped', any other NVML error 'failed'."""
-    try:
-        nvml.nvmlInit()
-    except (nvml.NVMLError_LibraryNotFound, nvml.NVMLError_DriverNotLoaded) as error:
-        raise ProbeSkipped(f"no NVIDIA driver: {error}") from None
-    except nvml.NVMLError as error:
-        raise ProbeFailed(f"NVML could not start: {error}") from None
+    start_nvml(nvml)
     try:
         yield
     except nvml.NVMLError as error:

@@ -19,10 +19,10 @@ from ddp_doctor.trace.collectives import PENDING
 from ddp_doctor.trace.facts import Forensics, RankSnapshot
 from ddp_doctor.trace.stacks import main_frames, user_site, waiting_in
 
-from .payload import process_start_time
 from .trace_calls import flight_recorder_calls, site_of, wrapper_call
 from .trace_journals import RankProcess, RankReader, journals_by_rank, read_progress
 from .trace_recorder import REQUEST_FILE
+from .watchdog import process_alive
 
 SIGNAL_HANDLER_GRACE_S = 0.2  # faulthandler writes from its signal handler; let it finish
 
@@ -114,22 +114,7 @@ def snapshot(
 
 def alive(pid: int, started: object) -> bool:
     """The process runs (a zombie does not) and is the one that started at `started`."""
-    if not Path("/proc/self").exists():  # no /proc (macOS): the pid alone
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return False
-    return not isinstance(started, int) or process_start_time(pid) == started
+    return process_alive(pid, str(started) if isinstance(started, int) else "")
 
 
 def _size(path: Path) -> int:

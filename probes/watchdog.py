@@ -36,14 +36,16 @@ def watch_doctor(environ: dict | None = None) -> bool:
     return True
 
 
-def doctor_alive(pid: int, started: str) -> bool:
+def process_alive(pid: int, started: str) -> bool:
+    """The process runs (a zombie does not) and is the one that started at `started` (its
+    /proc start time; empty or 0: the pid alone)."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
             stat = handle.read()
     except OSError:
         return _exists(pid)  # no /proc (macOS): the pid alone
     fields = stat[stat.rfind(")") + 2 :].split()
-    if fields and fields[0] == "Z":
+    if not fields or fields[0] in ("Z", "X"):  # a zombie, or dead
         return False
     return started in ("", "0") or (len(fields) > 19 and fields[19] == started)
 
@@ -59,7 +61,7 @@ def _exists(pid: int) -> bool:
 
 
 def _watch(pid: int, started: str, folder: str | None) -> None:
-    while doctor_alive(pid, started):
+    while process_alive(pid, started):
         time.sleep(INTERVAL_S)
     if folder and os.path.basename(os.path.normpath(folder)).startswith(FOLDER_PREFIX):
         shutil.rmtree(folder, ignore_errors=True)
