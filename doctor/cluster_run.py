@@ -113,16 +113,9 @@ def _job_config(
 
 def _snapshot(config: Any, checks: Any) -> dict[str, Any]:
     """The job's facts while it still runs (no exit code yet)."""
-    return dict(
-        launched=True,
-        preflight=checks,
-        backend=config.backend,
-        nproc=config.nproc,
-        init_timeout_s=config.init_timeout_s,
-        timeout_s=config.timeout_s,
-        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
-        applied_fixes=dict(config.extra_env),
-    )
+    from ddp_doctor.probes.launch import planned_facts
+
+    return {**planned_facts(config, checks), "launched": True}
 
 
 def _decider(

@@ -148,17 +148,7 @@ def run_job(
 ) -> JobFacts:
     """`watcher`: told rank 0's stage at every poll (PCIe sampling under load); `exchange`:
     the doctor's side of a multi-node job's exchange through the store."""
-    base = dict(
-        preflight=checks,
-        backend=config.backend,
-        nproc=config.nproc,
-        init_timeout_s=config.init_timeout_s,
-        timeout_s=config.timeout_s,
-        sizes=config.sizes,
-        iters=config.iters,
-        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
-        applied_fixes=dict(config.extra_env),
-    )
+    base = planned_facts(config, checks)
     reason = _reason_not_to_launch(checks)
     if reason:
         return JobFacts(launched=False, not_launched_reason=reason, **base)
@@ -179,6 +169,21 @@ class LaunchFailed(Exception):
 
 def _not_started(base: dict, why: str) -> JobFacts:
     return JobFacts(launched=False, not_launched_reason=why, launch_error=why, **base)
+
+
+def planned_facts(config: JobConfig, checks: Preflight) -> dict[str, object]:
+    """The JobFacts fields the plan fixes before anything runs."""
+    return dict(
+        preflight=checks,
+        backend=config.backend,
+        nproc=config.nproc,
+        init_timeout_s=config.init_timeout_s,
+        timeout_s=config.timeout_s,
+        sizes=config.sizes,
+        iters=config.iters,
+        nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
+        applied_fixes=dict(config.extra_env),
+    )
 
 
 def _reason_not_to_launch(checks: Preflight) -> str | None:

@@ -54,9 +54,9 @@ def evidence_line(evidence: Mapping[str, Any]) -> str:
     """`line N: text` where a finding came from a log line, else its evidence values."""
     if evidence.get("text"):
         where = f"line {evidence['line']}: " if evidence.get("line") else ""
-        return _short(f"{where}{evidence['text']}", EVIDENCE_CHARS)
+        return one_line(f"{where}{evidence['text']}", EVIDENCE_CHARS)
     parts = [f"{key}={_value(value)}" for key, value in evidence.items() if _kept(value)]
-    return _short(", ".join(parts), EVIDENCE_CHARS)
+    return one_line(", ".join(parts), EVIDENCE_CHARS)
 
 
 def compact_facts(facts: Mapping[str, Any], indent: str = "") -> str:
@@ -71,15 +71,15 @@ def compact_facts(facts: Mapping[str, Any], indent: str = "") -> str:
                 lines += [f"{indent}{key}:", inner]
         elif isinstance(value, list) and all(isinstance(item, Mapping) for item in value):
             lines.append(f"{indent}{key}:")
-            lines += [f"{indent}  - {_one_line(item)}" for item in value]
+            lines += [f"{indent}  - {_item_line(item)}" for item in value]
         else:
-            lines.append(f"{indent}{key}: {_short(_value(value), VALUE_CHARS)}")
+            lines.append(f"{indent}{key}: {one_line(_value(value), VALUE_CHARS)}")
     return "\n".join(lines)
 
 
-def _one_line(item: Mapping[str, Any]) -> str:
+def _item_line(item: Mapping[str, Any]) -> str:
     parts = [f"{key}={_value(value)}" for key, value in item.items() if _kept(value)]
-    return _short(", ".join(parts), 2 * VALUE_CHARS)
+    return one_line(", ".join(parts), 2 * VALUE_CHARS)
 
 
 def _kept(value: Any) -> bool:
@@ -93,6 +93,7 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else strict_json.dumps(value, ensure_ascii=False)
 
 
-def _short(text: str, limit: int) -> str:
+def one_line(text: str, limit: int) -> str:
+    """The text on one line, cut to `limit` characters with "..." where it is longer."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,8 +11,9 @@ import click
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
 
 from .columns import plain_table
-from .facts_text import compact_facts, evidence_line, header_rows
+from .facts_text import compact_facts, evidence_line, header_rows, one_line
 
+NOTE_CHARS = 100  # a probe's note in the probe table
 SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
@@ -88,7 +89,7 @@ def summary_line(findings: Iterable[Finding]) -> str:
 
 def _probe_table(results: Iterable[ProbeResult]) -> str:
     rows = [
-        (r.probe, r.status.value, f"{r.duration_s:.2f} s", _one_line(r.error or ""))
+        (r.probe, r.status.value, f"{r.duration_s:.2f} s", one_line(r.error or "", NOTE_CHARS))
         for r in results
     ]
     return plain_table(rows, headers=("probe", "status", "time", "note"))
@@ -125,11 +126,6 @@ def _header(report: Report) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.rstrip().splitlines())
-
-
-def _one_line(text: str, limit: int = 100) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _use_colour() -> bool:

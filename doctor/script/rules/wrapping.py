@@ -79,7 +79,9 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
 
 def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
     ids = site.argument(1, "device_ids")
-    if ids is not None and _several_ids(facts, ids, site):
+    literal = isinstance(ids, (ast.List, ast.Tuple))
+    several = len(ids.elts) > 1 if literal else ids is not None and _several_ids(facts, ids, site)
+    if several:
         yield hit(
             facts,
             ids,
@@ -87,15 +89,7 @@ def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
             {"device_ids": text_of(ids)},
         )
         return
-    if isinstance(ids, (ast.List, ast.Tuple)):
-        if len(ids.elts) > 1:
-            yield hit(
-                facts,
-                ids,
-                f"device_ids={text_of(ids)} gives one DDP process several GPUs",
-                {"device_ids": text_of(ids)},
-            )
-            return
+    if literal:
         if ids.elts and is_hard_coded_index(ids.elts[0]) and not pinned:
             yield hit(
                 facts,
@@ -135,9 +129,8 @@ def _output_device_mismatch(facts: ScriptFacts, site: CallSite) -> Iterator[Hit]
 
 
 def _several_ids(facts: ScriptFacts, ids: ast.expr, site: CallSite) -> bool:
-    """A list of several ids, or a range of them, written here or held by a name."""
-    if isinstance(ids, (ast.List, ast.Tuple)):
-        return False  # judged element by element by the caller
+    """A list of several ids, or a range of them, held by a name (a literal list is judged
+    by the caller)."""
     made = [o.node for o in facts.project.values.origins(facts, ids, site.ctx)]
     return bool(made) and all(_is_several(node) for node in made)
 
