@@ -82,7 +82,7 @@ def reference_busbw(
 
 
 def main() -> None:
-    from ddp_doctor.probes.bandwidth import parse_sizes
+    from ddp_doctor.patient.bandwidth import parse_sizes
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from . import __version__, exitcodes
+from ddp_doctor import __version__, exitcodes
 
 if TYPE_CHECKING:  # imported where used: `--help` needs neither
-    from .model import Report
-    from .registry import Selector
+    from ddp_doctor.model import Report
+    from ddp_doctor.registry import Selector
 
 REPORT_FORMATS = ("table", "json", "markdown")
 EXIT_CODES_HELP = (
@@ -181,7 +181,7 @@ class ReportOptions(NamedTuple):
     redact: bool = True  # secrets out of every format; False only with --no-redact
 
     def fails(self, report: Report) -> bool:
-        from .model import Severity
+        from ddp_doctor.model import Severity
 
         return report.fails_at(Severity.from_word(self.fail_on))
 
@@ -192,7 +192,7 @@ class ReportOptions(NamedTuple):
 
 
 def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
-    from .registry import Selector, UnknownSelector
+    from ddp_doctor.registry import Selector, UnknownSelector
 
     try:
         return Selector.parse(select, ignore)
@@ -268,7 +268,7 @@ def finish(report: Report, options: ReportOptions) -> None:
     """Renders, writes, and exits with the documented code."""
     import dataclasses
 
-    from .render import render
+    from ddp_doctor.render import render
 
     if report.command is None and INVOCATION:
         report = dataclasses.replace(report, command=INVOCATION[0])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Severity
+from ddp_doctor.model import Severity
 
 JUDGED = ("facts", "script", "log", "job-output", "doctor")
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO

@@ -1,19 +1,16 @@
-"""Runs probes (guarded, timed, concurrently), then the rules, and builds the Report."""
+"""Runs probes: guarded, timed, concurrently. Judging their facts is judge.py's."""
 
 from __future__ import annotations
 
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped, ProbeTimedOut
-
-from .facts import FactSet
-from .model import Finding, ProbeResult, ProbeStatus, make_report, sort_findings
-from .registry import Hit, Selector, rules_judged, spec_for
 
 
 @dataclass(frozen=True)
@@ -83,47 +80,13 @@ def _guarded(probe: Probe) -> ProbeResult:
     except ProbeTimedOut as timed_out:
         return result(ProbeStatus.TIMED_OUT, error=timed_out.reason)
     except Exception as error:
-        return result(ProbeStatus.CRASHED, error=_describe_crash(error))
+        return result(ProbeStatus.CRASHED, error=describe_crash(error))
 
 
-def _describe_crash(error: BaseException) -> str:
+def describe_crash(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     where = f" at {frames[-1].name}:{frames[-1].lineno}" if frames else ""
     return f"{type(error).__name__}: {error}{where}"
 
 
-def judge(results: Iterable[ProbeResult], selector: Selector | None = None) -> list[Finding]:
-    """Runs every facts rule on the results; a rule that raises becomes a DDP903 finding."""
-    selector = selector or Selector()
-    facts = FactSet.of(tuple(results))
-    findings: list[Finding] = []
-    for spec in rules_judged("facts"):
-        if not selector.allows(spec.code):
-            continue
-        try:
-            findings.extend(spec.run(facts))
-        except Exception as error:
-            findings.append(_rule_crashed(f"{spec.code} ({spec.name})", spec.code, error))
-    from .rules.job_output import job_output_findings
-
-    findings.extend(job_output_findings(facts, findings))
-    if facts.trace is not None:  # `trace`: the script and job codes the user's run confirmed
-        from .rules.trace_runtime import runtime_findings
-
-        try:
-            findings.extend(runtime_findings(facts, findings))
-        except Exception as error:
-            findings.append(_rule_crashed("for the traced run", "trace", error))
-    if facts.cluster is not None:
-        from .cluster_judge import with_other_nodes
-
-        findings = with_other_nodes(facts, findings, selector)
-    return selector.filter(sort_findings(findings))
-
-
-def _rule_crashed(what: str, rule: str, error: Exception) -> Finding:
-    crash = Hit(f"rule {what} crashed: {_describe_crash(error)}", evidence={"rule": rule})
-    return spec_for("DDP903").finding(crash)
-
-
-__all__ = ["PendingProbes", "Probe", "judge", "make_report", "run_probe", "run_probes"]
+__all__ = ["PendingProbes", "Probe", "run_probe", "run_probes"]

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from enum import Enum, IntEnum
 from typing import Any
 
-from . import __version__
+from ddp_doctor import __version__
 
 
 class Severity(IntEnum):

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codes import BY_CODE, BY_NAME, CODES, Code
-from .model import Finding, Location, Remediation, Severity
+from ddp_doctor.codes import BY_CODE, BY_NAME, CODES, Code
+from ddp_doctor.model import Finding, Location, Remediation, Severity
 
 WITH_CHECK = ("facts", "script")  # judged by a check function; the other kinds have none
 

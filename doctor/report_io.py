@@ -8,12 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .codec import CodecError, from_jsonable, to_jsonable
-from .expected_busbw import bandwidth_tables
-from .facts import FACT_TYPES, FactSet
-from .inputs import TooLarge, describe_size, read_capped
-from .jobfacts import JobFacts
-from .model import Finding, ProbeResult, ProbeStatus, Report
+from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import FACT_TYPES, FactSet
+from ddp_doctor.inputs import TooLarge, describe_size, read_capped
+from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Report
+from ddp_doctor.readings.expected_busbw import bandwidth_tables
 
 SCHEMA_VERSION = 1
 # A report of a 512-rank run is under 2 MiB; a report costs up to ~25x its size in memory

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .codes import BY_CODE
-from .model import Remediation
-from .registry import RuleSpec
+from ddp_doctor.codes import BY_CODE
+from ddp_doctor.model import Remediation
+from ddp_doctor.registry import RuleSpec
 
 DOCS_FILE = Path(__file__).with_name("rule_docs.json")
 
@@ -30,7 +30,7 @@ def documented(code: str) -> RuleSpec | None:
 
 def current_docs() -> dict[str, Any]:
     """What rule_docs.json must hold, read from the registered rules."""
-    from .registry import all_rules
+    from ddp_doctor.registry import all_rules
 
     return {spec.code: {"details": spec.details, "fix": spec.fix.to_json()} for spec in all_rules()}
 

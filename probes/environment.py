@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ddp_doctor.facts import EnvFacts
+from ddp_doctor.facts.machine import EnvFacts
 
 EXACT_NAMES = (
     "CUDA_VISIBLE_DEVICES",

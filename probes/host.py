@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_doctor.facts import HostFacts
+from ddp_doctor.facts.machine import HostFacts
 
 
 def collect_host(root: Path = Path("/")) -> HostFacts:

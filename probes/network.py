@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_doctor.clusterfacts import Interface, NetworkFacts, NodePlan, PortCheck
+from ddp_doctor.facts.cluster import Interface, NetworkFacts, NodePlan, PortCheck
 
 SIOCGIFCONF, SIOCGIFFLAGS = 0x8912, 0x8913
 IFF_LOOPBACK = 0x8

@@ -10,9 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ddp_doctor.facts import GpuFacts, GpuProcess, NvmlFacts
-
-from .base import ProbeFailed, ProbeSkipped
+from ddp_doctor.facts.machine import GpuFacts, GpuProcess, NvmlFacts
+from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
 
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 

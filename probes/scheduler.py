@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 
-from ddp_doctor.hostlist import expand_hostlist
-
-from .runner import CommandResult, run_command
+from ddp_doctor.probes.runner import CommandResult, run_command
+from ddp_doctor.readings.hostlist import expand_hostlist
 
 Runner = Callable[..., CommandResult]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ddp_doctor.topofacts import (
+from ddp_doctor.facts.topology import (
     Fabric,
     GpuPair,
     GpuTopology,
@@ -30,10 +30,9 @@ from ddp_doctor.topofacts import (
     TopologyFacts,
     normal_bus_id,
 )
-
-from .base import ProbeFailed, ProbeSkipped
-from .cpulist import cpus_from_mask_words, format_cpus
-from .nvml import import_pynvml, start_nvml
+from ddp_doctor.patient.cpulist import cpus_from_mask_words, format_cpus
+from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
+from ddp_doctor.probes.nvml import import_pynvml, start_nvml
 
 # NVML enum values -> the lower-case enum names the facts carry.
 TOPOLOGY_LEVELS = ("INTERNAL", "SINGLE", "MULTIPLE", "HOSTBRIDGE", "NODE", "SYSTEM")

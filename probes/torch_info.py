@@ -8,11 +8,10 @@ import sys
 from collections.abc import Callable
 
 from ddp_doctor.codec import CodecError, from_jsonable
-from ddp_doctor.facts import TorchFacts
-
-from .base import ProbeFailed, ProbeTimedOut
-from .patient import run_in_patient
-from .runner import CommandResult, run_command
+from ddp_doctor.facts.machine import TorchFacts
+from ddp_doctor.probes.base import ProbeFailed, ProbeTimedOut
+from ddp_doctor.probes.interpreter import run_in_patient
+from ddp_doctor.probes.runner import CommandResult, run_command
 
 Runner = Callable[..., CommandResult]
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .runner import kill_children, owned_folder
+from ddp_doctor.probes.runner import kill_children, owned_folder
 
 PREFIX = "ddp-doctor-"
 _current: list[Path] = []

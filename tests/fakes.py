@@ -26,10 +26,10 @@ from fake_topology import (
     c_nvmlGpuFabricInfoV_t,
 )
 
-from ddp_doctor import jobplan
-from ddp_doctor.facts import TorchFacts
-from ddp_doctor.probes.launch import JobConfig
+from ddp_doctor.facts.machine import TorchFacts
+from ddp_doctor.probes.job.launch import JobConfig
 from ddp_doctor.probes.runner import CommandResult
+from ddp_doctor.run import jobplan
 
 MIB = 1024**2
 

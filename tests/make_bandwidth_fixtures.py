@@ -23,10 +23,7 @@ from bandwidth_machines import MACHINES, Machine
 from fake_topology import fake_sysfs
 from fakes import MIB, FakeNvml, FakePair
 
-from ddp_doctor.engine import judge, make_report
-from ddp_doctor.expected_busbw import bandwidth_tables
-from ddp_doctor.facts import EnvFacts, FactSet, HostFacts, PlanFacts, TorchDevice, TorchFacts
-from ddp_doctor.jobfacts import (
+from ddp_doctor.facts.job import (
     BandwidthRow,
     Identity,
     JobFacts,
@@ -35,11 +32,21 @@ from ddp_doctor.jobfacts import (
     RankFacts,
     StageRecord,
 )
-from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.probes.bandwidth import bus_factor
+from ddp_doctor.facts.machine import (
+    EnvFacts,
+    FactSet,
+    HostFacts,
+    PlanFacts,
+    TorchDevice,
+    TorchFacts,
+)
+from ddp_doctor.judge import judge
+from ddp_doctor.model import ProbeResult, ProbeStatus, make_report
+from ddp_doctor.patient.bandwidth import bus_factor
+from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, with_load_samples
 from ddp_doctor.probes.nvml import collect_nvml
-from ddp_doctor.probes.pcie_load import PcieLoadSampler, with_load_samples
 from ddp_doctor.probes.topology import collect_topology
+from ddp_doctor.readings.expected_busbw import bandwidth_tables
 from ddp_doctor.report_io import report_to_json
 
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "bandwidth"

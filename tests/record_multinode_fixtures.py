@@ -20,7 +20,7 @@ from typing import Any
 from multinode_runs import PORT, run_nodes, static
 from simulated_hosts import simulated_hosts
 
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.report_io import report_from_json
 
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "jobs"

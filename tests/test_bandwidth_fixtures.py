@@ -11,10 +11,10 @@ import make_bandwidth_fixtures
 import pytest
 from bandwidth_machines import MACHINES
 
-from ddp_doctor.engine import judge
-from ddp_doctor.expected_busbw import bandwidth_tables
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Finding, Severity
+from ddp_doctor.readings.expected_busbw import bandwidth_tables
 from ddp_doctor.report_io import load_report
 
 ROOT = Path(__file__).resolve().parent.parent

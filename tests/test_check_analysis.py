@@ -15,19 +15,19 @@ from ddp_doctor.script.callgraph import DEPTH
 from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, ScriptFacts
 from ddp_doctor.script.files import PYTHON
 from ddp_doctor.script.origins import CONSTANT, ENV, OPTION, SPAWN_INDEX
-from ddp_doctor.script.project import Project
+from ddp_doctor.script.program import new_project, project_of
 
 
 def facts_of(source: str, path: str = "train.py") -> ScriptFacts:
     prepared = prepare(path, textwrap.dedent(source), PYTHON)
     assert isinstance(prepared, ScriptFacts)
-    Project.of([prepared])
+    project_of([prepared])
     return prepared
 
 
 def tree_of(root: Path, files: dict[str, str]) -> dict[str, ScriptFacts]:
     found = {}
-    project = Project([str(root)], load=load_for_context)
+    project = new_project([str(root)], load=load_for_context)
     for name, source in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)

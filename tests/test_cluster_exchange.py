@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.probes import cluster_exchange
-from ddp_doctor.probes.cluster_exchange import ClusterExchange
-from ddp_doctor.probes.identity import fingerprint_variables, mapped_libraries
-from ddp_doctor.probes.job_results import local_rank_numbers, rank_facts
-from ddp_doctor.probes.journal import Journal
-from ddp_doctor.probes.rendezvous_plan import Rendezvous
+from ddp_doctor.patient.identity import fingerprint_variables, mapped_libraries
+from ddp_doctor.patient.journal import Journal
+from ddp_doctor.probes.job import exchange as cluster_exchange
+from ddp_doctor.probes.job.exchange import ClusterExchange
+from ddp_doctor.probes.job.rendezvous import Rendezvous
+from ddp_doctor.probes.job.results import local_rank_numbers, rank_facts
 
 torch = pytest.importorskip("torch")
-from ddp_doctor.probes import cluster_share  # noqa: E402  (after the torch check)
+from ddp_doctor.patient import cluster_share  # noqa: E402  (after the torch check)
 
 
 def placement(rank: int, node: int) -> dict[str, Any]:

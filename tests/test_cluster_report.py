@@ -12,14 +12,14 @@ import pytest
 from click.testing import Result
 from fakes import collect_torch_returning, fake_nvml_module
 
-from ddp_doctor.cluster_view import member_cluster, whole_cluster, whole_job
-from ddp_doctor.engine import judge, make_report
-from ddp_doctor.jobfacts import JobFacts, Preflight
-from ddp_doctor.model import Severity
+from ddp_doctor.facts.job import JobFacts, Preflight
+from ddp_doctor.judge import judge
+from ddp_doctor.model import Severity, make_report
 from ddp_doctor.probes import torch_info
 from ddp_doctor.render import render
 from ddp_doctor.render.table import render_table
 from ddp_doctor.report_io import report_from_json
+from ddp_doctor.run.cluster_view import member_cluster, whole_cluster, whole_job
 
 JOBS = Path(__file__).resolve().parent.parent / "fixtures" / "jobs"
 

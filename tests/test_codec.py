@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
-from ddp_doctor.engine import judge, make_report
-from ddp_doctor.facts import (
+from ddp_doctor.facts.machine import (
     FACT_TYPES,
     EnvFacts,
     GpuFacts,
@@ -26,7 +25,8 @@ from ddp_doctor.facts import (
     TorchDevice,
     TorchFacts,
 )
-from ddp_doctor.model import ProbeStatus, Report
+from ddp_doctor.judge import judge
+from ddp_doctor.model import ProbeStatus, Report, make_report
 from ddp_doctor.report_io import (
     ReportError,
     load_report,

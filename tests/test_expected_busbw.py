@@ -21,18 +21,18 @@ from topology_builders import (
     switch_gpu,
 )
 
-from ddp_doctor.expected_busbw import (
+from ddp_doctor.facts.job import PeerAccess
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.facts.topology import TopologyFacts
+from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.readings.expected_busbw import (
     FLOOR_AT_PEAK,
     PUBLISHED,
     Expectation,
     bandwidth_tables,
     expectations,
 )
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import PeerAccess
-from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.ring_model import Edge, best_ring, pcie_gbps
-from ddp_doctor.topofacts import TopologyFacts
+from ddp_doctor.readings.ring_model import Edge, best_ring, pcie_gbps
 
 
 def expected(facts: FactSet, op: str = "all_reduce") -> Expectation:

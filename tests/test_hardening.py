@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor import exitcodes, strict_json
-from ddp_doctor.engine import judge
+from ddp_doctor.facts.job import JobFacts, Preflight, RankFacts, StageRecord
 from ddp_doctor.inputs import NotRegularFile, TooLarge, open_regular, read_capped
-from ddp_doctor.jobfacts import JobFacts, Preflight, RankFacts, StageRecord
+from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.probes import payload
-from ddp_doctor.probes.launch import JobConfig, preflight, run_job
+from ddp_doctor.probes.job import payload
+from ddp_doctor.probes.job.launch import JobConfig, preflight, run_job
 from ddp_doctor.report_io import report_from_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def test_a_launcher_that_cannot_be_spawned_is_ddp905_and_exit_2(tmp_path: Path) 
     findings = judge(list(results.values()))
     assert [f.code for f in findings if f.code.startswith("DDP9")] == ["DDP905"]
     from ddp_doctor.cli import ReportOptions
-    from ddp_doctor.engine import make_report
+    from ddp_doctor.model import make_report
     from ddp_doctor.registry import Selector
 
     options = ReportOptions("json", None, "error", Selector(), False, False)
@@ -299,7 +299,7 @@ def test_a_python_probe_the_doctor_cannot_start_is_ddp905(
     import tempfile
 
     from ddp_doctor.probes.base import ProbeFailed
-    from ddp_doctor.probes.patient import collect_python
+    from ddp_doctor.probes.interpreter import collect_python
 
     if cause == "no folder":
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge
-from ddp_doctor.jobfacts import DataParallelFacts, RankFacts
+from ddp_doctor.facts.job import DataParallelFacts, RankFacts
+from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.report_io import report_from_json
 
@@ -95,7 +95,7 @@ def test_hidden_gpus_are_not_too_few_gpus() -> None:
 def test_launcher_variables_of_a_surrounding_job_do_not_reach_the_doctors_job(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ddp_doctor.probes.launch import job_environment
+    from ddp_doctor.probes.job.launch import job_environment
 
     monkeypatch.setenv("PET_NODE_RANK", "1")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "other")

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from fakes import FakeGpu, FakeNvml, job_fault, with_fault
 
 from ddp_doctor import cli
-from ddp_doctor.probes.launch import JobConfig, preflight, run_job
+from ddp_doctor.probes.job.launch import JobConfig, preflight, run_job
 
 FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
 TIMEOUT_S = 20
@@ -95,7 +95,7 @@ def test_links_are_sampled_while_the_bandwidth_stage_runs(
 def test_every_collective_is_swept_with_its_bus_factor() -> None:
     """--ops with all five collectives on gloo; the parent sees rank 0 reach the bandwidth
     stage (what the PCIe sampler hooks onto)."""
-    from ddp_doctor.probes.bandwidth import OPS, bus_factor
+    from ddp_doctor.patient.bandwidth import OPS, bus_factor
 
     seen: list[str | None] = []
     config = JobConfig(nproc=2, sizes="4K:64K:16", iters=2, timeout_s=60, ops=OPS)

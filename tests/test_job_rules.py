@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.registry import all_rules
 from ddp_doctor.report_io import report_from_json
 

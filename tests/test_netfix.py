@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.clusterfacts import Interface, NetworkFacts, NodePlan
-from ddp_doctor.netfix import (
+from ddp_doctor.facts.cluster import Interface, NetworkFacts, NodePlan
+from ddp_doctor.probes import network
+from ddp_doctor.probes.job.rendezvous import Rendezvous, rendezvous_args
+from ddp_doctor.readings.netfix import (
     fixes,
     gloo_default_address,
     nccl_default_candidates,
     nccl_selected,
     predict,
 )
-from ddp_doctor.probes import network
-from ddp_doctor.probes.rendezvous_plan import Rendezvous, rendezvous_args
 
 LO = Interface("lo", ("127.0.0.1", "::1"), "loopback")
 ETH1 = Interface("eth1", ("10.200.0.2",), "other")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.hostlist import HostListError, expand_hostlist
-from ddp_doctor.nodeplan import LaunchFlags, PlanError, parse_endpoint, plan_nodes, slurm_port
 from ddp_doctor.probes import scheduler
 from ddp_doctor.probes.runner import CommandResult
+from ddp_doctor.readings.hostlist import HostListError, expand_hostlist
+from ddp_doctor.run.nodeplan import LaunchFlags, PlanError, parse_endpoint, plan_nodes, slurm_port
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Every import package under doctor/ and probes/ ships in the wheel (pyproject's list)."""
+"""Every import package under doctor/, probes/ and patient/ ships in the wheel (pyproject's list)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
         tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )
     found = set()
-    for top, name in (("doctor", "ddp_doctor"), ("probes", "ddp_doctor.probes")):
+    for top, name in (
+        ("doctor", "ddp_doctor"),
+        ("probes", "ddp_doctor.probes"),
+        ("patient", "ddp_doctor.patient"),
+    ):
         for init in (ROOT / top).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / top).parts
             found.add(".".join((name, *parts)))

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.probes import payload
 from ddp_doctor.probes.base import ProbeFailed
-from ddp_doctor.probes.patient import choose_python, collect_python, run_in_patient
+from ddp_doctor.probes.interpreter import choose_python, collect_python, run_in_patient
+from ddp_doctor.probes.job import payload
 
-PROBES = Path(payload.__file__).resolve().parent
+PATIENT = payload.PATIENT_ROOT
 STDLIB = set(sys.stdlib_module_names)
 ALLOWED_THIRD_PARTY = {"torch", "pynvml"}
 TEST_SUITE_ONLY = {"job_faults"}  # the fault injector the tests add to a payload
@@ -89,24 +89,48 @@ def test_an_old_python_is_described_with_its_version(tmp_path: Path) -> None:
 
 
 # --- the payload ---------------------------------------------------------------------------
-@pytest.mark.parametrize("module", payload.PATIENT_MODULES)
-def test_patient_modules_import_only_stdlib_torch_and_each_other(module: str) -> None:
-    tree = ast.parse((PROBES / f"{module}.py").read_text())
+PATIENT_FILES = sorted(PATIENT.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", PATIENT_FILES, ids=lambda p: str(p.relative_to(PATIENT)))
+def test_patient_files_import_only_stdlib_torch_and_each_other(path: Path) -> None:
+    """Every file of patient/ (no hand-kept list): absolute imports of the standard library,
+    torch and pynvml only; the patient's own modules by relative import only."""
+    tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0:
-            top = (node.module or "").split(".")[0]
+        if isinstance(node, ast.ImportFrom) and node.level:
+            continue  # relative: inside the patient package (checked to resolve below)
+        if isinstance(node, ast.ImportFrom):
+            tops = [(node.module or "").split(".")[0]]
         elif isinstance(node, ast.Import):
-            top = node.names[0].name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            assert node.module in {*payload.PATIENT_MODULES, *TEST_SUITE_ONLY}, node.module
-            continue
+            tops = [alias.name.split(".")[0] for alias in node.names]
         else:
             continue
-        assert top in STDLIB | ALLOWED_THIRD_PARTY | {"__future__"}, f"{module} imports {top}"
+        for top in tops:
+            allowed = STDLIB | ALLOWED_THIRD_PARTY | {"__future__"}
+            assert top in allowed, f"{path.name} imports {top}"
+
+
+@pytest.mark.parametrize("path", PATIENT_FILES, ids=lambda p: str(p.relative_to(PATIENT)))
+def test_relative_imports_in_the_patient_resolve_inside_it(path: Path) -> None:
+    package = path.parent
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        base = package
+        for _ in range(node.level - 1):
+            base = base.parent
+        assert PATIENT in (base, *base.parents), f"{path.name} reaches outside the patient"
+        target = base.joinpath(*(node.module or "").split("."))
+        if (node.module or "").split(".")[-1] in TEST_SUITE_ONLY:
+            continue
+        assert target.with_suffix(".py").exists() or (target / "__init__.py").exists(), (
+            f"{path.name}: {node.module}"
+        )
 
 
 def test_the_python_describer_parses_as_old_python() -> None:
-    source = (PROBES / "python_describe.py").read_text()
+    source = (PATIENT / "python_describe.py").read_text()
     ast.parse(source, feature_version=(3, 6))
 
 
@@ -172,7 +196,7 @@ def test_patient_process_dies_soon_after_the_doctor(tmp_path: Path) -> None:
 
 
 def test_no_watch_variable_means_no_watchdog() -> None:
-    from ddp_doctor.probes.watchdog import watch_doctor
+    from ddp_doctor.patient.watchdog import watch_doctor
 
     assert watch_doctor({}) is False
     assert watch_doctor({payload.WATCH_VARIABLE: "junk"}) is False

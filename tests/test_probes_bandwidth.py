@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.jobfacts import RankFacts, StageRecord
-from ddp_doctor.probes import bandwidth, worker
-from ddp_doctor.probes.bandwidth import OPS, SizesError, bus_factor, parse_ops, parse_sizes
-from ddp_doctor.probes.job_results import bandwidth_errors_of, rows_of
+from ddp_doctor.facts.job import RankFacts, StageRecord
+from ddp_doctor.patient import bandwidth, worker
+from ddp_doctor.patient.bandwidth import OPS, SizesError, bus_factor, parse_ops, parse_sizes
+from ddp_doctor.probes.job.results import bandwidth_errors_of, rows_of
 
 
 def test_sizes_as_nccl_tests_b_e_f() -> None:

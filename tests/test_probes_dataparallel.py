@@ -13,11 +13,11 @@ import fakes
 import pytest
 from fakes import MIB, FakeGpu, FakeNvml
 
-from ddp_doctor.facts import GpuFacts
-from ddp_doctor.jobfacts import DataParallelFacts, DataParallelGpu
+from ddp_doctor.facts.job import DataParallelFacts, DataParallelGpu
+from ddp_doctor.facts.machine import GpuFacts
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped, ProbeTimedOut
-from ddp_doctor.probes.dataparallel import collect_dataparallel, match_devices
-from ddp_doctor.probes.gpu_sampling import NvmlSampler, SamplingUnavailable
+from ddp_doctor.probes.job.dataparallel import collect_dataparallel, match_devices
+from ddp_doctor.probes.job.gpu_sampling import NvmlSampler, SamplingUnavailable
 
 BUSES = ("00000000:18:00.0", "00000000:2A:00.0")
 IDLE = 512 * MIB
@@ -206,11 +206,12 @@ def test_run_samples_the_gpus_cuda_visible_devices_leaves(invoke, monkeypatch) -
     """`ddp-doctor run` hands the probe NVML's visible GPUs (here GPU 1 of 2) to sample."""
     from fakes import collect_torch_returning
 
-    from ddp_doctor import checkup
-    from ddp_doctor.facts import TorchFacts
+    from ddp_doctor.facts.machine import TorchFacts
     from ddp_doctor.model import ProbeResult, ProbeStatus
-    from ddp_doctor.probes import dataparallel, torch_info
+    from ddp_doctor.probes import torch_info
+    from ddp_doctor.probes.job import dataparallel
     from ddp_doctor.probes.runner import CommandResult
+    from ddp_doctor.run import checkup
 
     fake = FakeNvml(gpus=two_gpus(utilization=40))
     monkeypatch.setitem(sys.modules, "pynvml", fake.module())

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ddp_doctor.engine import Probe, judge, run_probe, run_probes
-from ddp_doctor.facts import EnvFacts, TorchFacts
+from ddp_doctor.engine import Probe, run_probe, run_probes
+from ddp_doctor.facts.machine import EnvFacts, TorchFacts
+from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
 

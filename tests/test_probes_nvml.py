@@ -11,7 +11,7 @@ import pytest
 from fakes import MIB, FakeGpu, FakeNvml, fake_nvml_module
 
 from ddp_doctor.engine import Probe, run_probe
-from ddp_doctor.facts import GpuProcess
+from ddp_doctor.facts.machine import GpuProcess
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
 from ddp_doctor.probes.nvml import collect_nvml

@@ -13,11 +13,11 @@ import pytest
 from fakes import FakeGpu, FakeNvLink, FakeNvml, FakePair
 
 from ddp_doctor.engine import Probe, run_probe
+from ddp_doctor.facts.topology import PcieSample, normal_bus_id
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
-from ddp_doctor.probes.pcie_load import PcieLoadSampler, with_load_samples
+from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, with_load_samples
 from ddp_doctor.probes.topology import collect_topology
-from ddp_doctor.topofacts import PcieSample, normal_bus_id
 
 BUSES = ("18", "2A", "3A", "5D")
 SWITCHES = ("05",) * 5 + ("06",) * 4 + ("07",) * 4 + ("08",) * 5

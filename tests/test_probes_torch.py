@@ -10,7 +10,7 @@ import pytest
 from fakes import torch_json, torch_runner
 
 from ddp_doctor.engine import Probe, run_probe
-from ddp_doctor.facts import TorchFacts
+from ddp_doctor.facts.machine import TorchFacts
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed
 from ddp_doctor.probes.torch_info import collect_torch

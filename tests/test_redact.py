@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.facts import EnvFacts, GpuFacts, HostFacts, NvmlFacts
+from ddp_doctor.facts.machine import EnvFacts, GpuFacts, HostFacts, NvmlFacts
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Remediation, Report, Severity
 from ddp_doctor.redact import Redactor
 from ddp_doctor.render import render

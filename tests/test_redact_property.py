@@ -16,7 +16,7 @@ import pytest
 from ddp_doctor.cli import ReportOptions
 from ddp_doctor.commands.check import FORMATS as CHECK_FORMATS
 from ddp_doctor.commands.check import render_check
-from ddp_doctor.jobfacts import JobFacts, Preflight, RankFacts, StageRecord
+from ddp_doctor.facts.job import JobFacts, Preflight, RankFacts, StageRecord
 from ddp_doctor.model import (
     Finding,
     Location,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Report
 from ddp_doctor.registry import Selector
 from ddp_doctor.render import render

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Report
 from ddp_doctor.render import render
 from ddp_doctor.report_io import load_report

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Finding, ProbeResult
 from ddp_doctor.report_io import report_from_json
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge
-from ddp_doctor.jobfacts import DataParallelFacts, DataParallelGpu
+from ddp_doctor.facts.job import DataParallelFacts, DataParallelGpu
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus
 from ddp_doctor.report_io import report_from_json
 from ddp_doctor.rules.participation import gpu_parts

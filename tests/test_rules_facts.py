@@ -18,7 +18,7 @@ import pytest
 from click.testing import Result
 
 from ddp_doctor.commands.explain import explain_text
-from ddp_doctor.engine import judge
+from ddp_doctor.judge import judge
 from ddp_doctor.model import Finding, Severity
 from ddp_doctor.registry import RULES, all_rules, rules_judged
 from ddp_doctor.report_io import load_report

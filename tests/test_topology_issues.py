@@ -8,12 +8,12 @@ import dataclasses
 
 from topology_builders import AMD, MIB, bus, facts_for, hgx, pairs, pcie_gpu
 
-from ddp_doctor.engine import judge
-from ddp_doctor.facts import EnvFacts, FactSet, PlanFacts
-from ddp_doctor.jobfacts import PeerAccess
+from ddp_doctor.facts.job import PeerAccess
+from ddp_doctor.facts.machine import EnvFacts, FactSet, PlanFacts
+from ddp_doctor.facts.topology import Fabric, GpuPair, NvLink, PcieSample
+from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.topofacts import Fabric, GpuPair, NvLink, PcieSample
-from ddp_doctor.topology_issues import (
+from ddp_doctor.readings.topology_issues import (
     blocked_p2p,
     degraded_links,
     fabric_not_ready,

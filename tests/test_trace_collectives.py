@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddp_doctor.facts.trace import Site
 from ddp_doctor.trace.collectives import (
     COMPLETED,
     PENDING,
@@ -11,7 +12,6 @@ from ddp_doctor.trace.collectives import (
     normalise_dtype,
     normalise_op,
 )
-from ddp_doctor.trace.facts import Site
 from ddp_doctor.trace.stacks import main_frames, threads, user_site, waiting_in
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.probes import trace_monitor
-from ddp_doctor.probes.journal import read_journal
-from ddp_doctor.probes.trace_journals import read_ring
-from ddp_doctor.probes.trace_recorder import Recorder, TraceBound
+from ddp_doctor.patient.journal import read_journal
+from ddp_doctor.patient.trace import monitor as trace_monitor
+from ddp_doctor.patient.trace.recorder import Recorder, TraceBound
+from ddp_doctor.probes.trace.journals import read_ring
 
 PROBES = Path(trace_monitor.__file__).resolve().parent
-SHIM = PROBES / "trace_sitecustomize.py"
+SHIM = PROBES / "sitecustomize.py"
 
 
 def test_first_collectives_go_to_the_journal_and_the_last_to_the_ring(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.engine import judge, make_report
-from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.probes.trace_journals import RankReader, journals_by_rank
+from ddp_doctor.facts.trace import TraceFacts
+from ddp_doctor.judge import judge
+from ddp_doctor.model import ProbeResult, ProbeStatus, make_report
+from ddp_doctor.probes.trace.journals import RankReader, journals_by_rank
 from ddp_doctor.render import render
 from ddp_doctor.report_io import report_from_json, report_to_json
-from ddp_doctor.trace.facts import TraceFacts
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "trace" / "recorded"
 CASES = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())

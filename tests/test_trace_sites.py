@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddp_doctor.probes.trace_calls import site_of
-from ddp_doctor.probes.trace_sites import is_user_file, not_user_folders
+from ddp_doctor.patient.trace.sites import is_user_file, not_user_folders
+from ddp_doctor.probes.trace.calls import site_of
 
 
 def test_torch_in_a_venv_under_the_run_folder_is_not_the_users(tmp_path: Path) -> None:

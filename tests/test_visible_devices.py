@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.facts import GpuFacts
-from ddp_doctor.visible_devices import parse_visible_devices
+from ddp_doctor.facts.machine import GpuFacts
+from ddp_doctor.readings.visible_devices import parse_visible_devices
 
 GPUS = [
     GpuFacts(

@@ -7,10 +7,10 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
-from ddp_doctor.facts import EnvFacts, FactSet, HostFacts
-from ddp_doctor.jobfacts import BandwidthRow, Identity, JobFacts, PeerAccess, Preflight
+from ddp_doctor.facts.job import BandwidthRow, Identity, JobFacts, PeerAccess, Preflight
+from ddp_doctor.facts.machine import EnvFacts, FactSet, HostFacts
+from ddp_doctor.facts.topology import GpuPair, GpuTopology, NvLink, PcieLink, TopologyFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.topofacts import GpuPair, GpuTopology, NvLink, PcieLink, TopologyFacts
 
 GIB, MIB = 1024**3, 1024**2
 INTEL, AMD = "Intel(R) Xeon(R) Platinum 8480C", "AMD EPYC 7763 64-Core Processor"

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from ddp_doctor.cli import DoctorError, ReportOptions, finish, report_options
-from ddp_doctor.engine import judge, make_report
+from ddp_doctor.judge import judge
+from ddp_doctor.model import make_report
 from ddp_doctor.report_io import ReportError, load_report
 
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import click
 
-from ddp_doctor.checkup import collect
 from ddp_doctor.cli import ReportOptions, finish, report_options
-from ddp_doctor.clusterfacts import NodePlan
-from ddp_doctor.engine import judge, make_report
-from ddp_doctor.facts import PlanFacts
-from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.nodeplan import LaunchFlags
+from ddp_doctor.facts.cluster import NodePlan
+from ddp_doctor.facts.machine import PlanFacts
+from ddp_doctor.judge import judge
+from ddp_doctor.model import ProbeResult, ProbeStatus, make_report
 from ddp_doctor.progress import Progress
 from ddp_doctor.registry import Selector
+from ddp_doctor.run.checkup import collect
+from ddp_doctor.run.nodeplan import LaunchFlags
 
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 MAX_TIMEOUT_S = 86400.0  # a day: past that a bound bounds nothing
@@ -202,8 +202,8 @@ def _collect_in_workspace(plan: PlanFacts, timeout: float, selector: Selector) -
 def _planned_nodes(flags: LaunchFlags) -> NodePlan | None:
     import os
 
-    from ddp_doctor.nodeplan import PlanError, plan_nodes
     from ddp_doctor.probes.scheduler import expand_nodelist
+    from ddp_doctor.run.nodeplan import PlanError, plan_nodes
 
     try:
         return plan_nodes(flags, os.environ, expand_nodelist)
@@ -220,7 +220,7 @@ def _torchrun_nproc(nodes: NodePlan | None) -> int | None:
 
 
 def _checked_sizes(sizes: str | None) -> str | None:
-    from ddp_doctor.probes.bandwidth import parse_sizes
+    from ddp_doctor.patient.bandwidth import parse_sizes
 
     if sizes is None:
         return None
@@ -243,7 +243,7 @@ def _checked_sizes(sizes: str | None) -> str | None:
 
 
 def _checked_ops(ops: str | None) -> tuple[str, ...]:
-    from ddp_doctor.probes.bandwidth import SizesError, parse_ops
+    from ddp_doctor.patient.bandwidth import SizesError, parse_ops
 
     if ops is None:
         return ()

@@ -7,7 +7,8 @@ import os
 import click
 
 from ddp_doctor.cli import EXIT_CODES_HELP, ReportOptions, finish, report_options
-from ddp_doctor.engine import judge, make_report
+from ddp_doctor.judge import judge
+from ddp_doctor.model import make_report
 from ddp_doctor.progress import Progress
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .dumps import Entry, RankDump
+from ddp_doctor.flightrec.dumps import Entry, RankDump
 
 # Ops whose tensors have the same shape on every rank in correct code; others (all_to_all,
 # scatter, gather, the v-variants) may differ legitimately.

@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.flightrec.safe_pickle import BadPickle, UnsafePickle, load_plain
 from ddp_doctor.inputs import TooLarge, read_capped
-
-from .safe_pickle import BadPickle, UnsafePickle, load_plain
 
 # A rank's dump holds TORCH_FR_BUFFER_SIZE entries (2000 by default, a few KiB each with
 # stack traces); 32 MiB keeps the decoded objects of one dump within the doctor's memory bound.

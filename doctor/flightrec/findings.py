@@ -5,10 +5,9 @@ dump that could not be read."""
 from __future__ import annotations
 
 from ddp_doctor.codes import BY_CODE
+from ddp_doctor.flightrec.compare import Comparison, Divergence, Side
+from ddp_doctor.flightrec.dumps import Entry
 from ddp_doctor.model import Finding, Location, Remediation
-
-from .compare import Comparison, Divergence, Side
-from .dumps import Entry
 
 NEVER_REACHED_FIX = Remediation(
     "The ranks that never reached this collective stopped earlier in the code: look at what "

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.flightrec.compare import Comparison, compare
+from ddp_doctor.flightrec.dumps import DumpError, RankDump, read_dump
+from ddp_doctor.flightrec.findings import findings_of, unreadable_findings
 from ddp_doctor.model import Finding
-
-from .compare import Comparison, compare
-from .dumps import DumpError, RankDump, read_dump
-from .findings import findings_of, unreadable_findings
 
 
 @dataclass(frozen=True)

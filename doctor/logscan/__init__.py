@@ -4,8 +4,8 @@
 return findings root cause first.
 """
 
-from .reader import LogScan, scan_stream
-from .scanner import LogScanner, ScanStats, scan_file, scan_lines, scan_text
+from ddp_doctor.logscan.reader import LogScan, scan_stream
+from ddp_doctor.logscan.scanner import LogScanner, ScanStats, scan_file, scan_lines, scan_text
 
 __all__ = [
     "LogScan",

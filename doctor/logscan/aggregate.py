@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ddp_doctor.logscan.pattern import Pattern, Role, render_message
 from ddp_doctor.model import Finding, Location, Remediation, Severity
 from ddp_doctor.registry import RuleSpec, spec_for
-
-from .pattern import Pattern, Role, render_message
 
 MAX_COLLECTED = 5  # distinct values kept for a collected key (e.g. NCCL WARN messages)
 MAX_RANKS = 1024

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from ddp_doctor.model import Remediation, Severity
-
-from .aggregate import CodeTally, Hints, LogHit
-from .pattern import Pattern, Role
-from .patterns_hints import (
+from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
+from ddp_doctor.logscan.pattern import Pattern, Role
+from ddp_doctor.logscan.patterns_hints import (
     BARRIER_COMPLETED,
     DATAPARALLEL,
     NON_SCALAR_BACKWARD,
@@ -24,8 +22,9 @@ from .patterns_hints import (
     SAME_LOCAL_RANK_ARGUMENT,
     SHM_NOT_WRITABLE,
 )
-from .patterns_ranks import NCCL_REMOTE_ERROR
-from .patterns_training import DATAPARALLEL_DEVICE_FIX
+from ddp_doctor.logscan.patterns_ranks import NCCL_REMOTE_ERROR
+from ddp_doctor.logscan.patterns_training import DATAPARALLEL_DEVICE_FIX
+from ddp_doctor.model import Remediation, Severity
 
 Tallies = dict[str, CodeTally]
 ROOT_CAUSE_PRIORITY = 3

@@ -15,11 +15,10 @@ from pathlib import Path
 from ddp_doctor.flightrec.record import FlightRecord, read_flight_record
 from ddp_doctor.flightrec.sniff import looks_like_dump
 from ddp_doctor.inputs import open_regular
+from ddp_doctor.logscan.pattern import Role
+from ddp_doctor.logscan.reader import SAMPLE_BYTES, looks_binary, read_into
+from ddp_doctor.logscan.scanner import LogScanner
 from ddp_doctor.model import Finding
-
-from .pattern import Role
-from .reader import SAMPLE_BYTES, looks_binary, read_into
-from .scanner import LogScanner
 
 MAX_FILES = 10_000
 MAX_DEPTH = 8

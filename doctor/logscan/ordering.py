@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .aggregate import CodeTally
-from .pattern import Role
+from ddp_doctor.logscan.aggregate import CodeTally
+from ddp_doctor.logscan.pattern import Role
 
 ROOT_CAUSE_PRIORITY = 3  # the priority patterns.py gives torchrun's summary
 Who = tuple[object, ...]

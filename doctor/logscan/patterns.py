@@ -10,12 +10,12 @@ repo#number) that the anchors were chosen for.
 
 from __future__ import annotations
 
-from .pattern import Pattern
-from .patterns_hints import HINT_PATTERNS
-from .patterns_network import NETWORK_PATTERNS
-from .patterns_platform import PLATFORM_PATTERNS
-from .patterns_ranks import RANK_PATTERNS, crash_role
-from .patterns_training import TRAINING_PATTERNS
+from ddp_doctor.logscan.pattern import Pattern
+from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
+from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
+from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
+from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
+from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
     *NETWORK_PATTERNS,

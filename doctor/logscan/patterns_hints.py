@@ -7,7 +7,7 @@ through inference.py.
 
 from __future__ import annotations
 
-from .pattern import Pattern, Role
+from ddp_doctor.logscan.pattern import Pattern, Role
 
 RANK0_WORK = "rank0-work"
 SAME_LOCAL_RANK_ARGUMENT = "same-local-rank-argument"

@@ -13,9 +13,8 @@ libuv (torch >= 2.3) writes "code: -98, name: EADDRINUSE, message: address alrea
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.pattern import Evidence, Pattern, Role
 from ddp_doctor.model import Severity
-
-from .pattern import Evidence, Pattern, Role
 
 _PORT_OF_BIND = (
     r"\bport: (\d+)",

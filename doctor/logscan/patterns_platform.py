@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.pattern import Pattern, Role
 from ddp_doctor.model import Remediation, Severity
-
-from .pattern import Pattern, Role
 
 PLATFORM_PATTERNS: tuple[Pattern, ...] = (
     # AssertionError: Torch not compiled with CUDA enabled  (all versions; pytorch/pytorch#28111)

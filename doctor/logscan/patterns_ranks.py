@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.pattern import Evidence, Pattern, Role
 from ddp_doctor.model import Remediation
-
-from .pattern import Evidence, Pattern, Role
 
 _NUMBER = r"(-?\d+)"
 

@@ -3,9 +3,8 @@ DDP109/DDP125/DDP405 in their DataParallel form)."""
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.pattern import Evidence, Pattern, Role
 from ddp_doctor.model import Remediation
-
-from .pattern import Evidence, Pattern, Role
 
 DATAPARALLEL_DEVICE_FIX = Remediation(
     "Under nn.DataParallel send inputs and targets to device_ids[0] (e.g. x.to('cuda:0')): the "

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from ddp_doctor.logscan.scanner import READ_BYTES, LogScanner
 from ddp_doctor.model import Finding
-
-from .scanner import READ_BYTES, LogScanner
 
 SAMPLE_BYTES = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -12,15 +12,13 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.model import Finding, Remediation
-
-from .aggregate import CodeTally, Hints, LogHit
-from .crash_fixes import crash_fix, signal_name
-from .inference import infer
-from .lines import LogLine, evidence_text, read_line
-from .ordering import root_cause_order
-from .pattern import Pattern, Prefilter, Role
-from .patterns import (
+from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
+from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
+from ddp_doctor.logscan.inference import infer
+from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
+from ddp_doctor.logscan.ordering import root_cause_order
+from ddp_doctor.logscan.pattern import Pattern, Prefilter, Role
+from ddp_doctor.logscan.patterns import (
     BLOCK_STARTS,
     HINTS,
     PATTERNS,
@@ -28,8 +26,9 @@ from .patterns import (
     ROOT_CAUSE_PATTERN,
     all_anchors,
 )
-from .replica_block import ReplicaErrorBlock
-from .torchrun_block import TorchrunFailureBlock
+from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
+from ddp_doctor.logscan.torchrun_block import TorchrunFailureBlock
+from ddp_doctor.model import Finding, Remediation
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
 MAX_OTHER_FAILURES = 16

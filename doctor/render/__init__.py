@@ -22,7 +22,7 @@ def render(
     redact: bool = True,
 ) -> str:
     if fmt == "table":
-        from .table import render_table
+        from ddp_doctor.render.table import render_table
 
         return render_table(secrets_out(report) if redact else report, verbose=verbose)
     if redact:
@@ -34,7 +34,7 @@ def render(
     if fmt == "json":
         return strict_json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "markdown":
-        from .markdown import render_markdown
+        from ddp_doctor.render.markdown import render_markdown
 
         return render_markdown(document)
     raise ValueError(f"unknown format {fmt!r}")
@@ -52,8 +52,7 @@ def shareable_document(report: Report, redact_hosts: bool = False) -> dict[str, 
 def secrets_out(report: Report) -> Report:
     """The report with secrets redacted, for the renderers that draw from the object."""
     from ddp_doctor.redact import Redactor
-
-    from .redacted import redacted
+    from ddp_doctor.render.redacted import redacted
 
     return redacted(report, Redactor())
 

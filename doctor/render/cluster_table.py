@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .job_tables import BANDWIDTH_HEADERS, bandwidth_rows
+from ddp_doctor.render.job_tables import BANDWIDTH_HEADERS, bandwidth_rows
 
 SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
 

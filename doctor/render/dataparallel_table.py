@@ -8,7 +8,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ddp_doctor.codec import CodecError, from_jsonable
-from ddp_doctor.jobfacts import DataParallelFacts
+from ddp_doctor.facts.job import DataParallelFacts
 from ddp_doctor.rules.participation import GpuPart, gpu_parts
 
 MIB = 1024**2

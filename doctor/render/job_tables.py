@@ -7,7 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ddp_doctor.jobfacts import STAGES
+from ddp_doctor.facts.job import STAGES
 
 BANDWIDTH_HEADERS = (
     "size (B)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .facts_text import compact_facts, evidence_line, header_rows
+from ddp_doctor.render.facts_text import compact_facts, evidence_line, header_rows
 
 OUTPUT_LINES = 40  # of a failed job's output, folded
 FOLDED_SHARE = 0.2  # of the report's length, at most, for the folded facts
@@ -38,7 +38,7 @@ def _cluster(document: dict[str, Any]) -> list[str]:
     cluster = _facts_of(document, "cluster")
     if cluster is None:
         return []
-    from .cluster_table import render_cluster_text  # multi-node runs only
+    from ddp_doctor.render.cluster_table import render_cluster_text  # multi-node runs only
 
     job, plan = _facts_of(document, "job"), _facts_of(document, "plan")
     return ["### Cluster", "", "```", render_cluster_text(cluster, job, plan), "```", ""]
@@ -80,7 +80,7 @@ def _probe_table(probes: list[dict[str, Any]]) -> list[str]:
 def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
-    from .job_tables import render_job_text
+    from ddp_doctor.render.job_tables import render_job_text
 
     return ["### Job", "", "```", render_job_text(probe["facts"], bandwidth), "```", ""]
 
@@ -88,7 +88,7 @@ def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -
 def _trace(probe: dict[str, Any] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
-    from .trace_tables import render_trace_text  # only `trace` reports need it
+    from ddp_doctor.render.trace_tables import render_trace_text  # only `trace` reports need it
 
     return ["### Traced run", "", "```", render_trace_text(probe["facts"]), "```", ""]
 
@@ -96,7 +96,7 @@ def _trace(probe: dict[str, Any] | None) -> list[str]:
 def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
-    from .dataparallel_table import render_dataparallel_text
+    from ddp_doctor.render.dataparallel_table import render_dataparallel_text
 
     text = render_dataparallel_text(probe["facts"])
     return ["### DataParallel", "", "```", text, "```", ""]

@@ -9,9 +9,8 @@ from collections.abc import Iterable
 import click
 
 from ddp_doctor.model import Finding, ProbeResult, Report, Severity
-
-from .columns import plain_table
-from .facts_text import compact_facts, evidence_line, header_rows, one_line
+from ddp_doctor.render.columns import plain_table
+from ddp_doctor.render.facts_text import compact_facts, evidence_line, header_rows, one_line
 
 NOTE_CHARS = 100  # a probe's note in the probe table
 SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -25,18 +24,16 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
     if job is not None:
         from ddp_doctor.codec import to_jsonable
-        from ddp_doctor.expected_busbw import bandwidth_tables
-        from ddp_doctor.facts import FactSet
-
-        from .job_tables import render_job_text  # tabulate: only where a job ran
+        from ddp_doctor.facts.machine import FactSet
+        from ddp_doctor.readings.expected_busbw import bandwidth_tables
+        from ddp_doctor.render.job_tables import render_job_text  # tabulate: only where a job ran
 
         tables = bandwidth_tables(FactSet.of(report.probes))
         parts.append(render_job_text(to_jsonable(job.facts), tables))
     cluster = next((r for r in report.probes if r.probe == "cluster" and r.facts), None)
     if cluster is not None:
         from ddp_doctor.codec import to_jsonable
-
-        from .cluster_table import render_cluster_text  # multi-node runs only
+        from ddp_doctor.render.cluster_table import render_cluster_text  # multi-node runs only
 
         plan = next((r.facts for r in report.probes if r.probe == "plan" and r.facts), None)
         job_facts = to_jsonable(job.facts) if job is not None else None
@@ -48,13 +45,14 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     trace = next((r for r in report.probes if r.probe == "trace" and r.facts is not None), None)
     if trace is not None:
         from ddp_doctor.codec import to_jsonable
-
-        from .trace_tables import render_trace_text  # only `trace` reports need it
+        from ddp_doctor.render.trace_tables import render_trace_text  # only `trace` reports need it
 
         parts.append(render_trace_text(to_jsonable(trace.facts)))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
-        from .dataparallel_table import render_dataparallel_text  # `check` never needs it
+        from ddp_doctor.render.dataparallel_table import (
+            render_dataparallel_text,  # `check` never needs it
+        )
 
         parts.append(render_dataparallel_text(dataparallel.facts))
     for severity in sorted(Severity, reverse=True):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.expected_busbw import Expectation, expectations
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import BandwidthRow
+from ddp_doctor.facts.job import BandwidthRow
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation, Severity
-from ddp_doctor.registry import Hit, rule
-from ddp_doctor.topology_issues import (
+from ddp_doctor.readings.expected_busbw import Expectation, expectations
+from ddp_doctor.readings.topology_issues import (
     blocked_p2p,
     degraded_links,
     fabric_not_ready,
@@ -18,6 +17,7 @@ from ddp_doctor.topology_issues import (
     nvlinks_down,
     transport_switches,
 )
+from ddp_doctor.registry import Hit, rule
 
 PCIE_PATHS = ("pcie-p2p", "host-memory")
 

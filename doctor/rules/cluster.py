@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import Identity
+from ddp_doctor.facts.job import Identity
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
-
-from .jobreading import rank_list
+from ddp_doctor.rules.jobreading import rank_list
 
 # Variables that rightly differ from node to node: GPUs the scheduler gave, NIC names.
 PER_NODE_VARIABLES = frozenset(

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import Identity
+from ddp_doctor.facts.job import Identity
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, describe, rule
-
-from .jobreading import (
+from ddp_doctor.rules.jobreading import (
     collective_stage,
     describe_exit,
     died_by_itself,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.visible_devices import VisibleDevices, parse_visible_devices
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.readings.visible_devices import VisibleDevices, parse_visible_devices
 
 
 def visible_devices(facts: FactSet) -> VisibleDevices:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet, HostFacts
+from ddp_doctor.facts.machine import FactSet, HostFacts
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 

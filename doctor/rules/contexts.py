@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ddp_doctor.facts import NvmlFacts
-from ddp_doctor.jobfacts import JobFacts
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import NvmlFacts
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import DataParallelFacts
+from ddp_doctor.facts.job import DataParallelFacts
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .participation import IDLE_REASONS, gpu_parts
+from ddp_doctor.rules.participation import IDLE_REASONS, gpu_parts
 
 GIB = 1024**3
 IMBALANCE_RATIO = 1.5

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
-
-from .common import env_count, gpu_present, plural, visible_devices
+from ddp_doctor.rules.common import env_count, gpu_present, plural, visible_devices
 
 MEMORY_TAKEN_WARNING = 0.5
 MEMORY_TAKEN_ERROR = 0.9

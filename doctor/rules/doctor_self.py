@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import ProbeStatus, Remediation
 from ddp_doctor.registry import Hit, describe, rule
-
-from .jobreading import cut_by_timeout, rank_list
+from ddp_doctor.rules.jobreading import cut_by_timeout, rank_list
 
 DEFAULT_RUN_TIMEOUT_S = 120  # run's --timeout default
 # Probes whose failure has a code of its own (DDP001, the job codes, DDP012, DDP905).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import OLDEST_PATIENT_PYTHON, FactSet
+from ddp_doctor.facts.machine import OLDEST_PATIENT_PYTHON, FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet, parse_major_minor
+from ddp_doctor.facts.machine import FactSet, parse_major_minor
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
-
-from .common import gpu_present, visible_capabilities
+from ddp_doctor.rules.common import gpu_present, visible_capabilities
 
 GIB = 1024**3
 PYTORCH_INSTALL_PAGE = "https://pytorch.org/get-started/locally/"

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import JobFacts
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Finding, Remediation, Severity
 from ddp_doctor.registry import Hit, describe, spec_for
-
-from .jobreading import job_failed
+from ddp_doctor.rules.jobreading import job_failed
 
 JOB_FAILED = describe(
     "DDP308",

@@ -6,7 +6,7 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.jobfacts import COLLECTIVE_STAGES, JobFacts, RankFacts
+from ddp_doctor.facts.job import COLLECTIVE_STAGES, JobFacts, RankFacts
 
 # Texts of errors a rank gets because ANOTHER rank failed or went silent. A rank whose error
 # is one of these is a bystander; the root cause is elsewhere.

@@ -6,12 +6,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .common import plural
-from .contexts import stray_contexts
+from ddp_doctor.rules.common import plural
+from ddp_doctor.rules.contexts import stray_contexts
 
 GIB = 1024**3
 IMBALANCE_RATIO = 1.5

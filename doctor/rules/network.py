@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import JobFacts
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 

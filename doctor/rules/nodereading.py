@@ -7,11 +7,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ddp_doctor.clusterfacts import C10D, STATIC
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import JobFacts
-
-from .jobreading import job_failed
+from ddp_doctor.facts.cluster import C10D, STATIC
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.rules.jobreading import job_failed
 
 # torchrun's static store on node 0, when the others do not all come:
 #   DistStoreError: Timed out after 21 seconds waiting for clients. 1/2 clients joined.

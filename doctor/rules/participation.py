@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddp_doctor.jobfacts import DataParallelFacts, DataParallelGpu
+from ddp_doctor.facts.job import DataParallelFacts, DataParallelGpu
 
 MIB = 1024**2
 # One replica of the probe's model is 32 MiB of parameters, and its CUDA context more: a GPU

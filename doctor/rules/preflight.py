@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
-from ddp_doctor.jobfacts import JobFacts, RankFacts
+from ddp_doctor.facts.job import JobFacts, RankFacts
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
-from ddp_doctor.netfix import GLOO, NCCL, Prediction, nccl_possible, predict
+from ddp_doctor.readings.netfix import GLOO, NCCL, Prediction, nccl_possible, predict
 from ddp_doctor.registry import Hit, rule
-
-from .common import visible_devices
-from .jobreading import job_failed
+from ddp_doctor.rules.common import visible_devices
+from ddp_doctor.rules.jobreading import job_failed
 
 VIRTUAL_KINDS = ("docker", "veth", "bridge")
 OUTCOME_WORDS = {

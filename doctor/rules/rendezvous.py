@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Remediation
-from ddp_doctor.netfix import Prediction
+from ddp_doctor.readings.netfix import Prediction
 from ddp_doctor.registry import Hit, describe, rule
-
-from .common import env_count
-from .jobreading import rank_list, stuck_ranks, waited_ranks
-from .nodereading import MissingNodes, missing_nodes, node_label, nodes_of_ranks
-from .preflight import fix_outcome, prediction_for
+from ddp_doctor.rules.common import env_count
+from ddp_doctor.rules.jobreading import rank_list, stuck_ranks, waited_ranks
+from ddp_doctor.rules.nodereading import MissingNodes, missing_nodes, node_label, nodes_of_ranks
+from ddp_doctor.rules.preflight import fix_outcome, prediction_for
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.facts.topology import GpuPair
 from ddp_doctor.model import Remediation
-from ddp_doctor.registry import Hit, rule
-from ddp_doctor.topofacts import GpuPair
-from ddp_doctor.topology_issues import (
+from ddp_doctor.readings.topology_issues import (
     FarRank,
     blocked_p2p,
     degraded_links,
@@ -16,8 +15,8 @@ from ddp_doctor.topology_issues import (
     far_ranks,
     nvlinks_down,
 )
-
-from .common import plural
+from ddp_doctor.registry import Hit, rule
+from ddp_doctor.rules.common import plural
 
 
 @rule(

@@ -8,8 +8,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from ddp_doctor.facts.trace import RankSnapshot, RankTrace, TraceFacts
 from ddp_doctor.model import Location, Remediation
 from ddp_doctor.registry import Hit
+from ddp_doctor.rules.jobreading import rank_list
 from ddp_doctor.trace.collectives import (
     PENDING,
     CollectiveCall,
@@ -18,9 +20,6 @@ from ddp_doctor.trace.collectives import (
     find_mismatches,
     find_stall,
 )
-from ddp_doctor.trace.facts import RankSnapshot, RankTrace, TraceFacts
-
-from .jobreading import rank_list
 
 SEEN = "at runtime"
 MIN_QUIET_S = 10.0

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.facts.trace import DataParallelRecord, RankTrace, Site, TraceFacts
 from ddp_doctor.model import Finding, Location, Remediation
 from ddp_doctor.registry import Hit, spec_for
-from ddp_doctor.trace.facts import DataParallelRecord, RankTrace, Site, TraceFacts
-
-from .job_output import TEXT_CONCLUSIONS
-from .jobreading import TERMINATED_BY_TORCHRUN, describe_exit, is_consequence, rank_list
-from .trace_hang import SEEN, collective_hits
+from ddp_doctor.rules.job_output import TEXT_CONCLUSIONS
+from ddp_doctor.rules.jobreading import (
+    TERMINATED_BY_TORCHRUN,
+    describe_exit,
+    is_consequence,
+    rank_list,
+)
+from ddp_doctor.rules.trace_hang import SEEN, collective_hits
 
 
 def runtime_findings(facts: FactSet, found: Sequence[Finding]) -> list[Finding]:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts import FactSet
+from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.facts.trace import Site, TraceFacts
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-from ddp_doctor.trace.facts import Site, TraceFacts
-
-from .jobreading import rank_list
-from .trace_hang import SEEN
-from .trace_runtime import at_site, location_of
+from ddp_doctor.rules.jobreading import rank_list
+from ddp_doctor.rules.trace_hang import SEEN
+from ddp_doctor.rules.trace_runtime import at_site, location_of
 
 
 @rule(

@@ -14,14 +14,13 @@ from collections.abc import Sequence
 
 from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
-
-from .facts import ScriptFacts
-from .files import PYTHON, Candidate, read_text
-from .hits import merge_causes
-from .project import Project
-from .rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
-from .suppress import is_suppressed, suppressions, without_suppressed
-from .walker import build_facts
+from ddp_doctor.script.facts import ScriptFacts
+from ddp_doctor.script.files import PYTHON, Candidate, read_text
+from ddp_doctor.script.hits import merge_causes
+from ddp_doctor.script.program import project_of
+from ddp_doctor.script.rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
+from ddp_doctor.script.suppress import is_suppressed, suppressions, without_suppressed
+from ddp_doctor.script.walker import build_facts
 
 RULE_CRASHED = "DDP903"
 
@@ -38,7 +37,7 @@ def analyze(path: str, source: str, kind: str, rules: Sequence[RuleSpec]) -> lis
         return [prepared]
     if not prepared.is_python:
         return judge(prepared, rules)
-    project = Project.of([prepared], load=load_for_context)
+    project = project_of([prepared], load=load_for_context)
     try:
         return judge(prepared, rules)
     finally:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import NamedTuple
 
-from . import names
-from .facts import ZERO, CallSite, Context, Function, ScriptFacts
-from .project import Project
-from .resolve import Resolver, imported_names, may_reach_tree, passes_a_name
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import ZERO, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.project import Project
+from ddp_doctor.script.resolve import Resolver, imported_names, may_reach_tree, passes_a_name
 
 DEPTH = 4  # calls followed below a function: helpers of helpers of helpers
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")

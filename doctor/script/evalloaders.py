@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from . import names
-from .facts import CallSite, Function, ScriptFacts
-from .flow import flow_of
-from .origins import CALL
-from .samplers import looks_like_eval
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts
+from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.origins import CALL
+from ddp_doctor.script.samplers import looks_like_eval
 
 _DATA_KEYWORDS = ("dataset", "data", "split", "path", "name", "mode")
 _LOADERS = (names.DATA_LOADER, names.DISTRIBUTED_SAMPLER)

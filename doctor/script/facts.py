@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
-from .names import ImportTable, dotted
+from ddp_doctor.script.names import ImportTable, dotted
 
 if TYPE_CHECKING:
-    from .project import Project
+    from ddp_doctor.script.project import Project
 
 # Polarity of a rank guard: the branch runs only on rank 0, or only on the other ranks.
 ZERO = "zero"
@@ -186,12 +186,10 @@ class ScriptFacts:
 
     @property
     def project(self) -> Project:
-        """The tree this file was checked with (a tree of its own when checked alone)."""
+        """The tree this file was checked with (script/program.py attaches every file it reads)."""
         found = self.__dict__.get("_project")
         if found is None:
-            from .project import Project
-
-            found = Project.of([self])
+            raise LookupError(f"{self.path} was not read as part of a project")
         return found
 
     @cached_property

@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ddp_doctor.inputs import NotRegularFile, TooLarge, describe_size, open_regular, read_capped
-
-from .ignore import IgnoreRules
+from ddp_doctor.script.ignore import IgnoreRules
 
 PYTHON = "python"
 TEXT = "text"

@@ -12,9 +12,9 @@ import ast
 from collections.abc import Iterator
 from functools import cached_property
 
-from . import names
-from .callgraph import CallGraph
-from .facts import (
+from ddp_doctor.script import names
+from ddp_doctor.script.callgraph import CallGraph
+from ddp_doctor.script.facts import (
     SINGLE,
     Assignment,
     CallSite,
@@ -23,10 +23,10 @@ from .facts import (
     ScriptFacts,
     position,
 )
-from .guards import is_rank_like
-from .pins import Pins, pins_device
-from .region import distributed_region, single_process
-from .values import Values
+from ddp_doctor.script.guards import is_rank_like
+from ddp_doctor.script.pins import Pins, pins_device
+from ddp_doctor.script.region import distributed_region, single_process
+from ddp_doctor.script.values import Values
 
 _CUDA_DEVICE_PREFIX = "cuda"
 _RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")

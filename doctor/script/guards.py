@@ -13,8 +13,8 @@ import ast
 import re
 from collections.abc import Mapping
 
-from .facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
-from .names import dotted, last_identifier
+from ddp_doctor.script.facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
+from ddp_doctor.script.names import dotted, last_identifier
 
 _RANK_LIKE = frozenset(
     {

@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 
 from ddp_doctor.model import Location
 from ddp_doctor.registry import Hit
-
-from .facts import ScriptFacts
+from ddp_doctor.script.facts import ScriptFacts
 
 _LINES_LISTED = 10
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .facts import ClassInfo, ScriptFacts
+from ddp_doctor.script.facts import ClassInfo, ScriptFacts
 
 CALL = "call"  # a call we do not see through
 CONSTANT = "constant"

@@ -10,12 +10,12 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from . import names
-from .callgraph import DEPTH, CallGraph, Edge
-from .facts import CallSite, Context, Function, ScriptFacts, position
+from ddp_doctor.script import names
+from ddp_doctor.script.callgraph import DEPTH, CallGraph, Edge
+from ddp_doctor.script.facts import CallSite, Context, Function, ScriptFacts, position
 
 if TYPE_CHECKING:
-    from .flow import Flow
+    from ddp_doctor.script.flow import Flow
 
 _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IGNORECASE)
 _LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
@@ -39,10 +39,12 @@ class Pins:
     graph: CallGraph
 
     @staticmethod
-    def _flow(facts: ScriptFacts) -> Flow:
-        from .flow import flow_of
+    def of(facts: ScriptFacts) -> Flow:
+        """The Flow of another file (Flow, the class this is mixed into, defines it)."""
+        raise NotImplementedError
 
-        return flow_of(facts)
+    def _flow(self, facts: ScriptFacts) -> Flow:
+        return type(self).of(facts)
 
     def _pin_sites(self, unit: Function) -> list[tuple[ScriptFacts, CallSite]]:
         return self.graph.sites_with(unit, "pins-device", pins_device)

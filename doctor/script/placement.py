@@ -9,12 +9,20 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from . import names
-from .facts import MODULE, CallSite, ClassInfo, Context, Function, ScriptFacts, position
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import (
+    MODULE,
+    CallSite,
+    ClassInfo,
+    Context,
+    Function,
+    ScriptFacts,
+    position,
+)
 
 if TYPE_CHECKING:
-    from .origins import Origin
-    from .values import Values
+    from ddp_doctor.script.origins import Origin
+    from ddp_doctor.script.values import Values
 
 FRESH = "fresh"  # built here, still on the CPU
 MOVED = "moved"
@@ -139,7 +147,7 @@ def is_hard_coded_index(node: ast.expr) -> bool:
 def device_index(facts: ScriptFacts, expr: ast.expr, ctx: object) -> int | None:
     """The GPU index a device expression names for sure: `1`, `"cuda:1"`,
     `torch.device("cuda:1")`, `torch.device("cuda", 1)`, or a name that always holds one."""
-    from .origins import CALL, CONSTANT
+    from ddp_doctor.script.origins import CALL, CONSTANT
 
     found: set[int | None] = set()
     for origin in facts.project.values.origins(facts, expr, ctx):
@@ -183,8 +191,8 @@ def device_sources(
     """The origins of every value a device expression is computed from: `args.local_rank` in
     `f"cuda:{args.local_rank}"`, `torch.device("cuda", gpu)`, `gpu % n`, or in a name that
     holds such a device."""
-    from .origins import CALL
-    from .values import CONVERSIONS
+    from ddp_doctor.script.origins import CALL
+    from ddp_doctor.script.values import CONVERSIONS
 
     found: set[Origin] = set()
     stack: list[ast.AST] = [expr]

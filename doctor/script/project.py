@@ -13,9 +13,14 @@ import ast
 import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .facts import ClassInfo, Context, Function, ScriptFacts
-from .names import dotted
+from ddp_doctor.script.facts import ClassInfo, Context, Function, ScriptFacts
+from ddp_doctor.script.names import dotted
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.callgraph import CallGraph
+    from ddp_doctor.script.values import Values
 
 # A definition a name can stand for: a function, a class, or a module of the tree.
 Definition = Function | ClassInfo | ScriptFacts
@@ -25,12 +30,22 @@ _FOREIGN_PACKAGES = frozenset({"torch", "numpy", "os", "typing", "collections", 
 _MAX_HOPS = 4  # re-exports followed (`from .dist import setup` in a package __init__)
 
 
+class Analyses(NamedTuple):
+    """What a tree's whole-program answers are built with (script/program.py passes the call
+    graph and the data flow): handed in, since both of them read the tree."""
+
+    graph: Callable[[Project], Any]
+    values: Callable[[Project], Any]
+
+
 class Project:
     def __init__(
         self,
+        analyses: Analyses,
         roots: Sequence[str] = (),
         load: Callable[[str], ScriptFacts | None] | None = None,
     ) -> None:
+        self.analyses = analyses
         self.roots = sorted({os.path.abspath(r) for r in roots}, key=len, reverse=True)
         self.files: dict[str, ScriptFacts] = {}  # absolute path -> facts
         self.context_only: set[str] = set()
@@ -41,19 +56,6 @@ class Project:
         self._listings: dict[str, frozenset[str]] = {}
         self._folders: dict[tuple[str, str, int], str | None] = {}
         self._resolved: dict[tuple[int, str, int], Definition | None] = {}
-
-    @classmethod
-    def of(
-        cls,
-        files: Sequence[ScriptFacts],
-        roots: Sequence[str] = (),
-        load: Callable[[str], ScriptFacts | None] | None = None,
-    ) -> Project:
-        folders = roots or [os.path.dirname(os.path.abspath(f.path)) for f in files]
-        project = cls(folders, load)
-        for facts in files:
-            project.add(facts)
-        return project
 
     def add(self, facts: ScriptFacts, *, context_only: bool = False) -> None:
         key = os.path.abspath(facts.path)
@@ -90,16 +92,12 @@ class Project:
         return self._owners[function]
 
     @cached_property
-    def graph(self):  # type: ignore[no-untyped-def]  # CallGraph; imported late (it imports us)
-        from .callgraph import CallGraph
-
-        return CallGraph(self)
+    def graph(self) -> CallGraph:
+        return self.analyses.graph(self)
 
     @cached_property
-    def values(self):  # type: ignore[no-untyped-def]
-        from .values import Values
-
-        return Values(self)
+    def values(self) -> Values:
+        return self.analyses.values(self)
 
     @property
     def defined_names(self) -> frozenset[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import re
 
-from . import names
-from .facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
-from .guards import is_main_process_predicate, is_rank_like
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
+from ddp_doctor.script.guards import is_main_process_predicate, is_rank_like
 
 
 def contains(outer: ast.AST, inner: ast.AST) -> bool:

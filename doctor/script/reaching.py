@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from . import names
-from .facts import Assignment, Context, Function
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import Assignment, Context, Function
 
 
 def copied_namespace(call: ast.Call) -> ast.expr | None:

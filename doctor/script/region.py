@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
-from . import names
-from .callgraph import CallGraph, Edge
-from .facts import SINGLE, CallSite, Function
+from ddp_doctor.script import names
+from ddp_doctor.script.callgraph import CallGraph, Edge
+from ddp_doctor.script.facts import SINGLE, CallSite, Function
 
 _DISTRIBUTED_MARKS = frozenset(
     {

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ast
 import os
 
-from . import names
-from .facts import CallSite, ClassInfo, Context, Function, ScriptFacts
-from .project import Project
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Function, ScriptFacts
+from ddp_doctor.script.project import Project
 
 FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
 

@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
-
-from .analyze import judge, load_for_context, prepare, script_rules, unreadable
-from .config import Config, ConfigFinder
-from .facts import ScriptFacts
-from .files import Candidate, Unreadable, discover, read_text
-from .ignore import DEFAULT_EXCLUDES, IgnoreRules
-from .project import Project
+from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_rules, unreadable
+from ddp_doctor.script.config import Config, ConfigFinder
+from ddp_doctor.script.facts import ScriptFacts
+from ddp_doctor.script.files import Candidate, Unreadable, discover, read_text
+from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.program import new_project, project_of
 
 _DOCTOR_PREFIX = "DDP9"
 
@@ -53,7 +52,7 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     excludes = _excludes(paths, options, configs)
     outcome = CheckOutcome()
     selections = _Selections(options)
-    project = Project(_roots(paths), load=load_for_context)
+    project = new_project(_roots(paths), load=load_for_context)
     prepared: list[tuple[Candidate, ScriptFacts]] = []
     for found in discover(list(paths), excludes):
         if isinstance(found, Unreadable):
@@ -64,6 +63,8 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
         if facts is not None:
             if facts.is_python:
                 project.add(facts)
+            else:  # launch lines of a shell script or Makefile: a tree of their own
+                project_of([facts])
             prepared.append((found, facts))
     try:
         for found, facts in prepared:

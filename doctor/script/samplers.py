@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from . import names
-from .facts import CallSite, Context, Loop, ScriptFacts
-from .flow import candidates, flow_of
-from .origins import CALL, Origin
-from .values import Values
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, Context, Loop, ScriptFacts
+from ddp_doctor.script.flow import candidates, flow_of
+from ddp_doctor.script.origins import CALL, Origin
+from ddp_doctor.script.values import Values
 
 _EVAL_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev"}

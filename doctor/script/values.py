@@ -18,12 +18,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from . import names
-from . import reaching as reaching_mod
-from .callgraph import DEPTH
-from .facts import MODULE, ClassInfo, Context, Function, ScriptFacts
-from .guards import is_wrapper_test
-from .origins import (
+from ddp_doctor.script import names
+from ddp_doctor.script import reaching as reaching_mod
+from ddp_doctor.script.callgraph import DEPTH
+from ddp_doctor.script.facts import MODULE, ClassInfo, Context, Function, ScriptFacts
+from ddp_doctor.script.guards import is_wrapper_test
+from ddp_doctor.script.origins import (
     ATTRIBUTE,
     CALL,
     CONSTANT,
@@ -39,7 +39,7 @@ from .origins import (
     Origin,
     Origins,
 )
-from .project import Project
+from ddp_doctor.script.project import Project
 
 # Module methods that return the module itself: `model.cuda()` is still `model`.
 _RETURNS_SELF = frozenset(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from . import guards
-from .facts import (
+from ddp_doctor.script import guards
+from ddp_doctor.script.facts import (
     MODULE,
     NONZERO,
     ZERO,
@@ -25,7 +25,7 @@ from .facts import (
     ScriptFacts,
     TorchImport,
 )
-from .names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
+from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
 
 # Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
 _STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")

@@ -1,10 +1,10 @@
 """The user's command after `--`, read and rewritten so every rank starts through the monitor.
 
 `torchrun [OPTIONS] train.py ARGS` (or `python -m torch.distributed.run ...`) keeps torchrun's
-options and arguments; only the entry changes: torchrun starts `-m ddp_doctor_patient.trace_boot
+options and arguments; only the entry changes: torchrun starts `-m ddp_doctor_patient.trace.boot
 script train.py ARGS` (or `module NAME ARGS` for `-m NAME`), which installs the monitor and runs
 the script with runpy. With --no-python torchrun still runs the user's executable itself; the
-monitor then comes in through a sitecustomize shim (trace_sitecustomize.py) on PYTHONPATH.
+monitor then comes in through a sitecustomize shim (patient/trace/sitecustomize.py) on PYTHONPATH.
 `python [FLAGS] train.py ARGS` (a single process, DataParallel) is rewritten the same way.
 """
 
@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BOOT_MODULE = "ddp_doctor_patient.trace_boot"
+BOOT_MODULE = "ddp_doctor_patient.trace.boot"
 TORCHRUN_MODULES = ("torch.distributed.run",)
 PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 # torchrun's options that take no value (torch 2.x run.py, check_env actions); every other

@@ -7,13 +7,12 @@ import os
 import shlex
 from dataclasses import replace
 
-from ddp_doctor.checkup import DEFAULT_PROBE_TIMEOUT_S, Budget, why_patient_unusable
 from ddp_doctor.engine import Probe, run_probe
+from ddp_doctor.facts.trace import TraceFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.progress import Progress
-
-from .command import TracedCommand, interpreter_of
-from .facts import TraceFacts
+from ddp_doctor.run.checkup import DEFAULT_PROBE_TIMEOUT_S, Budget, why_patient_unusable
+from ddp_doctor.trace.command import TracedCommand, interpreter_of
 
 DEFAULT_HANG_AFTER_S = 60.0
 TRACE_GRACE_S = 15.0  # the trace bounds itself; this only catches a doctor that hangs
@@ -27,7 +26,7 @@ def default_hang_after(timeout_s: float) -> float:
 def patient_python(command: TracedCommand, explicit: str | None) -> tuple[str, str]:
     """--python, else the Python the command names (python, or torchrun's own), else as `run`
     chooses (the active environment, this Python with torch, python3 on PATH)."""
-    from ddp_doctor.probes.patient import choose_python
+    from ddp_doctor.probes.interpreter import choose_python
 
     if explicit:
         return choose_python(explicit, os.environ)
@@ -44,8 +43,8 @@ def collect_trace(
     limits: dict[str, float | int | None],
     progress: Progress,
 ) -> list[ProbeResult]:
-    from ddp_doctor.probes.patient import collect_python
-    from ddp_doctor.probes.trace_launch import TraceConfig, run_trace
+    from ddp_doctor.probes.interpreter import collect_python
+    from ddp_doctor.probes.trace.launch import TraceConfig, run_trace
 
     timeout = float(limits["timeout_s"] or 0)
     budget = Budget(timeout)
@@ -58,7 +57,7 @@ def collect_trace(
     if unusable is not None:
         reason, torch_missing = unusable
         if torch_missing:
-            from ddp_doctor.facts import TorchFacts
+            from ddp_doctor.facts.machine import TorchFacts
 
             torch = TorchFacts(importable=False, import_error=reason)
             results.append(ProbeResult("torch", ProbeStatus.FAILED, torch, 0.0, reason))

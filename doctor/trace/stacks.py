@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from ddp_doctor.probes.trace_sites import is_user_file
-
-from .facts import Site
+from ddp_doctor.facts.trace import Site
+from ddp_doctor.patient.trace.sites import is_user_file
 
 THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')

@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from ddp_doctor.engine import judge
-from ddp_doctor.jobplan import visible_gpus as visible_gpus_of
+from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
-from ddp_doctor.probes.dataparallel import collect_dataparallel
 from ddp_doctor.probes.environment import collect_environment
-from ddp_doctor.probes.launch import JobConfig, preflight, run_job
+from ddp_doctor.probes.job.dataparallel import collect_dataparallel
+from ddp_doctor.probes.job.launch import JobConfig, preflight, run_job
 from ddp_doctor.probes.nvml import collect_nvml
 from ddp_doctor.rules.participation import gpu_parts
+from ddp_doctor.run.jobplan import visible_gpus as visible_gpus_of
 
 pytestmark = pytest.mark.gpu
 
@@ -110,6 +110,6 @@ def test_a_batch_smaller_than_the_gpu_count_leaves_gpus_idle(gpu_count: int) -> 
 
 
 BATCH_OF_ONE = (
-    "import json; from ddp_doctor.probes.dataparallel_steps import measure; "
+    "import json; from ddp_doctor.patient.dataparallel_steps import measure; "
     "print(json.dumps(measure(batch=1)))"
 )

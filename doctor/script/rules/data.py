@@ -8,15 +8,14 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..evalloaders import evaluation_factory_calls
-from ..facts import CallSite, Function, ScriptFacts, text_of
-from ..flow import candidates, flow_of
-from ..hits import hit
-from ..origins import PARAM, SPAWN_INDEX
-from ..rankflow import mentions_rank
-from ..samplers import SamplerFlow, SamplerUse, looks_like_eval
+from ddp_doctor.script import names
+from ddp_doctor.script.evalloaders import evaluation_factory_calls
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
+from ddp_doctor.script.flow import candidates, flow_of
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
+from ddp_doctor.script.rankflow import mentions_rank
+from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
 
 def _samplers(facts: ScriptFacts) -> SamplerFlow:

@@ -7,12 +7,19 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..facts import SINGLE, CallSite, EnvAccess, ScriptFacts, TorchImport, position, text_of
-from ..flow import candidates, flow_of
-from ..hits import hit
-from ..placement import is_hard_coded_index
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import (
+    SINGLE,
+    CallSite,
+    EnvAccess,
+    ScriptFacts,
+    TorchImport,
+    position,
+    text_of,
+)
+from ddp_doctor.script.flow import candidates, flow_of
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.placement import is_hard_coded_index
 
 
 @rule(

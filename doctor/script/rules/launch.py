@@ -7,14 +7,13 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..facts import CallSite, ScriptFacts, position, text_of
-from ..hits import ScriptHit, hit, location
-from ..origins import ATTRIBUTE, OPTION
-from ..placement import device_sources
-from ..textscan import is_launcher_path, launch_in_string, launch_mentions
-from ..values import Values
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
+from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.origins import ATTRIBUTE, OPTION
+from ddp_doctor.script.placement import device_sources
+from ddp_doctor.script.textscan import is_launcher_path, launch_in_string, launch_mentions
+from ddp_doctor.script.values import Values
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
 _PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})

@@ -7,14 +7,13 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..callgraph import DEPTH
-from ..facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
-from ..flow import flow_of
-from ..hits import ScriptHit, hit, location
-from ..origins import CONSTANT
-from ..textscan import renamed_nccl_variables
+from ddp_doctor.script import names
+from ddp_doctor.script.callgraph import DEPTH
+from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.origins import CONSTANT
+from ddp_doctor.script.textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 

@@ -8,13 +8,12 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..facts import CallSite, Context, ScriptFacts, position, text_of
-from ..flow import flow_of
-from ..guards import is_rank_like, is_wrapper_test
-from ..hits import hit
-from ..rankflow import (
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
+from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.guards import is_rank_like, is_wrapper_test
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.rankflow import (
     collective_helpers,
     contains,
     logging_configured_here,
@@ -23,7 +22,7 @@ from ..rankflow import (
     paired_collectives,
     save_calls,
 )
-from ..region import distributed_region
+from ddp_doctor.script.region import distributed_region
 
 
 @rule(

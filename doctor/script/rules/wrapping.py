@@ -7,13 +7,17 @@ from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
-
-from .. import names
-from ..facts import CallSite, ScriptFacts, position, text_of
-from ..flow import flow_of
-from ..hits import hit
-from ..origins import CALL, Origin
-from ..placement import FRESH, device_state_before, is_device_move, is_hard_coded_index
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
+from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.origins import CALL, Origin
+from ddp_doctor.script.placement import (
+    FRESH,
+    device_state_before,
+    is_device_move,
+    is_hard_coded_index,
+)
 
 
 @rule(

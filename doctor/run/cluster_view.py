@@ -1,0 +1,135 @@
+"""The cluster as facts: node 0 turns what rank 0 gathered through the job's store (every
+rank's journal, every node's own probes) into one JobFacts over all ranks and a ClusterFacts
+naming every node; the other nodes keep node 0's verdict as it came back."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, VerdictFinding
+from ddp_doctor.facts.job import JobFacts, RankFacts
+from ddp_doctor.model import Finding
+from ddp_doctor.probes.job.results import (
+    identities_of,
+    inter_node_rows_of,
+    node_bandwidth_of,
+    rank_facts,
+    rows_of,
+)
+
+
+def whole_job(local: JobFacts, document: Mapping[str, Any]) -> JobFacts:
+    """`local` (this node's job) with every rank of the cluster, as rank 0 gathered them."""
+    journals = _journals(document)
+    own = {rank.rank: rank for rank in local.ranks}
+    ranks = []
+    for number in range(_count(document, "world_size", len(own))):
+        entry = journals.get(number)
+        if entry is not None:
+            exit_code = own[number].exit_code if number in own else None
+            ranks.append(rank_facts(number, list(entry.get("records") or []), exit_code))
+        else:
+            ranks.append(own.get(number, RankFacts(number)))
+    every = tuple(ranks)
+    return dataclasses.replace(
+        local,
+        ranks=every,
+        identities=identities_of(every),
+        bandwidth=rows_of(every),
+        node_bandwidth=node_bandwidth_of(every),
+        inter_node_bandwidth=inter_node_rows_of(every),
+        backend=backend_used(every) or local.backend,
+    )
+
+
+def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) -> ClusterFacts:
+    """Every node that took part, with its ranks and its doctor's own probes."""
+    node_docs = {int(k): v for k, v in dict(document.get("nodes") or {}).items() if k.isdigit()}
+    reported = set(_journals(document))
+    members: dict[int, list[RankFacts]] = {}
+    for rank in job.ranks:
+        if rank.node_rank is not None:
+            members.setdefault(rank.node_rank, []).append(rank)
+    nodes = []
+    for number in range(_count(document, "group_world_size", len(members))):
+        doc = node_docs.get(number) or {}
+        ranks = members.get(number, [])
+        host = doc.get("host") or next((r.host for r in ranks if r.host), None)
+        nodes.append(
+            ClusterNode(
+                node_rank=number,
+                host=host,
+                ranks=tuple(r.rank for r in ranks),
+                reported=bool(doc),
+                applied_fixes=dict(doc.get("applied_fixes") or {}),
+                probes=tuple(_with_torch(list(doc.get("probes") or []), ranks)),
+            )
+        )
+    return ClusterFacts(
+        nnodes=len(nodes),
+        node_rank=node_rank,
+        whole=True,
+        nodes=tuple(nodes),
+        missing_ranks=tuple(r.rank for r in job.ranks if r.rank not in reported),
+    )
+
+
+def member_cluster(
+    nnodes: int, node_rank: int | None, verdict: Mapping[str, Any] | None
+) -> ClusterFacts:
+    findings = list((verdict or {}).get("findings") or [])
+    received = verdict is not None and "findings" in verdict
+    return ClusterFacts(
+        nnodes=nnodes,
+        node_rank=node_rank,
+        whole=False,
+        node0_host=(verdict or {}).get("host"),
+        verdict_received=received,
+        verdict=tuple(
+            VerdictFinding(str(f.get("code")), str(f.get("severity")), str(f.get("message")))
+            for f in findings
+            if isinstance(f, dict)
+        ),
+    )
+
+
+def verdict_document(findings: list[Finding], host: str) -> dict[str, Any]:
+    return {
+        "host": host,
+        "findings": [
+            {"code": f.code, "severity": f.severity.word, "message": f.message} for f in findings
+        ],
+    }
+
+
+def backend_used(ranks: tuple[RankFacts, ...]) -> str | None:
+    for rank in ranks:
+        record = rank.stage("init")
+        if record and record.ended and record.ok:
+            return str(record.data.get("backend"))
+    return None
+
+
+def _with_torch(probes: list[Any], ranks: list[RankFacts]) -> list[Any]:
+    """The node's torch as its first rank described it (no separate torch probe ran there)."""
+    if any(isinstance(p, dict) and p.get("probe") == "torch" for p in probes):
+        return probes
+    for rank in sorted(ranks, key=lambda r: r.rank):
+        record = rank.stage("identity")
+        described = record.data.get("torch") if record and record.ok else None
+        if isinstance(described, dict):
+            entry = {"probe": "torch", "status": "ok", "duration_s": 0.0, "facts": described}
+            return [*probes, {**entry, "error": None}]
+    return probes
+
+
+def _journals(document: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    journals = dict(document.get("journals") or {})
+    return {int(k): v for k, v in journals.items() if str(k).isdigit() and isinstance(v, dict)}
+
+
+def _count(document: Mapping[str, Any], key: str, fallback: int) -> int:
+    value = document.get(key)
+    return value if isinstance(value, int) and value > 0 else fallback
