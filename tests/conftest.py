@@ -41,3 +41,11 @@ def invoke(clean_env: pytest.MonkeyPatch) -> Callable[..., Result]:
         return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True, **kwargs)
 
     return run
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """GPU tests start real jobs: they belong to the slow tier too."""
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(pytest.mark.slow)

@@ -98,6 +98,7 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return path, json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_run_json_has_exactly_the_schema(real_report: tuple[Path, dict[str, Any]]) -> None:
     _, document = real_report
     assert set(document) == REPORT_KEYS

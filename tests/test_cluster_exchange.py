@@ -26,6 +26,8 @@ from ddp_doctor.probes.job.results import local_rank_numbers, rank_facts
 torch = pytest.importorskip("torch")
 from ddp_doctor.patient import cluster_share  # noqa: E402  (after the torch check)
 
+pytestmark = pytest.mark.slow  # real jobs, subprocess runs or wheel builds
+
 
 def placement(rank: int, node: int) -> dict[str, Any]:
     return {

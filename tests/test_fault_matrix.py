@@ -365,6 +365,7 @@ def test_every_documented_fault_has_a_case_and_every_case_a_row() -> None:
     assert set(documented()) == set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("key", sorted(CASES))
 def test_fault(key: str, tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from click.testing import Result
 
 from ddp_doctor.flightrec.record import read_flight_record
 
+pytestmark = pytest.mark.slow  # real jobs, subprocess runs or wheel builds
+
 JOB = Path(__file__).resolve().parent / "flightrec_job.py"
 JOB_TIMEOUT_S = 90  # two torch imports on a loaded 2-core machine
 

@@ -215,6 +215,7 @@ def test_usage_errors_are_one_line_in_process_too() -> None:
 # --- what outlives the doctor -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_watchdog_removes_only_the_doctors_folder(tmp_path: Path) -> None:
     ours, other = tmp_path / "ddp-doctor-abc", tmp_path / "elsewhere"
     for folder in (ours, other):

@@ -21,6 +21,8 @@ from fakes import FakeGpu, FakeNvml, job_fault, with_fault
 from ddp_doctor import cli
 from ddp_doctor.probes.job.launch import JobConfig, preflight, run_job
 
+pytestmark = pytest.mark.slow  # real jobs, subprocess runs or wheel builds
+
 FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
 TIMEOUT_S = 20
 

@@ -86,6 +86,7 @@ def test_check_skips_one_token_past_its_limit(tmp_path: Path) -> None:
     assert finding["code"] == "DDP911" and "tokens" in finding["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_logs_at_its_limit(tmp_path: Path) -> None:
     """An endless stdin: read to the limit, then reported (DDP907) with flat memory."""
@@ -95,6 +96,7 @@ def test_logs_at_its_limit(tmp_path: Path) -> None:
     assert rss < MEMORY_LIMIT, f"{rss / 2**20:.0f} MiB"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_logs_memory_is_flat_when_every_line_matches(tmp_path: Path) -> None:
     """The slowest lines to scan (every one a candidate for several patterns), 16 MiB of them:
@@ -135,6 +137,7 @@ def report_of_failed_ranks(size: int) -> str:
     return text + " " * (size - len(text.encode()))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_diagnose_at_its_limit(tmp_path: Path) -> None:
     path = tmp_path / "report.json"

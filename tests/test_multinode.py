@@ -16,7 +16,10 @@ from multinode_runs import PORT, TIMEOUT_S, NodeRun, run_nodes, static
 from simulated_hosts import SimulatedHosts, simulated_hosts, why_unavailable
 
 UNAVAILABLE = why_unavailable()
-pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no namespaces: {UNAVAILABLE}")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no namespaces: {UNAVAILABLE}"),
+]
 BOUND_S = TIMEOUT_S + 5
 
 

@@ -164,6 +164,7 @@ def test_a_listening_port_answers_at_once() -> None:
     assert (check.outcome, check.attempts) == ("answered", 1)
 
 
+@pytest.mark.slow
 def test_a_closed_port_is_retried_until_the_bound() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))  # bound, never listening: refused

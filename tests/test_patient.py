@@ -165,6 +165,7 @@ def test_run_in_patient_removes_its_folder() -> None:
 
 
 # --- the watchdog --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_patient_process_dies_soon_after_the_doctor(tmp_path: Path) -> None:
     doctor = subprocess.Popen(["sleep", "60"])
     root = payload.install_payload(tmp_path)

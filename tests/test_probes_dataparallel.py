@@ -171,6 +171,7 @@ def test_a_dataparallel_error_keeps_the_facts() -> None:
     assert isinstance(caught.value.facts, DataParallelFacts) and len(caught.value.facts.gpus) == 2
 
 
+@pytest.mark.slow
 def test_a_hanging_child_times_out_and_stops_sampling() -> None:
     fake = FakeNvml(gpus=two_gpus())
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -196,6 +197,7 @@ def test_without_bus_ids_devices_are_matched_by_position() -> None:
     assert [g.device_id for g in match_devices(sampled, unknown)] == [0, None]
 
 
+@pytest.mark.slow
 def test_cpu_torch_child_reports_no_cuda() -> None:
     """The real child on this machine's CPU torch: it says why, and the probe fails."""
     with pytest.raises(ProbeFailed, match="is_available"):

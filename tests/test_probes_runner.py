@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from ddp_doctor.probes.runner import run_command
 
 
@@ -13,6 +15,7 @@ def test_output_and_exit_code() -> None:
     assert (result.returncode, result.stdout, result.timed_out) == (3, "out\n", False)
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_child_and_its_children() -> None:
     script = (
         "import subprocess, sys, time;"

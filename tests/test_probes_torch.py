@@ -123,6 +123,7 @@ def test_last_stderr_line_is_the_error() -> None:
     assert result.facts.import_error == IMPORT_ERROR
 
 
+@pytest.mark.slow
 def test_real_torch_once() -> None:
     facts = collect_torch(timeout_s=60.0)
     installed = importlib.metadata.version("torch")

@@ -17,6 +17,8 @@ from tracing import ROOT, TRACE_FIXTURES, assert_nothing_left, expected_markers,
 
 from ddp_doctor.exitcodes import USAGE
 
+pytestmark = pytest.mark.slow  # real jobs, subprocess runs or wheel builds
+
 TORCHRUN = ["torchrun", "--nproc-per-node", "2"]
 SET_EPOCH = TRACE_FIXTURES / "set_epoch_missing.py"
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from tracing import TRACE_FIXTURES, Traced, assert_nothing_left, expected_markers, trace
 
+pytestmark = pytest.mark.slow  # real jobs, subprocess runs or wheel builds
+
 TIMEOUT_S = 90  # generous: other helpers' jobs share these two cores
 TORCHRUN = ["torchrun", "--nproc-per-node", "2"]
 
