@@ -3,12 +3,14 @@ matching pattern winning across groups; per-file-ignores keep their own fnmatch 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import pathspec
 import pytest
 
 from ddp_doctor.script.config import Config
-from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, FolderNames, IgnoreRules
 
 
 @pytest.mark.parametrize(
@@ -64,3 +66,26 @@ def test_per_file_ignores_are_fnmatch_not_gitignore(tmp_path: Path) -> None:
     )
     assert config.ignores_for(str(tmp_path / "tests" / "deep" / "t.py")) == ("DDP116",)
     assert config.ignores_for(str(tmp_path / "a" / "conf.py")) == ("DDP119",)
+
+
+def _random_path(rng: random.Random, names: list[str]) -> str:
+    return "/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+
+
+def test_plain_folder_names_match_as_git_would() -> None:
+    """The default excludes are matched by name, not by pathspec: the two must agree."""
+    names = ["build", "dist", ".venv", "a.egg-info", ".egg-info", "x", "builds", "src", "dist.py"]
+    rng = random.Random(18)
+    for _ in range(300):
+        lines = rng.sample(["build/", "dist/", ".venv/", "*.egg-info/", "x/", "*s/"], 3)
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        group = FolderNames(lines, "/base")
+        path, is_folder = _random_path(rng, names), rng.random() < 0.5
+        expected = spec.check_file(path + "/" if is_folder else path).include
+        assert group.verdict(path, is_folder) == expected, (lines, path, is_folder)
+
+
+def test_only_plain_folder_names_skip_pathspec(tmp_path: Path) -> None:
+    assert isinstance(IgnoreRules.of(list(DEFAULT_EXCLUDES), str(tmp_path)).groups[0], FolderNames)
+    for patterns in (["build/", "!build/keep/"], ["/build/"], ["b?ild/"], ["src/build/"], ["x"]):
+        assert not isinstance(IgnoreRules.of(patterns, str(tmp_path)).groups[0], FolderNames)
