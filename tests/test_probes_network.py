@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from ddp_doctor.probes import network
+from ddp_doctor.probes import host, network
 
 
 def _address(family: int, address: str) -> SimpleNamespace:
@@ -53,3 +53,15 @@ def test_a_system_that_lists_nothing_gives_no_interfaces(monkeypatch: pytest.Mon
 def test_this_machine_lists_loopback_first() -> None:
     interfaces = network.list_interfaces()
     assert interfaces[0].kind == "loopback" and "127.0.0.1" in interfaces[0].addresses
+
+
+def test_interfaces_up_as_the_system_reports_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    stats = {"lo": SimpleNamespace(isup=True), "eth0": SimpleNamespace(isup=False)}
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: stats)
+    assert host.interfaces_up(("eth0", "lo", "gone0")) == ("lo",)
+
+    def refuse() -> dict:  # type: ignore[type-arg]
+        raise PermissionError("sandboxed")
+
+    monkeypatch.setattr(psutil, "net_if_stats", refuse)
+    assert host.interfaces_up(("lo",)) is None
