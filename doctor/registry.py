@@ -53,6 +53,8 @@ class RuleSpec:
         return f"{self.summary}\n\n{self.details}" if self.details else self.summary
 
     def finding(self, hit: Hit) -> Finding:
+        """The one way a finding is built (tests/test_finding_fixes.py holds every producer to
+        it): the code's name, severity and registered fix, unless the hit gives its own."""
         return Finding(
             code=self.code,
             name=self.name,

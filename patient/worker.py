@@ -1,4 +1,4 @@
-"""The job's body, one process per rank: `torchrun ... -m ddp_doctor_patient.worker --out DIR`.
+"""The job's body, one process per rank: `torchrun ... -m ddp_doctor_patient --out DIR`.
 
 Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory. Each writes
 its start and its result to the rank's own journal the moment it happens (journal.py), so a
@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ Stage = Callable[[], dict[str, Any]]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ddp_doctor_patient.worker")
+    parser = argparse.ArgumentParser(prog="ddp_doctor_patient")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--init-timeout", type=float, default=10.0)
@@ -37,7 +36,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--exchange-timeout", type=float, default=10.0)
-    parser.add_argument("--test-fault", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -50,7 +48,6 @@ class Worker:
         self.journal = Journal(args.out / f"rank{self.rank}.jsonl")
         self.placement = _placement(self.rank, self.world_size, self.local_rank)
         self.journal.note("placement", **self.placement)
-        self.fault: Any = _load_fault(args.test_fault)
         self.torch: Any = None
         self.device: Any = None
         self.backend = args.backend
@@ -96,8 +93,6 @@ class Worker:
         self.journal.start(name)
         started = time.perf_counter()
         try:
-            if self.fault and self.fault.applies(self.rank, name):
-                self.fault.strike_before()
             data = stage()
         except Exception as error:
             self.journal.end(
@@ -138,8 +133,6 @@ class Worker:
         from .identity import describe_rank, gather_identities
 
         me = describe_rank(self.torch, self.rank, self.world_size, self.local_rank, self.device)
-        if self.fault:
-            me = self.fault.rewrite_identity(self.rank, me)
         data: dict[str, Any] = {"identity": me}
         if self.local_rank == 0:  # each node's torch, for its own report
             from .identity import peer_access
@@ -156,8 +149,7 @@ class Worker:
     def allreduce(self) -> dict[str, Any]:
         from .exact_collectives import check_allreduce, check_broadcast_and_all_gather
 
-        corrupt = bool(self.fault and self.fault.corrupts(self.rank, "allreduce"))
-        data = check_allreduce(self.torch, self.rank, self.world_size, self.device, corrupt)
+        data = check_allreduce(self.torch, self.rank, self.world_size, self.device)
         data.update(
             check_broadcast_and_all_gather(self.torch, self.rank, self.world_size, self.device)
         )
@@ -236,26 +228,8 @@ def _warm_up_ddp_imports() -> None:
         import torch._dynamo  # noqa: F401
 
 
-def _load_fault(spec: str | None) -> Any:
-    if not spec:
-        return None
-    from .job_faults import parse_fault  # only in the payload the test suite makes
-
-    return parse_fault(spec)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     watch_doctor()
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return Worker(args).run()
-
-
-if __name__ == "__main__":
-    socket.setdefaulttimeout(None)
-    code = main()
-    # Skip the interpreter's teardown of ~2000 modules (sympy, dynamo: ~0.6 s per rank). Safe:
-    # the journal is written unbuffered and the process group is already destroyed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,28 +41,16 @@ def interface_names() -> tuple[str, ...]:
         return ()
 
 
-SIOCGIFFLAGS = 0x8913  # Linux: read an interface's flags
-IFF_UP = 0x1
-
-
 def interfaces_up(names: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
-    """The interfaces whose IFF_UP flag is set (Linux); None where flags cannot be read."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        return None
+    """The interfaces the system reports up (psutil, on every OS); None where it cannot say."""
+    import psutil
+
     names = interface_names() if names is None else names
-    up = []
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as handle:
-            for name in names:
-                request = struct.pack("256s", name.encode()[:15])
-                answer = fcntl.ioctl(handle.fileno(), SIOCGIFFLAGS, request)
-                if struct.unpack_from("H", answer, 16)[0] & IFF_UP:
-                    up.append(name)
-    except OSError:  # not Linux, or an interface that vanished meanwhile
+        stats = psutil.net_if_stats()
+    except OSError:
         return None
-    return tuple(up)
+    return tuple(name for name in names if name in stats and stats[name].isup)
 
 
 def _resolve(hostname: str) -> str | None:

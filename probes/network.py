@@ -4,25 +4,21 @@ The master is resolved; the interface that routes to it is found without sending
 (a UDP socket's connect() only picks a route and a source address); this host's name is
 resolved as gloo resolves it; and on every node but the master's, the master's port is
 connected to until it answers or the bound passes, telling refused, timed out and no route
-apart. Standard library only; the interface list is Linux's (elsewhere it stays empty).
+apart. The interface list is psutil's (Linux, macOS, Windows and the BSDs alike).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ddp_doctor.facts.cluster import Interface, NetworkFacts, NodePlan, PortCheck
 
-SIOCGIFCONF, SIOCGIFFLAGS = 0x8912, 0x8913
-IFF_LOOPBACK = 0x8
-IFREQ_SIZE = 40  # struct ifreq on 64-bit Linux
 RETRY_PAUSE_S = 0.5
 DEFAULT_ROUTE_PROBE = "192.0.2.1"  # TEST-NET-1: only picks the default route, never reached
 ATTEMPT_TIMEOUT_S = 3.0
@@ -206,22 +202,38 @@ def classify(error: OSError) -> tuple[str, str]:
 
 
 def list_interfaces(sys_net: Path = Path("/sys/class/net")) -> list[Interface]:
-    """Every interface with its IPv4 and IPv6 addresses and its kind; empty off Linux."""
+    """Every interface, in index order, with its IPv4 and IPv6 addresses (IPv4 first) and its
+    kind; empty when the system will not list them."""
+    import psutil
+
     try:
-        names = [name for _, name in socket.if_nameindex()]
-    except (OSError, AttributeError):
+        stats = psutil.net_if_stats()
+        listed = psutil.net_if_addrs()
+    except OSError:
         return []
-    addresses: dict[str, list[str]] = {name: [] for name in names}
-    for name, address in [*_ipv4_addresses(), *_ipv6_addresses()]:
-        addresses.setdefault(name, []).append(address)
+    addresses: dict[str, list[str]] = {}
+    for label, entries in listed.items():
+        found = addresses.setdefault(label.split(":")[0], [])  # an alias label eth0:1 is eth0
+        found += [_plain(e.address) for e in entries if e.family == socket.AF_INET]
+    for label, entries in listed.items():
+        found = addresses[label.split(":")[0]]
+        found += [_plain(e.address) for e in entries if e.family == socket.AF_INET6]
+    for name in stats:  # an interface without any address is still there
+        addresses.setdefault(name.split(":")[0], [])
     return [
-        Interface(name, tuple(addresses.get(name, [])), interface_kind(name, sys_net))
-        for name in names
+        Interface(
+            name,
+            tuple(dict.fromkeys(found)),
+            interface_kind(name, sys_net, _loopback(stats.get(name))),
+        )
+        for name, found in sorted(addresses.items(), key=lambda item: _index(item[0]))
     ]
 
 
-def interface_kind(name: str, sys_net: Path = Path("/sys/class/net")) -> str:
-    if _flags(name) & IFF_LOOPBACK or name == "lo":
+def interface_kind(
+    name: str, sys_net: Path = Path("/sys/class/net"), loopback: bool = False
+) -> str:
+    if loopback or name == "lo":
         return "loopback"
     for kind, prefixes in KIND_PREFIXES:
         if name.startswith(prefixes):
@@ -231,48 +243,19 @@ def interface_kind(name: str, sys_net: Path = Path("/sys/class/net")) -> str:
     return "other"
 
 
-def _ipv4_addresses() -> list[tuple[str, str]]:
-    """SIOCGIFCONF: every IPv4 address with its interface (an alias label eth0:1 is eth0)."""
+def _index(name: str) -> int:
+    """The system's interface index: the order NCCL and `ip link` list interfaces in."""
     try:
-        import fcntl
-    except ImportError:  # not Unix
-        return []
-    size = IFREQ_SIZE * 256
-    buffer = bytearray(size)
-    found = []
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        request = struct.pack("iL", size, _address_of(buffer))  # struct ifconf
-        length = struct.unpack("iL", fcntl.ioctl(probe.fileno(), SIOCGIFCONF, request))[0]
-        for offset in range(0, length, IFREQ_SIZE):
-            entry = bytes(buffer[offset : offset + IFREQ_SIZE])
-            name = entry[:16].split(b"\0", 1)[0].decode(errors="replace").split(":")[0]
-            found.append((name, socket.inet_ntoa(entry[20:24])))
-    return found
+        return socket.if_nametoindex(name)
+    except (OSError, AttributeError):  # gone meanwhile, or no such call here
+        return 1 << 31
 
 
-def _address_of(buffer: bytearray) -> int:
-    import ctypes
-
-    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
-
-
-def _ipv6_addresses(path: Path = Path("/proc/net/if_inet6")) -> list[tuple[str, str]]:
-    found = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            fields = line.split()
-            if len(fields) == 6:
-                packed = bytes.fromhex(fields[0])
-                found.append((fields[5], socket.inet_ntop(socket.AF_INET6, packed)))
-    return found
+def _plain(address: str) -> str:
+    """Without the zone psutil appends to a link-local IPv6 address (fe80::1%eth0)."""
+    return address.split("%", 1)[0]
 
 
-def _flags(name: str) -> int:
-    try:
-        import fcntl
-    except ImportError:  # not Unix
-        return 0
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        request = struct.pack("16sH14x", name.encode()[:15], 0)
-        return int(struct.unpack("16sH14x", fcntl.ioctl(probe.fileno(), SIOCGIFFLAGS, request))[1])
-    return 0
+def _loopback(stats: Any) -> bool:
+    """psutil's flags ("up,loopback,running", psutil 5.9.3 on) where the system gives them."""
+    return "loopback" in (getattr(stats, "flags", "") or "").split(",")

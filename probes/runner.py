@@ -183,31 +183,32 @@ def kill_group(process: subprocess.Popen) -> None:
 
     torchrun starts each rank in a new session, so killing torchrun's group alone would leave
     the ranks running: the tree is listed first (before a parent's death reparents it).
+    Windows has no such groups: there the listed tree is killed process by process.
     """
-    if not hasattr(os, "killpg"):  # Windows: no process groups of this kind
-        process.kill()
+    tree = [process.pid, *descendants(process.pid)]
+    if not hasattr(os, "killpg"):
+        _kill_each(tree)
         return
-    for pid in [process.pid, *descendants(process.pid)]:
+    for pid in tree:
         for kill in (os.killpg, os.kill):
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 kill(pid, signal.SIGKILL)
 
 
-def descendants(pid: int, proc: Path = Path("/proc")) -> list[int]:
-    """Every process below `pid`, from /proc (Linux); empty where there is no /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in proc.glob("[0-9]*/stat"):
-        try:
-            stat = entry.read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after ")".
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
-    found, queue = [], [pid]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
-    return found
+def _kill_each(pids: list[int]) -> None:
+    import psutil
+
+    for pid in pids:
+        with contextlib.suppress(psutil.Error, OSError):
+            psutil.Process(pid).kill()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (psutil: /proc on Linux, sysctl on macOS, a snapshot on
+    Windows); empty when it is gone or may not be looked at."""
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except (psutil.Error, OSError):
+        return []

@@ -1,5 +1,5 @@
 """`python tests/doctor_with_fault.py FAULT ARGS...`: ddp-doctor ARGS with the test suite's
-fault injector planned into its job (tests/job_faults.py), for tests that run the doctor as a
+fault injector in its job (tests/job_hook/job_faults.py), for tests that run the doctor as a
 process of its own (one per simulated node). Not shipped; FAULT "-" means none."""
 
 from __future__ import annotations

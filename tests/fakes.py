@@ -9,8 +9,8 @@ topology queries live in fake_topology.py, which FakeNvml inherits.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
+import os
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +25,11 @@ from fake_topology import (
     c_nvmlGpuFabricInfo_t,
     c_nvmlGpuFabricInfoV_t,
 )
+from job_hook.job_faults import VARIABLE as FAULT_VARIABLE
+from job_hook.job_faults import parse_fault
 
 from ddp_doctor.facts.machine import TorchFacts
-from ddp_doctor.probes.job.launch import JobConfig
 from ddp_doctor.probes.runner import CommandResult
-from ddp_doctor.run import jobplan
 
 MIB = 1024**2
 
@@ -342,26 +342,27 @@ def collect_torch_returning(facts: TorchFacts = CPU_TORCH) -> Callable[..., Torc
     return collect
 
 
-FAULTS_MODULE = Path(__file__).with_name("job_faults.py")
-
-
-def with_fault(config: JobConfig, fault: str | None) -> JobConfig:
-    """The job config with the test suite's fault injector in its payload."""
-    if fault is None:
-        return config
-    return dataclasses.replace(config, extra_modules=(FAULTS_MODULE,), test_fault=fault)
+FAULT_HOOK = Path(__file__).with_name("job_hook")  # its sitecustomize injects the fault
 
 
 @contextlib.contextmanager
 def job_fault(fault: str | None) -> Iterator[None]:
-    """`run` plans its job with this fault ("RANK:STAGE:ACTION", tests/job_faults.py)."""
-    original = jobplan.job_config
-
-    def planned_with_fault(*args: Any, **kwargs: Any) -> JobConfig:
-        return with_fault(original(*args, **kwargs), fault)
-
-    jobplan.job_config = planned_with_fault
+    """Jobs started meanwhile have this fault ("RANK:STAGE:ACTION", tests/job_hook/job_faults.py)
+    injected: the hook's folder goes on the PYTHONPATH the job inherits (after the payload), and
+    DDP_DOCTOR_TEST_FAULT names the fault. The package knows nothing of it."""
+    if fault is None:
+        yield
+        return
+    parse_fault(fault)  # a typo fails here, not silently inside a rank
+    paths = [str(FAULT_HOOK), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    changes = {"PYTHONPATH": os.pathsep.join(paths), FAULT_VARIABLE: fault}
+    saved = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     try:
         yield
     finally:
-        jobplan.job_config = original
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

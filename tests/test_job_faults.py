@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fakes import FakeGpu, FakeNvml, job_fault, with_fault
+from fakes import FakeGpu, FakeNvml, job_fault
 
 from ddp_doctor import cli
 from ddp_doctor.probes.job.launch import JobConfig, preflight, run_job
@@ -209,12 +209,10 @@ def test_job_past_its_timeout_is_killed_with_all_ranks(
 ) -> None:
     """The group timeout (60 s) outlasts the job's bound (15 s): the parent must kill it all."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the job's folder marks its ranks
-    config = with_fault(
-        JobConfig(nproc=2, sizes="1K:1K:2", iters=1, timeout_s=15, init_timeout_s=60),
-        "1:allreduce:stall",
-    )
+    config = JobConfig(nproc=2, sizes="1K:1K:2", iters=1, timeout_s=15, init_timeout_s=60)
     started = time.monotonic()
-    job = run_job(config, preflight(config))
+    with job_fault("1:allreduce:stall"):
+        job = run_job(config, preflight(config))
     assert time.monotonic() - started < config.timeout_s + 5
     assert job.timed_out and job.exit_code is None
     assert {r.rank: r.last_started.stage for r in job.ranks} == {0: "allreduce", 1: "allreduce"}

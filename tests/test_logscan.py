@@ -206,11 +206,15 @@ def test_a_rank_killed_by_sigkill_is_a_cause_with_the_oom_fix() -> None:
 
 
 # --- no invention -----------------------------------------------------------------------
-def test_an_unregistered_code_keeps_the_tables_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(registry.RULES, "DDP027")
-    monkeypatch.setattr(registry, "load_all", lambda: None)
+def test_every_pattern_names_a_registered_code_by_its_name() -> None:
+    """Findings are built from the registered spec (its name and fix), never from the row."""
+    for pattern in PATTERNS:
+        spec = registry.spec_for(pattern.code)
+        assert (spec.code, spec.name) == (pattern.code, pattern.name)
+        assert spec.fix.text
     [finding] = scan_text("RuntimeError: CUDA error: invalid device ordinal")
     assert (finding.code, finding.name) == ("DDP027", "more-ranks-than-gpus")
+    assert finding.fix is not None
 
 
 def test_every_pattern_has_anchors() -> None:

@@ -4,10 +4,10 @@ dump that could not be read."""
 
 from __future__ import annotations
 
-from ddp_doctor.codes import BY_CODE
 from ddp_doctor.flightrec.compare import Comparison, Divergence, Side
 from ddp_doctor.flightrec.dumps import Entry
 from ddp_doctor.model import Finding, Location, Remediation
+from ddp_doctor.registry import Hit, spec_for
 
 NEVER_REACHED_FIX = Remediation(
     "The ranks that never reached this collective stopped earlier in the code: look at what "
@@ -105,7 +105,7 @@ def _unreadable(path: str, why: str) -> Finding:
     return _make(
         "DDP511",
         f"the flight-recorder dump {path} could not be read: {why}",
-        None,
+        None,  # the code's registered fix
         {"source": "flight recorder", "path": path, "why": why},
         location=Location(path),
     )
@@ -118,16 +118,8 @@ def _make(
     evidence: dict[str, object],
     location: Location | None = None,
 ) -> Finding:
-    entry = BY_CODE[code]
-    return Finding(
-        code=code,
-        name=entry.name,
-        severity=entry.severity,
-        message=message,
-        fix=fix,
-        location=location,
-        evidence=evidence,
-    )
+    """Through the registry's one builder: a fix of None is the code's registered fix."""
+    return spec_for(code).finding(Hit(message, evidence, fix=fix, location=location))
 
 
 def _entry_facts(entry: Entry) -> dict[str, object]:

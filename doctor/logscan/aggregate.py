@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from ddp_doctor.logscan.pattern import Pattern, Role, render_message
 from ddp_doctor.model import Finding, Location, Remediation, Severity
-from ddp_doctor.registry import RuleSpec, spec_for
+from ddp_doctor.registry import Hit, spec_for
 
 MAX_COLLECTED = 5  # distinct values kept for a collected key (e.g. NCCL WARN messages)
 MAX_RANKS = 1024
@@ -115,22 +115,17 @@ class CodeTally:
             evidence[key + "s"] = list(values)
         verdict = self.verdict or Verdict()
         evidence.update(verdict.evidence)
-        spec = _registered(pattern.code)
         message = render_message(pattern.message, {**facts, **verdict.evidence})
         message += self._rank_spread()
-        return Finding(
-            code=pattern.code,
-            name=spec.name if spec else pattern.name,
-            severity=verdict.severity
-            or pattern.severity
-            or (spec.severity if spec else Severity.ERROR),
+        where = self.primary.source or source
+        hit = Hit(
             message=f"{message}; {verdict.note}" if verdict.note else message,
-            fix=verdict.fix or self.primary.fix or pattern.fix or (spec.fix if spec else None),
-            location=Location(where, self.primary.line)
-            if (where := self.primary.source or source)
-            else None,
             evidence=evidence,
+            fix=verdict.fix or self.primary.fix or pattern.fix,
+            severity=verdict.severity or pattern.severity,
+            location=Location(where, self.primary.line) if where else None,
         )
+        return spec_for(pattern.code).finding(hit)
 
 
 @dataclass(frozen=True)
@@ -178,11 +173,3 @@ def _compact_ranks(ranks: list[int]) -> str:
         if rank is not None:
             start = previous = rank
     return ",".join(parts)
-
-
-def _registered(code: str) -> RuleSpec | None:
-    """The code's registered spec; None while its block is not registered (never invent one)."""
-    try:
-        return spec_for(code)
-    except KeyError:
-        return None

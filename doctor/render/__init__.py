@@ -2,7 +2,7 @@
 
 Secrets are redacted in every format unless the user asks otherwise (--no-redact); json and
 markdown are shareable, so they also lose the home folder and user name (redact.py). Each
-renderer is imported when used: `check` and `logs` start without the job tables' tabulate.
+renderer is imported when used: `check` and `logs` start without the job tables.
 """
 
 from __future__ import annotations

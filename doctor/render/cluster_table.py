@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
-from ddp_doctor.render.job_tables import BANDWIDTH_HEADERS, bandwidth_rows
+from ddp_doctor.render.columns import plain_table
+from ddp_doctor.render.job_tables import bandwidth_rows, bandwidth_table
 
 SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
 
@@ -102,7 +101,7 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
             ]
         )
     headers = ("node", "host", "ranks", "facts", "fixes applied", "busbw in node (GB/s)")
-    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+    return plain_table(rows, headers, right=(0, 5))  # the node's number and its busbw
 
 
 def _across_table(job: dict[str, Any]) -> str:
@@ -112,14 +111,7 @@ def _across_table(job: dict[str, Any]) -> str:
         {"redop": "sum", **row, "expected_gbps": None, "percent_of_expected": None}
         for row in job["inter_node_bandwidth"]
     ]
-    table = tabulate(
-        bandwidth_rows({"rows": rows}),
-        headers=BANDWIDTH_HEADERS,
-        tablefmt="plain",
-        disable_numparse=True,
-        colalign=("right",) * len(BANDWIDTH_HEADERS),
-    )
-    return f"{title}\n{table}"
+    return f"{title}\n{bandwidth_table(bandwidth_rows({'rows': rows}))}"
 
 
 def _one_rank_per_node(job: dict[str, Any]) -> bool:

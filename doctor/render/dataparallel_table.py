@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from ddp_doctor.codec import CodecError, from_jsonable
 from ddp_doctor.facts.job import DataParallelFacts
+from ddp_doctor.render.columns import plain_table
 from ddp_doctor.rules.participation import GpuPart, gpu_parts
 
 MIB = 1024**2
@@ -23,9 +22,10 @@ HEADERS = (
     "busy max",
     "took part",
 )
+NUMBERS = (0, 4, 5, 6, 7)  # the NVML index, the memory figures and the busiest sample
 
 
-def render_dataparallel_text(dp: DataParallelFacts | dict[str, Any], fmt: str = "plain") -> str:
+def render_dataparallel_text(dp: DataParallelFacts | dict[str, Any]) -> str:
     if isinstance(dp, dict):
         try:
             dp = from_jsonable(DataParallelFacts, dp)
@@ -46,7 +46,7 @@ def render_dataparallel_text(dp: DataParallelFacts | dict[str, Any], fmt: str = 
         lines.append(f"NVML samples: none ({dp.sampling_error})")
     first = dp.peak_allocated_bytes[0] if dp.peak_allocated_bytes else 0
     rows = [_row(part, first) for part in parts]
-    table = tabulate(rows, headers=HEADERS, tablefmt=fmt, disable_numparse=True)
+    table = plain_table(rows, HEADERS, right=NUMBERS)
     return "\n".join(lines) + "\n" + table
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from ddp_doctor.facts.job import STAGES
+from ddp_doctor.render.columns import all_columns, plain_table
 
 BANDWIDTH_HEADERS = (
     "size (B)",
@@ -60,6 +59,11 @@ def bandwidth_rows(table: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+def bandwidth_table(rows: list[list[str]]) -> str:
+    """As nccl-tests prints it: every column to the right."""
+    return plain_table(rows, BANDWIDTH_HEADERS, right=all_columns(BANDWIDTH_HEADERS))
+
+
 def bandwidth_title(table: dict[str, Any]) -> str:
     title = (
         f"{table['op']} bandwidth ({table['ranks']} ranks; busbw = algbw x {table['bus_factor']})"
@@ -90,23 +94,19 @@ def job_summary(job: dict[str, Any]) -> str:
     return f"job: {ranks}, {job.get('backend')}{sweep}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
-def render_job_text(
-    job: dict[str, Any], bandwidth: list[dict[str, Any]] | None = None, fmt: str = "plain"
-) -> str:
+STAGE_HEADERS = ("rank", *STAGES, "exit")
+STAGE_NUMBERS = (0, len(STAGE_HEADERS) - 1)  # rank and exit code, to the right
+
+
+def render_job_text(job: dict[str, Any], bandwidth: list[dict[str, Any]] | None = None) -> str:
     """The job's summary and stages, then one table per collective swept (`bandwidth` is the
     report's derived block, expected_busbw.bandwidth_tables)."""
     parts = [job_summary(job)]
     if job.get("ranks"):
-        parts.append(tabulate(stage_rows(job), headers=("rank", *STAGES, "exit"), tablefmt=fmt))
+        parts.append(plain_table(stage_rows(job), STAGE_HEADERS, right=STAGE_NUMBERS))
     for table in bandwidth or []:
         text = bandwidth_title(table)
         if table["rows"]:
-            text += "\n" + tabulate(
-                bandwidth_rows(table),
-                headers=BANDWIDTH_HEADERS,
-                tablefmt=fmt,
-                disable_numparse=True,
-                colalign=("right",) * len(BANDWIDTH_HEADERS),
-            )
+            text += "\n" + bandwidth_table(bandwidth_rows(table))
         parts.append(text)
     return "\n\n".join(parts)

@@ -26,7 +26,7 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
         from ddp_doctor.codec import to_jsonable
         from ddp_doctor.facts.machine import FactSet
         from ddp_doctor.readings.expected_busbw import bandwidth_tables
-        from ddp_doctor.render.job_tables import render_job_text  # tabulate: only where a job ran
+        from ddp_doctor.render.job_tables import render_job_text  # only where a job ran
 
         tables = bandwidth_tables(FactSet.of(report.probes))
         parts.append(render_job_text(to_jsonable(job.facts), tables))
@@ -90,7 +90,7 @@ def _probe_table(results: Iterable[ProbeResult]) -> str:
         (r.probe, r.status.value, f"{r.duration_s:.2f} s", one_line(r.error or "", NOTE_CHARS))
         for r in results
     ]
-    return plain_table(rows, headers=("probe", "status", "time", "note"))
+    return plain_table(rows, ("probe", "status", "time", "note"), right=(2,))
 
 
 def _severity_block(severity: Severity, findings: list[Finding], colour: bool) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
+from ddp_doctor.render.columns import plain_table
 
 HEADERS = ("rank", "pid", "init", "steps", "epochs", "collectives", "end", "exit")
+NUMBERS = (0, 1, 3, 4, 5, 7)  # to the right
 
 
 def render_trace_text(trace: dict[str, Any]) -> str:
@@ -16,7 +17,7 @@ def render_trace_text(trace: dict[str, Any]) -> str:
         parts[0] += "\n  command: " + str(trace["command"])
     if trace.get("ranks"):
         rows = [_row(rank) for rank in trace["ranks"]]
-        parts.append(tabulate(rows, headers=HEADERS, tablefmt="plain", disable_numparse=True))
+        parts.append(plain_table(rows, HEADERS, right=NUMBERS))
     forensics = trace.get("forensics")
     if forensics and forensics.get("ranks"):
         parts.append(_forensics(forensics))

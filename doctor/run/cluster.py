@@ -97,7 +97,7 @@ def _job_config(
     env: EnvFacts,
 ) -> Any:
     """One node's job: its rendezvous, and the fixes the preflight predicts (unless --as-is)."""
-    from ddp_doctor.run import jobplan  # through the module: the test suite plans faults there
+    from ddp_doctor.run import jobplan
 
     assert plan.nodes is not None
     predicted = (

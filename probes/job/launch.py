@@ -54,9 +54,6 @@ class JobConfig:
     timeout_s: float = 60.0
     init_timeout_s: float = 10.0
     python: str = sys.executable  # the patient's interpreter: torchrun and the ranks run in it
-    # The test suite's fault injector travels in the payload only when it asks for it.
-    extra_modules: tuple[Path, ...] = ()
-    test_fault: str | None = None  # "RANK:STAGE:ACTION", read by that injector
     rendezvous: Rendezvous | None = None  # one node of several; None: this machine alone
     # variables set for the job only, to check a fix the network preflight predicted
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -222,7 +219,7 @@ def torchrun_argv(
         "--monitor-interval",
         "0.1",
         "-m",
-        f"{PACKAGE}.worker",
+        PACKAGE,  # its __main__ runs worker.py
         "--out",
         str(journal_dir),
         "--backend",
@@ -239,8 +236,6 @@ def torchrun_argv(
     if cluster_dir is not None:
         argv += ["--cluster-dir", str(cluster_dir)]
         argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
-    if config.test_fault:
-        argv += ["--test-fault", config.test_fault]
     return argv
 
 
@@ -273,7 +268,7 @@ def _launch_and_collect(
     output_path = workdir / "torchrun.log"
     try:
         journals.mkdir()
-        payload = install_payload(workdir / "payload", config.extra_modules)
+        payload = install_payload(workdir / "payload")
         cluster_dir = exchange.prepare(workdir / "cluster") if exchange else None
         output = output_path.open("wb")
     except OSError as error:

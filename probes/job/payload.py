@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import ddp_doctor.patient
@@ -22,9 +22,9 @@ PACKAGE = "ddp_doctor_patient"
 PATIENT_ROOT = Path(ddp_doctor.patient.__file__).resolve().parent
 
 
-def install_payload(folder: Path, extra_modules: Sequence[Path] = ()) -> Path:
-    """Copies the patient-side modules (and `extra_modules`, the test suite's fault injector)
-    into folder/ddp_doctor_patient; returns `folder`, the entry for PYTHONPATH."""
+def install_payload(folder: Path) -> Path:
+    """Copies the patient-side modules into folder/ddp_doctor_patient; returns `folder`, the
+    entry for PYTHONPATH."""
     package = folder / PACKAGE
     shutil.copytree(
         PATIENT_ROOT,
@@ -32,8 +32,6 @@ def install_payload(folder: Path, extra_modules: Sequence[Path] = ()) -> Path:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         dirs_exist_ok=True,
     )
-    for extra in extra_modules:
-        shutil.copyfile(extra, package / extra.name)
     return folder
 
 
