@@ -1,0 +1,224 @@
+"""`attach`'s measurements: find the job, then sample every rank a few times, `interval_s`
+apart (state, CPU time, wait channel, children, and stacks through py-spy), all within the
+time limit. Nothing is sent to the job: no signal, no write, nothing installed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ddp_doctor.facts.attach import (
+    AttachedRank,
+    AttachFacts,
+    PtraceAccess,
+    RankGpu,
+    RankSample,
+    SourceStatus,
+)
+from ddp_doctor.probes.attach import procstate, stacks
+from ddp_doctor.probes.attach.processes import Candidate, FoundJob, find_jobs, job_for, scan
+
+CAP_SYS_PTRACE = 19
+PY_SPY_TIMEOUT_S = 5.0  # one stack read of one rank
+MAX_PARALLEL = 8
+
+
+class AttachError(Exception):
+    """No job to attach to, or several and none chosen: one line for the user."""
+
+
+@dataclass(frozen=True)
+class AttachRequest:
+    target: str | None = None  # a pid (agent or rank) or a job id
+    interval_s: float = 3.0
+    samples: int = 2
+    timeout_s: float = 30.0
+    native: bool = False
+
+
+def choose_job(request: AttachRequest, jobs: Sequence[FoundJob]) -> FoundJob:
+    if not jobs:
+        raise AttachError(
+            "no distributed training job found on this host (no torchrun, accelerate, "
+            "deepspeed or mp.spawn process, and no process with RANK and WORLD_SIZE set)"
+        )
+    if request.target is not None:
+        job = job_for(list(jobs), request.target)
+        if job is None:
+            raise AttachError(f"{request.target} is neither a job id nor a pid of a job's process")
+        return job
+    if len(jobs) > 1:
+        listed = "; ".join(f"{j.job_id} ({j.launcher}, {len(j.ranks)} ranks)" for j in jobs)
+        raise AttachError(f"{len(jobs)} jobs on this host, choose one with --job: {listed}")
+    return jobs[0]
+
+
+def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> AttachFacts:
+    started = time.monotonic()
+    processes = scan()
+    job = choose_job(request, find_jobs(processes))
+    py_spy = stacks.find_py_spy()
+    say(f"attach: {len(job.ranks)} ranks of {job.job_id}, sampling")
+    ranks = tuple(_rank(found.process, found.rank, found.rank_from) for found in job.ranks)
+    gpus, gpu_source = _gpus()
+    ranks = tuple(replace(r, gpus=gpus.get(r.pid, ())) for r in ranks)
+    samples = _sample_all(ranks, request, py_spy, started)
+    ranks = tuple(replace(r, samples=samples[r.pid]) for r in ranks)
+    others = tuple(j.job_id for j in find_jobs(processes) if j.job_id != job.job_id)
+    return AttachFacts(
+        hostname=socket.gethostname(),
+        job_id=job.job_id,
+        launcher=job.launcher,
+        agent_pid=job.agent.pid if job.agent else None,
+        agent_cmdline=job.agent.cmdline if job.agent else "",
+        interval_s=request.interval_s,
+        sample_count=request.samples,
+        py_spy=py_spy,
+        native=request.native,
+        access=ptrace_access(),
+        ranks=ranks,
+        other_jobs=others,
+        sources=(gpu_source, *_other_sources(ranks)),
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _rank(process: Candidate, rank: int | None, rank_from: str) -> AttachedRank:
+    env = process.env
+    state = procstate.read_state(process.pid)
+    peers, listening = procstate.sockets(process.pid)
+    return AttachedRank(
+        pid=process.pid,
+        rank=rank,
+        rank_from=rank_from,
+        host=socket.gethostname(),
+        local_rank=_int(env.get("LOCAL_RANK") or env.get("SLURM_LOCALID")),
+        world_size=_int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS")),
+        group_rank=_int(env.get("GROUP_RANK") or env.get("SLURM_NODEID")),
+        master_addr=env.get("MASTER_ADDR"),
+        master_port=_int(env.get("MASTER_PORT")),
+        user=process.user,
+        cmdline=process.cmdline,
+        env=dict(sorted(env.items())),
+        env_readable=process.env_readable,
+        threads=state.threads,
+        rss_bytes=state.rss_bytes,
+        peers=peers,
+        listening=listening,
+    )
+
+
+def _sample_all(
+    ranks: Sequence[AttachedRank], request: AttachRequest, py_spy: str | None, started: float
+) -> dict[int, tuple[RankSample, ...]]:
+    taken: dict[int, list[RankSample]] = {r.pid: [] for r in ranks}
+    first = time.monotonic()
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, max(1, len(ranks)))) as pool:
+        for index in range(max(1, request.samples)):
+            due = first + index * request.interval_s
+            left = request.timeout_s - (time.monotonic() - started)
+            if index and due + PY_SPY_TIMEOUT_S - started > request.timeout_s:
+                break  # another sample would not fit the time limit
+            time.sleep(max(0.0, due - time.monotonic()))
+            bound = max(0.5, min(PY_SPY_TIMEOUT_S, left))
+            jobs = [pool.submit(_sample, r.pid, py_spy, bound, request, first) for r in ranks]
+            for rank, future in zip(ranks, jobs, strict=True):
+                taken[rank.pid].append(future.result())
+    return {pid: tuple(samples) for pid, samples in taken.items()}
+
+
+def _sample(
+    pid: int, py_spy: str | None, timeout_s: float, request: AttachRequest, first: float
+) -> RankSample:
+    at = round(time.monotonic() - first, 3)
+    state = procstate.read_state(pid)
+    children = procstate.children(pid)
+    if state.state in (procstate.GONE, "zombie"):
+        return RankSample(at, state.state, state.cpu_s, state.wchan, children=children)
+    if py_spy is None:
+        dumped = stacks.Dump(error="py-spy is not installed beside ddp-doctor nor on PATH")
+    else:
+        dumped = stacks.dump(py_spy, pid, timeout_s, request.native)
+    return RankSample(
+        at_s=at,
+        state=state.state,
+        cpu_s=state.cpu_s,
+        wchan=state.wchan,
+        main_cpu_s=state.main_cpu_s,
+        main_switches=state.main_switches,
+        threads=dumped.threads,
+        stacks_error=dumped.error,
+        children=children,
+    )
+
+
+def ptrace_access() -> PtraceAccess:
+    return PtraceAccess(
+        doctor_uid=os.getuid(),
+        yama_scope=_yama_scope(),
+        cap_sys_ptrace=_has_capability(CAP_SYS_PTRACE),
+        in_container=os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+    )
+
+
+def _yama_scope() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _has_capability(bit: int) -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> bit & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _gpus() -> tuple[dict[int, tuple[RankGpu, ...]], SourceStatus]:
+    from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
+    from ddp_doctor.probes.nvml import collect_nvml
+
+    try:
+        nvml = collect_nvml()
+    except (ProbeSkipped, ProbeFailed) as error:
+        return {}, SourceStatus("nvml", "unavailable", str(error))
+    by_pid: dict[int, list[RankGpu]] = {}
+    for gpu in nvml.gpus:
+        for process in gpu.processes:
+            by_pid.setdefault(process.pid, []).append(
+                RankGpu(gpu.index, gpu.uuid or "", process.used_memory_bytes)
+            )
+    return {pid: tuple(g) for pid, g in by_pid.items()}, SourceStatus("nvml", "read")
+
+
+def _other_sources(ranks: Sequence[AttachedRank]) -> tuple[SourceStatus, ...]:
+    """What torch and NCCL could tell besides the stacks; this version reads none of them yet,
+    and says whether the job enabled each."""
+    env: dict[str, str] = {}
+    for rank in ranks:
+        env.update(rank.env)
+    pipe = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE" in env
+    dump = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" in env or "TORCH_FR_DUMP_TEMP_FILE" in env
+    return (
+        SourceStatus(
+            "flight-recorder",
+            "not-read",
+            "the job set a dump location, but attach does not read dumps yet"
+            if pipe or dump
+            else "the job set no TORCH_NCCL_DEBUG_INFO_PIPE_FILE or dump file",
+        ),
+        SourceStatus("nccl-ras", "not-read", "attach does not query NCCL RAS yet"),
+    )
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.strip().isdigit() else None
