@@ -121,6 +121,8 @@ def verdict_of(facts: AttachFacts) -> Verdict:
     if dead:
         alive = tuple(v.key for v in views if v.key not in dead)
         return Verdict(DEAD, views, waiting=alive, missing=dead, absent=absent)
+    if not any(v.stacks_seen for v in views):
+        return Verdict(UNSEEN, views, absent=absent)
     stuck = [v for v in views if v.stuck_waiting]
     if stuck:
         return _waiting_verdict(views, stuck, absent)

@@ -16,7 +16,7 @@ from ddp_doctor.attach.verdict import (
 )
 from ddp_doctor.facts.attach import AttachedRank, AttachFacts, PtraceAccess
 from ddp_doctor.facts.machine import FactSet
-from ddp_doctor.model import Location, Remediation
+from ddp_doctor.model import Location, Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
 PTRACE_FIX = Remediation(
@@ -46,8 +46,14 @@ def stacks_unreadable(facts: FactSet) -> Iterator[Hit]:
         return
     error = blind[0].samples[-1].stacks_error or ""
     seen = "; ".join(_proc_view(r) for r in blind)
+    everyone = len(blind) == len(attached.ranks)
+    quiet = everyone and all(v.quiet for v in views_of(attached))
+    still = (
+        f"; no rank's main thread ran or woke in {_span(attached)}: likely a hang" if quiet else ""
+    )
     yield Hit(
-        f"no stacks of {len(blind)} of {len(attached.ranks)} ranks ({error}); /proc shows: {seen}",
+        f"no stacks of {len(blind)} of {len(attached.ranks)} ranks ({error}); /proc shows: "
+        f"{seen}{still}",
         {
             "ranks": [r.rank for r in blind],
             "py_spy": attached.py_spy or "missing",
@@ -55,6 +61,7 @@ def stacks_unreadable(facts: FactSet) -> Iterator[Hit]:
             "users": sorted({r.user for r in blind}),
         },
         fix=_access_fix(attached, blind),
+        severity=Severity.ERROR if everyone else None,  # nothing of the job could be judged
     )
 
 
@@ -91,10 +98,13 @@ def _access_fix(attached: AttachFacts, blind: list[AttachedRank]) -> Remediation
             (f"sudo -u {users[0]} ddp-doctor attach",),
         )
     if not access.cap_sys_ptrace:
+        others = [u for u in users if u != "root"]
         return Remediation(
             "The doctor runs without CAP_SYS_PTRACE (a container drops it by default): add it "
             "to the container (docker run --cap-add SYS_PTRACE; Kubernetes "
-            "securityContext.capabilities.add: [SYS_PTRACE]), or run attach from the host"
+            "securityContext.capabilities.add: [SYS_PTRACE]), run attach from the host"
+            + (f", or run it as the ranks' user {others[0]}" if others else ""),
+            (f"sudo -u {others[0]} ddp-doctor attach",) if others else (),
         )
     return PTRACE_FIX
 
@@ -185,11 +195,12 @@ def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
     if verdict.kind not in (WAITING_FOR_BUSY, PROGRESSING) or not verdict.busy:
         return
     others = [v for v in verdict.views if v.key not in verdict.busy]
-    waits = f"waits in {others[0].last.op or 'a collective'}" if others else "waits"
+    verb = "waits" if len(others) == 1 else "wait"
+    waits = f"{verb} in {others[0].last.op or 'a collective'}" if others else verb
     for key in verdict.busy:
         view = verdict.view(key)
         yield Hit(
-            f"the other ranks ({', '.join(v.label() for v in others)}) {waits} at every sample "
+            f"{', '.join(v.label() for v in others)} {waits} at every sample "
             f"while {view.label()} {view.last.describe()}",
             {"rank": label(key), "verdict": verdict.kind},
             location=_location(view),
