@@ -1,6 +1,6 @@
 """Records `attach` on the real jobs of fixtures/attach as fixtures/attach/reports/*.json.
 
-Run by hand on a CPU machine as root: `python -m tests.record_attach_fixtures`. Each file is
+Run by hand on a CPU machine as root: `python tests/record_attach_fixtures.py`. Each file is
 the JSON report `attach --format json` printed (so `diagnose` reads it), with "description"
 and "expect" (the codes that must fire when it is judged again; tests/test_attach_fixtures.py
 checks them). The repository's own folder is replaced by /home/user/train, so no path of the
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.attach_jobs import FIXTURES, as_nobody, attach, running
+from attach_jobs import FIXTURES, as_nobody, attach, running
 
 REPO = FIXTURES.parent.parent
 OUT = FIXTURES / "reports"

@@ -3,17 +3,21 @@ the ranks' lines, within 20 s, and the job still running afterwards, untouched."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
+import time
 
 import psutil
 import pytest
-
-from tests.attach_jobs import as_nobody, attach, line_of, running
+from attach_jobs import BIN, FIXTURES, as_nobody, attach, line_of, running
+from simulated_hosts import simulated_hosts, why_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 WITHIN_S = 20.0
+TWO_NODE_PORT = "29533"
 
 
 def test_rank_blocked_in_dataset_while_rank0_waits_in_allreduce(tmp_path) -> None:
@@ -130,3 +134,50 @@ def test_nothing_of_the_doctor_left_running(tmp_path) -> None:
         spies = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "py-spy"]
         assert not [p for p in spies if pids & set(p.info["cmdline"] or ())]
         assert job.untouched()
+
+
+@pytest.mark.skipif(why_unavailable() is not None, reason=str(why_unavailable()))
+def test_two_nodes_attached_each_and_merged_with_diagnose(tmp_path) -> None:
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    env = {**os.environ, "ATTACH_READY_DIR": str(ready), "PYTHONPATH": str(FIXTURES)}
+    with simulated_hosts(2) as hosts:
+        for node in range(2):
+            hosts.write_hosts_file(node)
+        agents = [
+            subprocess.Popen(
+                hosts.command(node, [str(BIN / "torchrun"), "--nnodes", "2", "--node-rank",
+                                     str(node), "--nproc-per-node", "1", "--master-addr",
+                                     "node0", "--master-port", TWO_NODE_PORT,
+                                     str(FIXTURES / "node_stuck.py")]),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            )
+            for node in range(2)
+        ]  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(list(ready.iterdir())) == 2, "the two-node job did not start"
+            paths = []
+            for node, agent in enumerate(agents):
+                argv = [sys.executable, "-m", "ddp_doctor", "attach", str(agent.pid), "--format",
+                        "json", "--interval", "2"]  # fmt: skip
+                done = hosts.run_in(node, argv, timeout=60)
+                assert done.returncode == 1, done.stderr
+                paths.append(tmp_path / f"node{node}.json")
+                paths[-1].write_text(done.stdout)
+            assert all(agent.poll() is None for agent in agents)  # still running, untouched
+            merged = subprocess.run(
+                [sys.executable, "-m", "ddp_doctor", "diagnose", *map(str, paths), "--format",
+                 "json"], capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        finally:
+            for agent in agents:
+                agent.kill()
+    report = json.loads(merged.stdout)
+    hang = next(f for f in report["findings"] if f["code"] == "DDP302")
+    assert hang["evidence"]["waiting"] == [0]
+    assert list(hang["evidence"]["missing"]) == ["rank 1"]
+    assert "node1" in hang["message"]
+    assert hang["location"]["line"] == line_of("node_stuck.py", "time.sleep(3600)")

@@ -5,6 +5,7 @@ mp.spawn children, SLURM tasks, and plain processes with RANK and WORLD_SIZE set
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -105,22 +106,30 @@ def is_python(candidate: Candidate) -> bool:
 
 def find_jobs(processes: Mapping[int, Candidate]) -> list[FoundJob]:
     """The jobs among the processes, each with its ranks; a rank's own children (DataLoader
-    workers, which inherit its environment) are not ranks."""
+    workers, which inherit its environment) are not ranks. Ranks under different agents are
+    different jobs even with one run id (two nodes of a job simulated on one host)."""
     agents = {pid: p for pid, p in processes.items() if launcher_of(p)}
     ranks = [p for p in processes.values() if _is_rank(p, processes, agents)]
-    jobs: dict[str, list[FoundRank]] = {}
-    launchers: dict[str, tuple[str, Candidate | None]] = {}
+    jobs: dict[tuple[str, int | None], list[FoundRank]] = {}
+    launchers: dict[tuple[str, int | None], tuple[str, Candidate | None]] = {}
     for job_id, launcher, agent, found in _ranked(ranks, processes, agents):
-        jobs.setdefault(job_id, []).append(found)
-        launchers.setdefault(job_id, (launcher, agent))
+        key = (job_id, agent.pid if agent else None)
+        jobs.setdefault(key, []).append(found)
+        launchers.setdefault(key, (launcher, agent))
     for pid, agent in agents.items():  # an agent whose workers are not (yet) seen
-        if not any(launchers[j][1] is agent for j in launchers):
-            job_id = agent.env.get("TORCHELASTIC_RUN_ID") or f"pid {pid}"
-            if job_id not in jobs and launcher_of(agent) and not _under_agent(agent, agents):
-                jobs[job_id], launchers[job_id] = [], (launcher_of(agent) or "", agent)
+        if any(key[1] == pid for key in jobs) or _under_agent(agent, agents):
+            continue
+        key = (agent.env.get("TORCHELASTIC_RUN_ID") or f"pid {pid}", pid)
+        jobs[key], launchers[key] = [], (launcher_of(agent) or "", agent)
+    shared = Counter(job_id for job_id, _ in jobs)
     return [
-        FoundJob(job_id, launchers[job_id][0], launchers[job_id][1], _ordered(found))
-        for job_id, found in jobs.items()
+        FoundJob(
+            job_id if shared[job_id] == 1 else f"{job_id}@{agent_pid}",
+            launchers[(job_id, agent_pid)][0],
+            launchers[(job_id, agent_pid)][1],
+            _ordered(found),
+        )
+        for (job_id, agent_pid), found in jobs.items()
     ]
 
 
