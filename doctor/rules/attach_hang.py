@@ -54,7 +54,7 @@ def _hang_hit(verdict: Verdict) -> Hit:
     how = " (DDP's gradient all_reduce, in backward)" if first.kind == "backward" else ""
     parts = [
         f"{verdict.op}{how} of the default group, sequence number not known without the "
-        f"flight recorder: {_ranks(verdict.waiting)} wait in it{at}"
+        f"flight recorder: {_ranks(verdict.waiting)} {_verb(verdict.waiting)} in it{at}"
     ]
     for key in verdict.missing:
         view = verdict.view(key)
@@ -102,7 +102,7 @@ def _dead_hit(verdict: Verdict) -> Hit:
     dead = [verdict.view(k) for k in verdict.missing]
     parts = [f"{v.label()} (pid {v.rank.pid}) is {v.state}" for v in dead]
     if verdict.waiting:
-        parts.append(f"{_ranks(verdict.waiting)} are still there and wait for it")
+        parts.append(f"{_ranks(verdict.waiting)} {_verb(verdict.waiting)} for it")
     return Hit(
         "; ".join(parts),
         {"seen": SEEN, "dead": [label(v.key) for v in dead], "alive": list(verdict.waiting)},
@@ -116,6 +116,10 @@ def _first_site(verdict: Verdict, keys: tuple[int, ...]):  # type: ignore[no-unt
         if site is not None:
             return site
     return None
+
+
+def _verb(keys: tuple[int, ...]) -> str:
+    return "waits" if len(keys) == 1 else "wait"
 
 
 def _ranks(keys: tuple[int, ...]) -> str:
