@@ -4,6 +4,8 @@ cover (mismatched collectives, a zombie rank, every rank stuck outside collectiv
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ddp_doctor.attach.places import BACKWARD, COLLECTIVE, DATA, KERNEL, place_of
@@ -204,3 +206,68 @@ def test_cli_without_a_job_is_one_line_exit_2(invoke, monkeypatch) -> None:
 def test_cli_pid_and_job_contradict(invoke) -> None:
     assert invoke("attach", "123", "--job", "x").exit_code == 2
     assert invoke("attach", "--interval", "20", "--timeout", "10").exit_code == 2
+
+
+def _node_report(path, rank: AttachedRank, host: str) -> None:
+    import json
+    from dataclasses import replace
+
+    from ddp_doctor.model import make_report
+    from ddp_doctor.report_io import report_to_json
+
+    facts = replace(_facts(replace(rank, host=host)), hostname=host)
+    report = make_report([ProbeResult("attach", ProbeStatus.OK, facts, 1.0)], [])
+    path.write_text(json.dumps(report_to_json(report), indent=1, default=str) + "\n")
+
+
+def _two_nodes(tmp_path) -> list:
+    own = (Site("/a/train.py", 41, "save_checkpoint"),)
+    _node_report(
+        tmp_path / "n0.json",
+        _rank(0, _sample(0, _in("all_reduce", 4)), _sample(2, _in("all_reduce", 4))),
+        "node0",
+    )
+    _node_report(tmp_path / "n1.json", _rank(1, _sample(0, own), _sample(2, own)), "node1")
+    return [tmp_path / "n0.json", tmp_path / "n1.json"]
+
+
+def test_diagnose_merges_node_reports_and_names_the_lagging_node(invoke, tmp_path) -> None:
+    import json
+
+    paths = _two_nodes(tmp_path)
+    result = invoke("diagnose", *map(str, paths), "--format", "json")
+    assert result.exit_code == 1, result.output
+    hang = next(f for f in json.loads(result.output)["findings"] if f["code"] == "DDP302")
+    assert hang["evidence"]["waiting"] == [0] and list(hang["evidence"]["missing"]) == ["rank 1"]
+    assert "rank 1 on node1" in hang["message"] and hang["location"]["line"] == 41
+    twice = tmp_path / "again.json"
+    _node_report(twice, _rank(0, _sample(0, _in("all_reduce", 4))), "node7")
+    clash = invoke("diagnose", str(paths[0]), str(twice))
+    assert clash.exit_code == 2 and "same rank" in clash.output
+    not_attach = tmp_path / "run.json"
+    not_attach.write_text('{"schema_version": 1, "probes": [], "findings": []}')
+    assert invoke("diagnose", str(paths[0]), str(not_attach)).exit_code == 2
+
+
+def test_slurm_job_runs_one_attach_per_node_through_srun(invoke, tmp_path, monkeypatch) -> None:
+    import json
+
+    paths = _two_nodes(tmp_path)
+    fake = tmp_path / "bin" / "srun"
+    fake.parent.mkdir()
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/args\n'
+        f"sed 's/^/0: /' {paths[0]}\n"
+        f"sed 's/^/1: /' {paths[1]}\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    result = invoke("attach", "--slurm-job", "1234", "--format", "json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output)
+    assert report["probes"][0]["facts"]["nodes"] == ["node0", "node1"]
+    assert "DDP302" in [f["code"] for f in report["findings"]]
+    args = (tmp_path / "args").read_text()
+    for word in ("--overlap", "--jobid=1234", "--ntasks-per-node=1", "--label", "slurm 1234"):
+        assert word in args

@@ -41,6 +41,13 @@ from ddp_doctor.progress import Progress
     show_default=True,
     help="Upper bound in seconds for the whole attach.",
 )
+@click.option(
+    "--slurm-job",
+    default=None,
+    metavar="ID",
+    help="Attach on every node of this SLURM job (srun --overlap, one task per node) and "
+    "merge the nodes into one verdict.",
+)
 @click.option("--native", is_flag=True, help="Native frames too (py-spy --native; slower).")
 @click.argument("pid", required=False, type=click.IntRange(min=1))
 def attach_command(
@@ -50,6 +57,7 @@ def attach_command(
     samples: int,
     timeout: float,
     native: bool,
+    slurm_job: str | None,
     pid: int | None,
 ) -> None:
     """Diagnose the distributed training job that runs on this host now (torchrun, accelerate,
@@ -60,16 +68,24 @@ def attach_command(
 
     Example: ddp-doctor attach --format markdown -o hang.md
     """
-    from ddp_doctor.attach.operation import AttachError, AttachRequest, attach_results
+    from ddp_doctor.attach.operation import (
+        AttachError,
+        AttachRequest,
+        attach_results,
+        slurm_results,
+    )
 
-    if pid is not None and job is not None:
-        raise click.UsageError("give PID or --job, not both")
+    if sum(x is not None for x in (pid, job, slurm_job)) > 1:
+        raise click.UsageError("give one of PID, --job and --slurm-job")
     target = str(pid) if pid is not None else job
     request = AttachRequest(target, interval, samples, timeout, native)
     if interval * (samples - 1) >= timeout:
         raise click.UsageError("--interval x (--samples - 1) must be shorter than --timeout")
     try:
-        results = attach_results(request, Progress.to_stderr())
+        if slurm_job is not None:
+            results = slurm_results(slurm_job, request, Progress.to_stderr())
+        else:
+            results = attach_results(request, Progress.to_stderr())
     except AttachError as error:
         raise DoctorError(str(error)) from None
     report = make_report(results, judge(results, report_options.selector))

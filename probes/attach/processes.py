@@ -228,8 +228,11 @@ def children_of(pid: int, processes: Mapping[int, Candidate]) -> list[Candidate]
 
 def job_for(jobs: list[FoundJob], wanted: str) -> FoundJob | None:
     """The job named by --job (its id) or by a pid (its agent's, or any rank's)."""
+    slurm = wanted[len("slurm ") :] if wanted.startswith("slurm ") else None
     for job in jobs:
         if job.job_id == wanted or (job.agent is not None and str(job.agent.pid) == wanted):
+            return job
+        if slurm and any(r.process.env.get("SLURM_JOB_ID") == slurm for r in job.ranks):
             return job
         if any(str(r.process.pid) == wanted for r in job.ranks):
             return job
