@@ -22,7 +22,7 @@ from ddp_doctor.trace.collectives import (
 )
 
 UNKNOWN_SEQ = 0
-__all__ = ["Mismatch", "Stall", "calls_of", "mismatches", "stall"]
+__all__ = ["UNKNOWN_SEQ", "Mismatch", "Stall", "calls_of", "mismatches", "stall"]
 
 
 def calls_of(places: Mapping[int, Place]) -> dict[int, tuple[CollectiveCall, ...]]:
@@ -38,9 +38,15 @@ def calls_of(places: Mapping[int, Place]) -> dict[int, tuple[CollectiveCall, ...
     return calls
 
 
-def stall(places: Mapping[int, Place]) -> Stall | None:
-    return find_stall(calls_of(places))
+def stall(
+    places: Mapping[int, Place], records: Mapping[int, tuple[CollectiveCall, ...]] | None = None
+) -> Stall | None:
+    """From the ranks' flight recorders where every rank has one (they know the sequence
+    numbers), else from their stacks."""
+    return find_stall(records if records else calls_of(places))
 
 
-def mismatches(places: Mapping[int, Place]) -> list[Mismatch]:
-    return find_mismatches(calls_of(places))
+def mismatches(
+    places: Mapping[int, Place], records: Mapping[int, tuple[CollectiveCall, ...]] | None = None
+) -> list[Mismatch]:
+    return find_mismatches(records if records else calls_of(places))

@@ -70,6 +70,8 @@ class Verdict:
     op: str | None = None
     busy: tuple[int, ...] = ()  # ranks the others wait for while they work
     mismatch: collectives.Mismatch | None = None
+    seq: int | None = None  # the collective's sequence number, where flight recorders say it
+    group: str = "0"
 
     def view(self, key: int) -> RankView:
         return next(v for v in self.views if v.key == key)
@@ -136,17 +138,27 @@ def _waiting_verdict(
 ) -> Verdict:
     places: Mapping[int, Place] = {v.key: v.last for v in views}
     waiting_places = {v.key: v.last for v in stuck}
-    found = collectives.mismatches(waiting_places)
+    records = _records(views)
+    found = collectives.mismatches(waiting_places, records)
     if found:
         return Verdict(MISMATCHED, tuple(views), waiting=tuple(found[0].calls), mismatch=found[0])
-    stall = collectives.stall(places)
+    stall = collectives.stall(places, records)
     op = stall.call.op if stall else stuck[0].last.op
     waiting = tuple(stall.waiting) if stall else tuple(v.key for v in stuck)
     others = [v for v in views if v.key not in waiting]
     busy = tuple(v.key for v in others if not v.same_stack)
     kind = WAITING_FOR_BUSY if busy else HUNG
     missing = tuple(v.key for v in others)
-    return Verdict(kind, tuple(views), waiting, missing, absent, op, busy)
+    seq = stall.call.seq if stall and records else None
+    group = stall.call.group if stall else "0"
+    return Verdict(kind, tuple(views), waiting, missing, absent, op, busy, seq=seq, group=group)
+
+
+def _records(views: Sequence[RankView]) -> dict[int, tuple] | None:
+    """Every rank's flight-recorder entries, or None unless every rank has some."""
+    if all(v.rank.flight_recorder for v in views):
+        return {v.key: v.rank.flight_recorder for v in views}
+    return None
 
 
 def _stragglers(views: Sequence[RankView]) -> tuple[int, ...]:

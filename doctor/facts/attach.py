@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ddp_doctor.facts.trace import Site
+from ddp_doctor.trace.collectives import CollectiveCall
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,38 @@ class AttachedRank:
     listening: tuple[int, ...] = ()  # TCP ports the rank listens on
     gpus: tuple[RankGpu, ...] = ()
     samples: tuple[RankSample, ...] = ()
+    # The rank's flight recorder (its last entries), from a dump the job wrote or one asked
+    # for through its TORCH_NCCL_DEBUG_INFO_PIPE_FILE; how it was got, and why not.
+    flight_recorder: tuple[CollectiveCall, ...] = ()
+    flight_recorder_from: str = ""
+
+
+@dataclass(frozen=True)
+class RasRank:
+    rank: int
+    host: str = ""
+    pid: int | None = None
+    counts: Mapping[str, int] = field(default_factory=dict)  # collective -> how many done
+    missing: bool = False  # in the communicator's missing ranks
+    unresponsive: bool = False
+    considered_dead: bool = False
+    async_error: int = 0
+
+
+@dataclass(frozen=True)
+class RasCommunicator:
+    """One NCCL communicator as NCCL's RAS (JSON, NCCL 2.28+) reports it."""
+
+    hash: str
+    size: int
+    ranks: tuple[RasRank, ...] = ()
+
+
+@dataclass(frozen=True)
+class RasFacts:
+    address: str
+    nccl_version: str = ""
+    communicators: tuple[RasCommunicator, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +144,7 @@ class AttachFacts:
     ranks: tuple[AttachedRank, ...] = ()
     other_jobs: tuple[str, ...] = ()  # the ids of jobs on this host not attached to
     sources: tuple[SourceStatus, ...] = ()
+    ras: RasFacts | None = None
     nodes: tuple[str, ...] = ()  # hosts merged into these facts (diagnose of node reports)
     duration_s: float = 0.0
 

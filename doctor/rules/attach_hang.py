@@ -52,9 +52,14 @@ def _hang_hit(verdict: Verdict) -> Hit:
     first = waiting[0].last
     at = f" at {first.site}" if first.site else ""
     how = " (DDP's gradient all_reduce, in backward)" if first.kind == "backward" else ""
+    group = "the default group" if verdict.group == "0" else f"process group {verdict.group}"
+    number = (
+        f", collective {verdict.seq} of {group} (flight recorder)"
+        if verdict.seq is not None
+        else f" of {group} (sequence number not known without the flight recorder)"
+    )
     parts = [
-        f"{verdict.op}{how} of the default group, sequence number not known without the "
-        f"flight recorder: {_ranks(verdict.waiting)} {_verb(verdict.waiting)} in it{at}"
+        f"{verdict.op}{how}{number}: {_ranks(verdict.waiting)} {_verb(verdict.waiting)} in it{at}"
     ]
     for key in verdict.missing:
         view = verdict.view(key)
@@ -72,7 +77,8 @@ def _hang_hit(verdict: Verdict) -> Hit:
         {
             "seen": SEEN,
             "collective": verdict.op,
-            "group": "0",
+            "group": verdict.group,
+            "seq": verdict.seq,
             "waiting": list(verdict.waiting),
             "missing": {label(k): verdict.view(k).last.describe() for k in verdict.missing},
             "absent": list(verdict.absent),

@@ -18,14 +18,16 @@ from ddp_doctor.facts.attach import (
     PtraceAccess,
     RankGpu,
     RankSample,
+    RasFacts,
     SourceStatus,
 )
-from ddp_doctor.probes.attach import procstate, stacks
+from ddp_doctor.probes.attach import flightrec, procstate, ras, stacks
 from ddp_doctor.probes.attach.processes import Candidate, FoundJob, find_jobs, job_for, scan
 
 CAP_SYS_PTRACE = 19
 PY_SPY_TIMEOUT_S = 5.0  # one stack read of one rank
 MAX_PARALLEL = 8
+RAS_TIMEOUT_S = 10.0  # RAS itself waits up to 5 s for each other process (its leg timeout)
 
 
 class AttachError(Exception):
@@ -69,6 +71,9 @@ def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> Attach
     ranks = tuple(replace(r, gpus=gpus.get(r.pid, ())) for r in ranks)
     samples = _sample_all(ranks, request, py_spy, started)
     ranks = tuple(replace(r, samples=samples[r.pid]) for r in ranks)
+    left = request.timeout_s - (time.monotonic() - started)
+    ranks, recorder_source = _flight_recorders(ranks, left)
+    ras, ras_source = _ras(ranks, max(0.5, request.timeout_s - (time.monotonic() - started)))
     others = tuple(j.job_id for j in find_jobs(processes) if j.job_id != job.job_id)
     return AttachFacts(
         hostname=socket.gethostname(),
@@ -83,7 +88,8 @@ def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> Attach
         access=ptrace_access(),
         ranks=ranks,
         other_jobs=others,
-        sources=(gpu_source, *_other_sources(ranks)),
+        sources=(gpu_source, recorder_source, ras_source),
+        ras=ras,
         duration_s=round(time.monotonic() - started, 3),
     )
 
@@ -200,24 +206,48 @@ def _gpus() -> tuple[dict[int, tuple[RankGpu, ...]], SourceStatus]:
     return {pid: tuple(g) for pid, g in by_pid.items()}, SourceStatus("nvml", "read")
 
 
-def _other_sources(ranks: Sequence[AttachedRank]) -> tuple[SourceStatus, ...]:
-    """What torch and NCCL could tell besides the stacks; this version reads none of them yet,
-    and says whether the job enabled each."""
-    env: dict[str, str] = {}
-    for rank in ranks:
-        env.update(rank.env)
-    pipe = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE" in env
-    dump = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" in env or "TORCH_FR_DUMP_TEMP_FILE" in env
-    return (
-        SourceStatus(
-            "flight-recorder",
-            "not-read",
-            "the job set a dump location, but attach does not read dumps yet"
-            if pipe or dump
-            else "the job set no TORCH_NCCL_DEBUG_INFO_PIPE_FILE or dump file",
-        ),
-        SourceStatus("nccl-ras", "not-read", "attach does not query NCCL RAS yet"),
+def _flight_recorders(
+    ranks: tuple[AttachedRank, ...], timeout_s: float
+) -> tuple[tuple[AttachedRank, ...], SourceStatus]:
+    recorders = [
+        flightrec.RankRecorder(r.pid, r.rank, r.env)
+        for r in ranks
+        if r.rank is not None and flightrec.RankRecorder(r.pid, r.rank, r.env).dump is not None
+    ]
+    if not recorders:
+        note = "the job enabled no flight recorder (TORCH_FR_BUFFER_SIZE) nor dump file"
+        return ranks, SourceStatus("flight-recorder", "not-set", note)
+    found = flightrec.collect(recorders, max(0.5, timeout_s))
+    updated = tuple(
+        replace(r, flight_recorder=found[r.pid][0], flight_recorder_from=found[r.pid][1])
+        if r.pid in found
+        else r
+        for r in ranks
     )
+    read = [r for r in updated if r.flight_recorder]
+    notes = sorted({r.flight_recorder_from for r in updated if r.pid in found})
+    status = "read" if read else "unavailable"
+    return updated, SourceStatus(
+        "flight-recorder", status, f"{len(read)} ranks: " + "; ".join(notes)
+    )
+
+
+def _ras(ranks: Sequence[AttachedRank], timeout_s: float) -> tuple[RasFacts | None, SourceStatus]:
+    """NCCL RAS, where a rank of the job listens on its address (never a port the job does
+    not serve)."""
+    wanted = next((r.env["NCCL_RAS_ADDR"] for r in ranks if r.env.get("NCCL_RAS_ADDR")), None)
+    try:
+        host, port = ras.address_of(wanted)
+    except ras.RasError as error:
+        return None, SourceStatus("nccl-ras", "failed", str(error))
+    if not any(port in r.listening for r in ranks):
+        note = f"no rank listens on {host}:{port} (gloo, NCCL before 2.24, or NCCL_RAS_ENABLE=0)"
+        return None, SourceStatus("nccl-ras", "not-set", note)
+    try:
+        answer = ras.query(host, port, min(timeout_s, RAS_TIMEOUT_S))
+    except ras.RasError as error:
+        return None, SourceStatus("nccl-ras", "failed", str(error))
+    return answer, SourceStatus("nccl-ras", "read", f"{host}:{port}, NCCL {answer.nccl_version}")
 
 
 def _int(text: str | None) -> int | None:
