@@ -86,26 +86,40 @@ def stack_lines(view: RankView) -> list[str]:
 
 
 def fold(frames: tuple[Site, ...]) -> list[str]:
-    lines, library, shown = [], [], 0
-    for frame in frames:
-        if not is_user_frame(frame):
-            library.append(frame)
-            continue
-        if library:
-            lines.append(_folded(library))
-            library = []
-        if shown < USER_FRAMES:
-            lines.append(f"    {frame.path}:{frame.line} in {frame.function}")
-        shown += 1
+    """The user's frames first (innermost first), then the library's folded into one line that
+    names the innermost of them (where the rank waits)."""
+    user = [f for f in frames if is_user_frame(f)]
+    library = [f for f in frames if not is_user_frame(f)]
+    lines = [f"    {f.path}:{f.line} in {f.function}" for f in user[:USER_FRAMES]]
+    if len(user) > USER_FRAMES:
+        lines.append(f"    ... {len(user) - USER_FRAMES} more of your frames")
     if library:
         lines.append(_folded(library))
-    if shown > USER_FRAMES:
-        lines.append(f"    ... {shown - USER_FRAMES} more of your frames")
     return lines
 
 
 def _folded(library: list[Site]) -> str:
     innermost = library[0]
     name = innermost.path.rsplit("site-packages/", 1)[-1]
-    more = f" and {len(library) - 1} more" if len(library) > 1 else ""
-    return f"      [library: {name}:{innermost.line} in {innermost.function}{more}]"
+    more = f" (+{len(library) - 1} more library frames)" if len(library) > 1 else ""
+    return f"      innermost library frame: {name}:{innermost.line} in {innermost.function}{more}"
+
+
+def threads_markdown(facts: dict[str, Any]) -> list[str]:
+    """Every thread of every rank, folded in <details>, for the Markdown report."""
+    try:
+        attached = from_jsonable(AttachFacts, facts)
+    except CodecError:
+        return []
+    lines: list[str] = []
+    for view in verdict_of(attached).views:
+        threads = view.rank.samples[-1].threads
+        if not threads:
+            continue
+        lines += [f"<details><summary>{label(view.key)}: {len(threads)} threads</summary>", ""]
+        lines.append("```")
+        for thread in threads:
+            lines.append(f"{thread.name or 'thread'} {'idle' if thread.idle else 'active'}:")
+            lines.extend(fold(thread.frames))
+        lines += ["```", "", "</details>", ""]
+    return lines

@@ -97,9 +97,10 @@ def _trace(probe: dict[str, Any] | None) -> list[str]:
 def _attach(probe: dict[str, Any] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
-    from ddp_doctor.render.attach_table import render_attach_text  # only `attach` reports
+    from ddp_doctor.render.attach_table import render_attach_text, threads_markdown
 
-    return ["### Attached job", "", "```", render_attach_text(probe["facts"]), "```", ""]
+    text = render_attach_text(probe["facts"])
+    return ["### Attached job", "", "```", text, "```", "", *threads_markdown(probe["facts"])]
 
 
 def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
