@@ -115,3 +115,38 @@ def test_attach_asks_the_pipe_for_a_dump_and_reads_ras(invoke, tmp_path: Path) -
     assert ras_finding["evidence"]["missing"] == [1]
     sources = {s["name"]: s["status"] for s in facts["sources"]}
     assert sources["flight-recorder"] == "read" and sources["nccl-ras"] == "read"
+
+
+def test_attach_reads_the_debug_server_frontend_of_rank_0(invoke, tmp_path: Path) -> None:
+    import psutil
+
+    run_id = f"fake-{secrets.token_hex(4)}"
+    debug_port = _free_port()
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1",
+           "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(tmp_path / "p_"),
+           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(tmp_path / "d_")}  # fmt: skip
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "fake_nccl_rank.py"), str(rank), "0",
+             str(tmp_path / f"ready{rank}"), str(debug_port if rank == 0 else 0)],
+            env={**env, "RANK": str(rank)},
+        )
+        for rank in (0, 1)
+    ]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"ready{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline, "the fake ranks did not start"
+            time.sleep(0.05)
+        result = invoke("attach", "--job", run_id, "--interval", "0.5", "--format", "json")
+    finally:
+        for rank in ranks:
+            for child in psutil.Process(rank.pid).children(recursive=True):
+                child.kill()
+            rank.kill()
+            rank.wait(timeout=10)
+    facts = json.loads(result.output)["probes"][0]["facts"]
+    got = {r["rank"]: r for r in facts["ranks"]}
+    assert [c["seq"] for c in got[1]["flight_recorder"]] == [1, 2, 3, 4]
+    assert got[1]["flight_recorder_from"] == "torch debug server"
+    assert {s["name"]: s["status"] for s in facts["sources"]}["debug-server"] == "read"

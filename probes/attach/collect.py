@@ -21,12 +21,13 @@ from ddp_doctor.facts.attach import (
     RasFacts,
     SourceStatus,
 )
-from ddp_doctor.probes.attach import flightrec, procstate, ras, stacks
+from ddp_doctor.probes.attach import debug_server, flightrec, procstate, ras, stacks
 from ddp_doctor.probes.attach.processes import Candidate, FoundJob, find_jobs, job_for, scan
 
 CAP_SYS_PTRACE = 19
 PY_SPY_TIMEOUT_S = 5.0  # one stack read of one rank
 MAX_PARALLEL = 8
+DEBUG_SERVER_TIMEOUT_S = 10.0  # the frontend itself waits for every rank's worker
 RAS_TIMEOUT_S = 10.0  # RAS itself waits up to 5 s for each other process (its leg timeout)
 
 
@@ -73,6 +74,8 @@ def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> Attach
     ranks = tuple(replace(r, samples=samples[r.pid]) for r in ranks)
     left = request.timeout_s - (time.monotonic() - started)
     ranks, recorder_source = _flight_recorders(ranks, left)
+    left = request.timeout_s - (time.monotonic() - started)
+    ranks, debug_source = _debug_server(ranks, max(0.5, left))
     ras, ras_source = _ras(ranks, max(0.5, request.timeout_s - (time.monotonic() - started)))
     others = tuple(j.job_id for j in find_jobs(processes) if j.job_id != job.job_id)
     return AttachFacts(
@@ -88,7 +91,7 @@ def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> Attach
         access=ptrace_access(),
         ranks=ranks,
         other_jobs=others,
-        sources=(gpu_source, recorder_source, ras_source),
+        sources=(gpu_source, recorder_source, debug_source, ras_source),
         ras=ras,
         duration_s=round(time.monotonic() - started, 3),
     )
@@ -230,6 +233,30 @@ def _flight_recorders(
     return updated, SourceStatus(
         "flight-recorder", status, f"{len(read)} ranks: " + "; ".join(notes)
     )
+
+
+def _debug_server(
+    ranks: tuple[AttachedRank, ...], timeout_s: float
+) -> tuple[tuple[AttachedRank, ...], SourceStatus]:
+    """The flight records of torch's debug server, for the ranks that have none yet."""
+    ports = debug_server.frontend_ports([r.pid for r in ranks])
+    if not ports:
+        return ranks, SourceStatus("debug-server", "not-set", "the job started no debug server")
+    errors = []
+    for port in ports:
+        try:
+            records = debug_server.flight_records(port, min(timeout_s, DEBUG_SERVER_TIMEOUT_S))
+        except debug_server.DebugServerError as error:
+            errors.append(str(error))
+            continue
+        updated = tuple(
+            replace(r, flight_recorder=records[r.rank], flight_recorder_from="torch debug server")
+            if not r.flight_recorder and r.rank in records
+            else r
+            for r in ranks
+        )
+        return updated, SourceStatus("debug-server", "read", f"port {port}: {len(records)} ranks")
+    return ranks, SourceStatus("debug-server", "failed", "; ".join(errors))
 
 
 def _ras(ranks: Sequence[AttachedRank], timeout_s: float) -> tuple[RasFacts | None, SourceStatus]:
