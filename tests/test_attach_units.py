@@ -271,3 +271,26 @@ def test_slurm_job_runs_one_attach_per_node_through_srun(invoke, tmp_path, monke
     args = (tmp_path / "args").read_text()
     for word in ("--overlap", "--jobid=1234", "--ntasks-per-node=1", "--label", "slurm 1234"):
         assert word in args
+
+
+def test_accelerate_and_deepspeed_launchers() -> None:
+    accelerate = Candidate(40, 1, f"{PY} /venv/bin/accelerate launch --num_processes 2 t.py", "u")
+    deepspeed = Candidate(50, 1, f"{PY} -u -m deepspeed.launcher.launch --world_info=x t.py", "u")
+    table = _table(
+        accelerate,
+        Candidate(41, 40, f"{PY} t.py", "u", _rank_env(0, "acc")),
+        deepspeed,
+        Candidate(51, 50, f"{PY} -u t.py --local_rank=0", "u", _rank_env(0, "ds")),
+    )
+    launchers = {j.job_id: j.launcher for j in find_jobs(table)}
+    assert launchers == {"acc": "accelerate", "ds": "deepspeed"}
+
+
+def test_job_text_cannot_reach_the_terminal_as_control_sequences() -> None:
+    from ddp_doctor.codec import to_jsonable
+    from ddp_doctor.render.attach_table import render_attach_text
+
+    evil = (Site("/a/\x1b[2Jtrain```.py", 3, "f\x07"),)
+    facts = _facts(_rank(0, _sample(0, evil), _sample(2, evil)))
+    text = render_attach_text(to_jsonable(facts))
+    assert "\x1b" not in text and "\x07" not in text and "```" not in text

@@ -32,7 +32,14 @@ def render_attach_text(facts: dict[str, Any]) -> str:
     unread = [f"{s.name} ({s.note})" for s in attached.sources if s.status != "read"]
     if unread:
         parts.append("not read: " + "; ".join(unread))
-    return "\n\n".join(parts)
+    return printable("\n\n".join(parts))
+
+
+def printable(text: str) -> str:
+    """Paths, function names and command lines come from the job: no control character of
+    theirs reaches a terminal, and no backtick fence ends a Markdown code block early."""
+    kept = "".join(c if c == "\n" or c.isprintable() else "\ufffd" for c in text)
+    return kept.replace("```", "`\u200b`\u200b`")
 
 
 def _summary(attached: AttachFacts) -> str:
@@ -122,4 +129,4 @@ def threads_markdown(facts: dict[str, Any]) -> list[str]:
             lines.append(f"{thread.name or 'thread'} {'idle' if thread.idle else 'active'}:")
             lines.extend(fold(thread.frames))
         lines += ["```", "", "</details>", ""]
-    return lines
+    return [line if line.startswith(("```", "<")) else printable(line) for line in lines]
