@@ -294,3 +294,27 @@ def test_job_text_cannot_reach_the_terminal_as_control_sequences() -> None:
     facts = _facts(_rank(0, _sample(0, evil), _sample(2, evil)))
     text = render_attach_text(to_jsonable(facts))
     assert "\x1b" not in text and "\x07" not in text and "```" not in text
+
+
+def test_debug_server_ports_never_include_a_ranks_own_listeners(monkeypatch) -> None:
+    from ddp_doctor.probes.attach import debug_server
+
+    class Child:
+        pid = 2
+
+        def cmdline(self) -> list[str]:
+            return ["python", "train.py"]  # a fork: the rank's own command line
+
+    class Rank(Child):
+        pid = 1
+
+        def __init__(self, pid: int) -> None:
+            pass
+
+        def children(self) -> list[Child]:
+            return [Child()]
+
+    listening = {1: {29500, 41000}, 2: {29500, 41000, 25999}}  # the fork inherited 29500, 41000
+    monkeypatch.setattr(debug_server.psutil, "Process", Rank)
+    monkeypatch.setattr(debug_server, "_listening", lambda pid: listening[pid])
+    assert debug_server.frontend_ports([1]) == [25999]

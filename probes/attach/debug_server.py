@@ -40,7 +40,8 @@ def frontend_ports(rank_pids: Sequence[int]) -> list[int]:
     as a multiprocessing.Process of rank 0 (a fork has the rank's own command line, spawn and
     forkserver children name multiprocessing); DataLoader workers listen on none, and other
     services a job starts (an experiment tracker's) have command lines of their own."""
-    ports = []
+    ranks_own = {port for pid in rank_pids for port in _listening(pid)}
+    ports: set[int] = set()
     for pid in rank_pids:
         with contextlib.suppress(psutil.Error):
             rank = psutil.Process(pid)
@@ -50,12 +51,16 @@ def frontend_ports(rank_pids: Sequence[int]) -> list[int]:
                     line = child.cmdline()
                     if line != own and "multiprocessing" not in " ".join(line):
                         continue
-                    ports += [
-                        c.laddr.port
-                        for c in child.net_connections(kind="tcp")
-                        if c.status == psutil.CONN_LISTEN
-                    ]
-    return sorted(set(ports))
+                    ports |= _listening(child.pid)
+    # A forked child holds its rank's listening sockets too (gloo's, the store's): never those.
+    return sorted(ports - ranks_own)
+
+
+def _listening(pid: int) -> set[int]:
+    with contextlib.suppress(psutil.Error):
+        connections = psutil.Process(pid).net_connections(kind="tcp")
+        return {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN}
+    return set()
 
 
 def flight_records(port: int, timeout_s: float) -> dict[int, tuple[CollectiveCall, ...]]:
