@@ -32,6 +32,7 @@ def test_rank_blocked_in_dataset_while_rank0_waits_in_allreduce(tmp_path) -> Non
         sleep = line_of("dataset_blocks.py", "time.sleep(3600)")
         assert f"dataset_blocks.py:{sleep}" in hang["evidence"]["missing"]["rank 1"]
         assert hang["location"]["line"] == sleep
+        assert all(r["store"] for r in attached.facts["ranks"])  # each rank's store socket
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 

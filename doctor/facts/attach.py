@@ -72,6 +72,7 @@ class AttachedRank:
     threads: int | None = None
     rss_bytes: int | None = None
     peers: tuple[str, ...] = ()  # "addr:port" of established TCP connections
+    store: str | None = None  # the peer that is the rendezvous store (MASTER_PORT), if any
     listening: tuple[int, ...] = ()  # TCP ports the rank listens on
     gpus: tuple[RankGpu, ...] = ()
     samples: tuple[RankSample, ...] = ()

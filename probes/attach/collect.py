@@ -118,8 +118,13 @@ def _rank(process: Candidate, rank: int | None, rank_from: str) -> AttachedRank:
         threads=state.threads,
         rss_bytes=state.rss_bytes,
         peers=peers,
+        store=_store_of(peers, _int(env.get("MASTER_PORT"))),
         listening=listening,
     )
+
+
+def _store_of(peers: Sequence[str], port: int | None) -> str | None:
+    return next((p for p in peers if port is not None and p.rsplit(":", 1)[-1] == str(port)), None)
 
 
 def _sample_all(
