@@ -42,6 +42,7 @@ class LazyCommand(NamedTuple):
 
 # Every command; `--help` lists them from here without importing a single one.
 COMMANDS = {
+    "attach": LazyCommand("attach", "attach_command", "Diagnose a job that runs (or hangs) now."),
     "check": LazyCommand("check", "check_command", "Read training scripts for DDP mistakes."),
     "diagnose": LazyCommand("diagnose", "diagnose_command", "Judge a saved JSON report again."),
     "explain": LazyCommand("explain", "explain_command", "Explain one rule."),

@@ -11,8 +11,8 @@ Judged:
   doctor      raised by the doctor's own machinery (a rule that crashed, a file it cannot read)
 A new code goes here first, in the free numbers of its block (the catalogue's blocks: DDP0xx
 install and devices, DDP1xx scripts, DDP2xx rendezvous and network, DDP3xx collectives,
-DDP4xx wrapping and memory, DDP5xx log texts, DDP6xx the user's run, as traced, DDP9xx the
-doctor itself).
+DDP4xx wrapping and memory, DDP5xx log texts, DDP6xx the user's run, as traced, DDP7xx: a
+running job, as attached, DDP9xx the doctor itself).
 """
 
 from __future__ import annotations
@@ -148,6 +148,11 @@ CODES: tuple[Code, ...] = (
     Code("DDP601", "monitor-not-loaded", WARNING, "facts", "rules.traced_run", "Ranks of the traced run never loaded the trace monitor, so nothing of them was seen."),
     Code("DDP602", "no-process-group", WARNING, "facts", "rules.traced_run", "torchrun started several ranks, but none called init_process_group: each trained alone."),
     Code("DDP603", "sampler-shard-mismatch", ERROR, "facts", "rules.traced_run", "A DistributedSampler's num_replicas or rank differs from the process group's at runtime."),
+    Code("DDP701", "stacks-unreadable", WARNING, "facts", "rules.attach", "py-spy could not read some ranks' stacks (ptrace refused, or py-spy missing): only /proc's view of them is given."),
+    Code("DDP702", "stuck-outside-collectives", ERROR, "facts", "rules.attach", "No rank moved between the samples and none waits in a collective: the job is stuck in its own code, its data or the kernel."),
+    Code("DDP703", "dataloader-worker-dead", ERROR, "facts", "rules.attach", "A rank's DataLoader worker (a child process of the rank) is dead or a zombie."),
+    Code("DDP704", "ranks-wait-for-one", WARNING, "facts", "rules.attach", "The other ranks wait in collectives while one rank works or sleeps outside them: a straggler or a long rank-only task."),
+    Code("DDP705", "nccl-ras-ranks-behind", ERROR, "facts", "rules.attach_sources", "NCCL's RAS reports ranks of a communicator missing (unresponsive or dead) or behind the others in collectives."),
     Code("DDP901", "probe-crashed", WARNING, "facts", "rules.doctor_self", "A probe raised an unexpected error, so what it measures is missing from the report."),
     Code("DDP902", "probe-timed-out", WARNING, "facts", "rules.doctor_self", "A probe did not answer within its time limit and was abandoned."),
     Code("DDP903", "rule-crashed", WARNING, "doctor", "rules.doctor_self", "A rule raised an error while judging the facts, so its problem was not checked."),

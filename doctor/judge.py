@@ -5,7 +5,9 @@ The passes run in this order, each given the findings so far:
 2. the job's output (`rules.job_output`): what the job printed that no facts rule explained;
 3. the traced run (`rules.trace_runtime`), only for `trace`: the codes the user's run confirmed;
 4. the other nodes (`run.other_nodes`), only for node 0 of a multi-node run: every other node's
-   findings, judged by this same function, which is handed to that pass rather than imported.
+   findings, judged by this same function, which is handed to that pass rather than imported;
+5. the attached job (`rules.attach_hang`), only for `attach`: its verdict as DDP302, DDP304 or
+   DDP307, the codes the job and the trace use for the same causes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def passes_for(facts: FactSet) -> list[FindingPass]:
         passes.append(_traced_run)
     if facts.cluster is not None:
         passes.append(_other_nodes)
+    if facts.attach is not None:
+        passes.append(_attached)
     return passes
 
 
@@ -73,6 +77,15 @@ def _other_nodes(facts: FactSet, findings: list[Finding], selector: Selector) ->
     from ddp_doctor.run.other_nodes import with_other_nodes
 
     return with_other_nodes(facts, findings, judge, selector)
+
+
+def _attached(facts: FactSet, findings: list[Finding], selector: Selector) -> list[Finding]:
+    from ddp_doctor.rules.attach_hang import attach_hang_findings
+
+    try:
+        return [*findings, *attach_hang_findings(facts)]
+    except Exception as error:
+        return [*findings, rule_crashed("for the attached job", "attach", error)]
 
 
 def rule_crashed(what: str, rule: str, error: Exception) -> Finding:

@@ -21,7 +21,7 @@ def test_readme_rule_table_is_current() -> None:
 
 def test_readme_names_every_command() -> None:
     text = README.read_text()
-    for command in ("run", "check", "logs", "diagnose", "explain", "rules", "trace"):
+    for command in ("run", "check", "logs", "diagnose", "explain", "rules", "trace", "attach"):
         assert f"### `ddp-doctor {command}" in text or f"`ddp-doctor {command}" in text, command
 
 

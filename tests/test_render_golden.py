@@ -63,13 +63,28 @@ def golden_trace_report() -> Report:
     return Report(saved.tool_version, saved.created, saved.probes, tuple(judge(saved.probes)))
 
 
+# An attached job that hangs (a real `attach` of fixtures/attach/dataset_blocks.py under plain
+# torchrun, recorded by tests/record_attach_fixtures.py), for attach's table and markdown.
+ATTACH_FIXTURE = HERE.parent / "fixtures" / "attach" / "reports" / "dataset-blocks.json"
+ATTACH_RENDERERS = {
+    "attach.table.txt": lambda report: render_table(report, colour=False),
+    "attach.markdown.md": lambda report: render(report, "markdown"),
+}
+
+
+def golden_attach_report() -> Report:
+    saved = load_report(ATTACH_FIXTURE)
+    return Report(saved.tool_version, saved.created, saved.probes, tuple(judge(saved.probes)))
+
+
 @pytest.mark.parametrize(
     ("filename", "make"),
     [(name, golden_report) for name in sorted(RENDERERS)]
-    + [(name, golden_trace_report) for name in sorted(TRACE_RENDERERS)],
+    + [(name, golden_trace_report) for name in sorted(TRACE_RENDERERS)]
+    + [(name, golden_attach_report) for name in sorted(ATTACH_RENDERERS)],
 )
 def test_render_matches_golden(filename: str, make: object) -> None:
-    renderer = {**RENDERERS, **TRACE_RENDERERS}[filename]
+    renderer = {**RENDERERS, **TRACE_RENDERERS, **ATTACH_RENDERERS}[filename]
     text = renderer(make())  # type: ignore[operator]
     text = text if text.endswith("\n") else text + "\n"
     path = GOLDEN / filename

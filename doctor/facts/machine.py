@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.facts.attach import AttachFacts
 from ddp_doctor.facts.cluster import ClusterFacts, NetworkFacts, NodePlan
 from ddp_doctor.facts.job import DataParallelFacts, JobFacts
 from ddp_doctor.facts.topology import TopologyFacts
@@ -192,6 +193,7 @@ FACT_TYPES: dict[str, type] = {
     "trace": TraceFacts,
     "network": NetworkFacts,
     "cluster": ClusterFacts,
+    "attach": AttachFacts,
 }
 
 
@@ -257,3 +259,7 @@ class FactSet:
     @property
     def cluster(self) -> ClusterFacts | None:
         return self.facts("cluster")
+
+    @property
+    def attach(self) -> AttachFacts | None:
+        return self.facts("attach")

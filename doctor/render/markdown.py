@@ -24,6 +24,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines += _job(probes.get("job"), document.get("bandwidth"))
         lines += _cluster(document)
         lines += _trace(probes.get("trace"))
+        lines += _attach(probes.get("attach"))
         lines += _dataparallel(probes.get("dataparallel"))
         lines += _folded_facts(document["probes"], sum(len(line) + 1 for line in lines))
     return "\n".join(lines).rstrip() + "\n"
@@ -91,6 +92,15 @@ def _trace(probe: dict[str, Any] | None) -> list[str]:
     from ddp_doctor.render.trace_tables import render_trace_text  # only `trace` reports need it
 
     return ["### Traced run", "", "```", render_trace_text(probe["facts"]), "```", ""]
+
+
+def _attach(probe: dict[str, Any] | None) -> list[str]:
+    if not probe or not probe.get("facts"):
+        return []
+    from ddp_doctor.render.attach_table import render_attach_text, threads_markdown
+
+    text = render_attach_text(probe["facts"])
+    return ["### Attached job", "", "```", text, "```", "", *threads_markdown(probe["facts"])]
 
 
 def _dataparallel(probe: dict[str, Any] | None) -> list[str]:

@@ -48,6 +48,12 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
         from ddp_doctor.render.trace_tables import render_trace_text  # only `trace` reports need it
 
         parts.append(render_trace_text(to_jsonable(trace.facts)))
+    attached = next((r for r in report.probes if r.probe == "attach" and r.facts), None)
+    if attached is not None:
+        from ddp_doctor.codec import to_jsonable
+        from ddp_doctor.render.attach_table import render_attach_text  # only `attach` reports
+
+        parts.append(render_attach_text(to_jsonable(attached.facts)))
     dataparallel = next((r for r in report.probes if r.probe == "dataparallel" and r.facts), None)
     if dataparallel is not None:
         from ddp_doctor.render.dataparallel_table import (
@@ -62,7 +68,9 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
     if verbose:
         parts.append(_header(report))
         blocks = (
-            _facts_block(r) for r in report.probes if r.facts and r.probe not in ("job", "trace")
+            _facts_block(r)
+            for r in report.probes
+            if r.facts and r.probe not in ("job", "trace", "attach")
         )
         parts.extend(block for block in blocks if block)
         for run, title in ((job, "job output (end)"), (trace, "output of the traced run (end)")):

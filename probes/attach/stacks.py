@@ -1,0 +1,83 @@
+"""A rank's Python stacks, every thread, through py-spy (`py-spy dump --json`), bounded in time.
+
+py-spy pauses the process only while it reads the stacks (milliseconds); `--nonblocking` is
+not used because a hung rank's stack is what matters and it does not move anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ddp_doctor.facts.attach import ThreadStack
+from ddp_doctor.facts.trace import Site
+from ddp_doctor.probes.runner import run_command
+
+MAX_THREADS = 64
+MAX_FRAMES = 80  # innermost frames kept per thread
+REFUSED_WORDS = ("Permission denied", "Operation not permitted", "os error 13", "os error 1)")
+
+
+@dataclass(frozen=True)
+class Dump:
+    threads: tuple[ThreadStack, ...] = ()
+    error: str | None = None
+    refused: bool = False  # the kernel refused ptrace (or reading the process's memory)
+
+
+def find_py_spy() -> str | None:
+    """py-spy installed beside this Python (the doctor's own dependency), else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("py-spy")
+
+
+def dump(py_spy: str, pid: int, timeout_s: float, native: bool = False) -> Dump:
+    argv = [py_spy, "dump", "--pid", str(pid), "--json"]
+    if native:
+        argv.append("--native")
+    env = {**os.environ, "RUST_BACKTRACE": "0"}
+    result = run_command(argv, timeout_s, env=env)
+    if result.timed_out:
+        return Dump(error=f"py-spy did not answer within {timeout_s:g} s")
+    if result.returncode != 0:
+        return _failed(result.stderr or result.stdout)
+    try:
+        return Dump(threads=parse_dump(json.loads(result.stdout)))
+    except (ValueError, TypeError, KeyError) as error:
+        return Dump(error=f"py-spy's output could not be read: {error}")
+
+
+def _failed(text: str) -> Dump:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    refused = any(word in text for word in REFUSED_WORDS)
+    first = next((line for line in lines if not line.startswith(("Stack backtrace", "0:"))), "")
+    reason = next((line for line in lines if any(w in line for w in REFUSED_WORDS)), "")
+    message = " ".join(dict.fromkeys(p for p in (first, reason) if p))[:300]
+    return Dump(error=message or "py-spy failed without a message", refused=refused)
+
+
+def parse_dump(data: Any) -> tuple[ThreadStack, ...]:
+    """py-spy's JSON (a list of threads, frames innermost first) to ThreadStacks."""
+    if not isinstance(data, list):
+        raise ValueError("not a list of threads")
+    threads = []
+    for thread in data[:MAX_THREADS]:
+        frames = tuple(
+            Site(str(f.get("filename", "")), int(f.get("line") or 0), str(f.get("name", "")))
+            for f in thread.get("frames", ())[:MAX_FRAMES]
+        )
+        threads.append(
+            ThreadStack(
+                thread_id=int(thread.get("os_thread_id") or thread.get("thread_id") or 0),
+                name=str(thread.get("thread_name") or ""),
+                idle=not bool(thread.get("active", True)),
+                frames=frames,
+            )
+        )
+    return tuple(threads)
