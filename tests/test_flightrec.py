@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from ddp_doctor.facts.collectives import COMPLETED
 from ddp_doctor.flightrec.dumps import DumpError, read_dump
 from ddp_doctor.flightrec.record import read_flight_record
 from ddp_doctor.flightrec.safe_pickle import BadPickle, UnsafePickle, load_plain
@@ -112,7 +113,7 @@ def test_rank_comes_from_the_file_name_and_old_seq_id_is_read(tmp_path: Path) ->
     (path,) = write_dumps(tmp_path, {12: [old]})
     dump = read_dump(path)
     assert dump.rank == 12 and dump.entries[0].seq == 7 and dump.entries[0].op == "all_reduce"
-    assert dump.entries[0].backend == "nccl" and dump.entries[0].completed
+    assert dump.entries[0].backend == "nccl" and dump.entries[0].state == COMPLETED
 
 
 def test_pg_config_ranks_written_as_a_string_are_read(tmp_path: Path) -> None:

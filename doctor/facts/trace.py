@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddp_doctor.trace.collectives import CollectiveCall
+from ddp_doctor.facts.collectives import CollectiveCall
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,17 @@ class Forensics:
 
 
 @dataclass(frozen=True)
+class RankGuardCheck:
+    """`check`'s collective-under-rank-guard analysis (DDP120) of one of the user's files the
+    ranks stood in, run when the trace ran: rules read facts, never files, so `diagnose` of a
+    saved trace finds what the trace found."""
+
+    path: str  # as the sites name it (relative to the run's folder)
+    lines: tuple[int, ...] = ()  # lines of collectives `check` finds under a rank guard
+    error: str | None = None  # why the file could not be analysed
+
+
+@dataclass(frozen=True)
 class TraceFacts:
     command: str  # as typed after --, one string (so redaction sees --flag value pairs)
     launcher: str  # torchrun or python
@@ -210,6 +221,7 @@ class TraceFacts:
     ranks: tuple[RankTrace, ...] = ()
     forensics: Forensics | None = None
     output_tail: str = ""
+    rank_guard_checks: tuple[RankGuardCheck, ...] = ()  # files of the sites in forensics
 
     def rank(self, number: int) -> RankTrace | None:
         return next((r for r in self.ranks if r.rank == number), None)
