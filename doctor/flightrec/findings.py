@@ -120,6 +120,7 @@ def _stall(stall: Stall, group: GroupProgress, dumps: int) -> Finding:
                 f"and none had finished it when it dumped{_no_dump(group)}"
             )
         return _make("DDP302", message, STUCK_FIX, evidence)
+    evidence["waiting_ranks"] = list(stall.waiting)
     evidence["entered_ranks"] = sorted(at_point)
     evidence["never_reached_ranks"] = sorted(stall.elsewhere)
     chosen = [(stall.waiting, stall.call)]

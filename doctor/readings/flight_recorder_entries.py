@@ -19,6 +19,7 @@ from ddp_doctor.facts.collectives import COMPLETED, FLIGHT_RECORDER, PENDING, Co
 from ddp_doctor.patient.collectives import dtype_name, op_name, recorded
 
 _TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
+_NOT_CALLERS = ("c10d_logger", "ddp_doctor_patient")  # torch's logging wrapper, trace's own
 
 
 def entry_call(raw: Mapping[str, object]) -> CollectiveCall:
@@ -80,6 +81,10 @@ def _caller(frames: object) -> str | None:
         if not isinstance(frame, dict):
             continue
         filename = str(frame.get("filename", ""))
-        if filename and not _TORCH_FRAME.search(filename) and "c10d_logger" not in filename:
+        if filename and not _TORCH_FRAME.search(filename) and not _not_caller(filename):
             return f"{PurePath(filename.replace(chr(92), '/')).name}:{frame.get('line', '?')}"
     return None
+
+
+def _not_caller(filename: str) -> bool:
+    return any(part in filename for part in _NOT_CALLERS)
