@@ -112,6 +112,18 @@ def test_a_rank_whose_records_start_later_is_not_missing_earlier_ones() -> None:
     assert (found.groups[0].window_start, found.stalls[0].kind) == (6, "not-completed")
 
 
+def test_ranks_in_one_op_with_other_shapes_reached_it_the_mismatch_says_why() -> None:
+    """All ranks entered the all_reduce, none finished: with other shapes that is DDP304's
+    mismatch, not a stall of its own; a different op at the same number is both."""
+    shapes = {r: (call(1), call(2, state=PENDING, shapes=((4 * (r + 1),),))) for r in (0, 1)}
+    found = progress(shapes)
+    assert [m.seq for m in found.mismatches] == [2] and found.stalls == []
+    ops = {0: (call(1), call(2, state=PENDING)), 1: (call(1), call(2, "barrier", state=PENDING))}
+    found = progress(ops)
+    assert [m.seq for m in found.mismatches] == [2]
+    assert [(s.seq, s.kind) for s in found.stalls] == [(2, "never-reached")]
+
+
 def test_flight_recorder_names() -> None:
     assert op_name("gloo:all_reduce") == "all_reduce"
     assert op_name("nccl:_allgather_base") == "all_gather_into_tensor"

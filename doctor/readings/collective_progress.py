@@ -7,8 +7,10 @@ recorder's collective_seq_id). Two answers per group:
 - mismatches: sequence numbers where ranks called different ops, or the same op with inputs
   that must agree (patient/collectives.py says which) but do not;
 - the stall: the first collective that some rank waits in or that not every rank reached, the
-  ranks at it (the odd ones out when ranks wait in different calls), and every other member
-  with where it is instead.
+  ranks at it (the odd ones out when ranks wait in different ops), and every other member
+  with where it is instead. A rank in the same op with other shapes reached it (that is a
+  mismatch); a collective every rank entered at a mismatch is no stall of its own: the
+  mismatch is why none finished.
 A flight recorder is a ring buffer: a rank whose records start after a sequence number (or skip
 it) says nothing about it, so it is never named as missing there.
 """
@@ -142,6 +144,13 @@ def _group(name: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> Grou
     held = [min(line) for line in lines.values() if line]
     points = _points(lines)
     mismatches = tuple(m for seq, calls in points if (m := _mismatch(name, seq, calls)))
+    stall = _stall(name, lines, {rank: by_rank[rank].calls for rank in present})
+    if (
+        stall is not None
+        and stall.kind == NOT_COMPLETED
+        and stall.seq in {m.seq for m in mismatches}
+    ):
+        stall = None  # every rank entered it, with other shapes: the mismatch is the finding
     return GroupProgress(
         group=name,
         group_desc=desc,
@@ -150,7 +159,7 @@ def _group(name: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> Grou
         window_start=max(held, default=0),
         compared=len(points),
         mismatches=mismatches,
-        stall=_stall(name, lines, {rank: by_rank[rank].calls for rank in present}),
+        stall=stall,
     )
 
 
@@ -199,7 +208,7 @@ def _stall(
         return None
     entered = {rank: line[point] for rank, line in lines.items() if point in line}
     pending = {rank: call for rank, call in entered.items() if call.state == PENDING}
-    chosen = _odd_ones_out(pending or entered)
+    chosen = _odd_ones_out(pending or entered)  # by op: other shapes still reached it
     call = entered[chosen[0]]
     elsewhere, through = {}, []
     for rank, line in lines.items():
@@ -232,14 +241,14 @@ def _stall_point(lines: Mapping[int, Mapping[int, CollectiveCall]]) -> int | Non
 
 
 def _odd_ones_out(calls: Mapping[int, CollectiveCall]) -> tuple[int, ...]:
-    """Of the ranks at one point, those in the call the fewest of them made (a collective under
+    """Of the ranks at one point, those in the op the fewest of them called (a collective under
     a rank guard), ties to the lowest rank."""
-    sides: dict[tuple[object, ...], list[int]] = {}
+    sides: dict[str, list[int]] = {}
     for rank, call in sorted(calls.items()):
-        sides.setdefault(signature(call), []).append(rank)
+        sides.setdefault(call.op, []).append(rank)
     return tuple(min(sides.values(), key=lambda ranks: (len(ranks), ranks[0])))
 
 
 def _got_through(line: Mapping[int, CollectiveCall], seq: int, wanted: CollectiveCall) -> bool:
     call = line.get(seq)
-    return call is not None and call.state == COMPLETED and signature(call) == signature(wanted)
+    return call is not None and call.state == COMPLETED and call.op == wanted.op
