@@ -94,6 +94,7 @@ TABLE: tuple[Collective, ...] = (
     Collective("isend", "tensor", False, True),
     Collective("irecv", "tensor", False, True),
     Collective("batch_isend_irecv", None, False, True),
+    # Not a function: NCCL's record of the ops batched under one coalescing manager.
     Collective("coalesced", None, False, recorded_as=("coalesced",), recorded_sizes=None),
 )
 BY_NAME = {collective.name: collective for collective in TABLE}
