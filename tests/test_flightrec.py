@@ -161,6 +161,20 @@ def test_all_to_all_may_differ_in_shape_and_p2p_is_left_out(tmp_path: Path) -> N
     assert read_flight_record(write_dumps(tmp_path, per_rank)).findings == []
 
 
+def test_gather_and_scatter_lists_exist_on_the_root_only(tmp_path: Path) -> None:
+    """The root's gather output and scatter input are lists the other ranks never pass; the
+    tensor every rank passes must agree (a scatter's output)."""
+
+    def sides(op: str, out: list, inp: list) -> dict:  # type: ignore[type-arg]
+        return entry(1, op) | {"input_sizes": inp, "output_sizes": out}
+
+    gather = {0: [sides("gather", [[2, 2]], [[2]])], 1: [sides("gather", [], [[2]])]}
+    assert read_flight_record(write_dumps(tmp_path, gather)).findings == []
+    scatter = {0: [sides("scatter", [[2]], [[2, 2]])], 1: [sides("scatter", [[3]], [])]}
+    (mismatch,) = read_flight_record(write_dumps(tmp_path, scatter)).findings
+    assert mismatch.code == "DDP304" and mismatch.evidence["differs"] == ["output sizes"]
+
+
 def test_a_collective_nobody_finished_is_a_symptom(tmp_path: Path) -> None:
     stuck = [entry(1), entry(2, state="started", retired=False)]
     record = read_flight_record(write_dumps(tmp_path, {0: stuck, 1: stuck}))

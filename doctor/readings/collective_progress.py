@@ -190,12 +190,22 @@ def _mismatch(group: str, seq: int, calls: Mapping[int, CollectiveCall]) -> Mism
         differs: tuple[str, ...] = ("op",)
     else:
         parts = [s[1:] for s in map(signature, calls.values())]
+        sizes = "output sizes" if _compares_outputs(next(iter(calls.values()))) else "input sizes"
         differs = tuple(
             what
-            for what, index in (("input sizes", 0), ("dtypes", 1))
+            for what, index in ((sizes, 0), ("dtypes", 1))
             if len({part[index] for part in parts}) > 1
         )
     return Mismatch(group, seq, dict(calls), differs or ("output sizes",))
+
+
+def _compares_outputs(call: CollectiveCall) -> bool:
+    collective = BY_NAME.get(call.op)
+    return (
+        call.source == FLIGHT_RECORDER
+        and collective is not None
+        and collective.recorded_sizes == OUTPUT
+    )
 
 
 def _stall(
@@ -217,8 +227,8 @@ def _stall(
         if _got_through(line, point, call):
             through.append(rank)
             continue
-        if point not in line and line and (min(line) > point or max(line) > point):
-            continue  # outside what its records hold: no evidence it is missing
+        if point not in line and line and max(line) > point:
+            continue  # before its ring buffer's window, or a gap: no evidence it is missing
         before = [seq for seq in line if seq < point]
         last = line[max(before)] if before else None
         elsewhere[rank] = Position(line.get(point), first_pending(calls[rank]), last)
