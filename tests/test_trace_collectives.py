@@ -9,7 +9,14 @@ from ddp_doctor.facts.collectives import (
     CollectiveCall,
     RankCollectives,
 )
-from ddp_doctor.facts.trace import Site
+from ddp_doctor.facts.trace import (
+    Forensics,
+    InitRecord,
+    RankSnapshot,
+    RankTrace,
+    Site,
+    TraceFacts,
+)
 from ddp_doctor.patient.collectives import dtype_name, op_name
 from ddp_doctor.readings.collective_progress import (
     CollectiveProgress,
@@ -17,6 +24,7 @@ from ddp_doctor.readings.collective_progress import (
     Stall,
     collective_progress,
 )
+from ddp_doctor.rules.trace_hang import call_lists
 from ddp_doctor.trace.stacks import main_frames, threads, user_site, waiting_in
 
 
@@ -172,3 +180,38 @@ def test_a_rank_computing_in_its_own_code_is_not_waiting() -> None:
 def test_site_packages_below_a_system_stdlib_are_the_users() -> None:
     frames = (Site("/venv/lib/python3.11/site-packages/lightning/fit.py", 5, "fit"),)
     assert user_site(frames, NOT_USER) == frames[0]
+
+
+def test_without_every_ranks_flight_recorder_the_wrappers_count_stays_one_numbering() -> None:
+    """A snapshot numbers the pending call as the flight recorder does (6); where the analysis
+    falls back to the wrappers' records (rank 1 has no recorder entries), the call is matched
+    by what it is and keeps the wrappers' count (2): one numbering per analysis."""
+    first, guarded = call(1, where="t.py:13"), call(2, where="t.py:15")
+    barrier = call(2, "barrier", where="t.py:16")
+    init = InitRecord(ok=True)
+    ranks = (
+        RankTrace(0, 10, init=init, collectives_first=(first, guarded)),
+        RankTrace(1, 11, init=init, collectives_first=(first, barrier)),
+    )
+    fr = (call(5), call(6, state=PENDING))
+    snapshots = (
+        RankSnapshot(
+            0,
+            True,
+            waiting="collective",
+            pending=call(6, state=PENDING, where="t.py:15"),
+            flight_recorder=fr,
+        ),
+        RankSnapshot(
+            1,
+            True,
+            waiting="collective",
+            pending=call(2, "barrier", state=PENDING, where="t.py:16"),
+        ),
+    )
+    facts = TraceFacts(
+        "torchrun t.py", "torchrun", ranks=ranks, forensics=Forensics("hang", 9.0, 4.0, snapshots)
+    )
+    lists = call_lists(facts)
+    assert [(c.seq, c.state) for c in lists[0]] == [(1, COMPLETED), (2, PENDING)]
+    assert [(c.seq, c.state) for c in lists[1]] == [(1, COMPLETED), (2, PENDING)]

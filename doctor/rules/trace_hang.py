@@ -93,11 +93,19 @@ def _wrapper_calls(rank: RankTrace, snapshot: RankSnapshot | None) -> tuple[Coll
         return tuple(calls)
     if pending.op == INIT:
         return (pending,)
-    key = (pending.group, pending.seq)
-    marked = [replace(c, state=PENDING) if (c.group, c.seq) == key else c for c in calls]
-    if key not in {(c.group, c.seq) for c in calls}:
-        marked.append(pending)
-    return tuple(marked)
+    # The call a rank waits in is the last its wrappers wrote; the snapshot may number it as
+    # the flight recorder does, so it is matched by what it is, and keeps the wrappers' count.
+    if calls and _same_call(calls[-1], pending):
+        return (*calls[:-1], replace(calls[-1], state=PENDING))
+    return (*calls, pending)
+
+
+def _same_call(recorded: CollectiveCall, pending: CollectiveCall) -> bool:
+    return (recorded.op, recorded.group, recorded.where) == (
+        pending.op,
+        pending.group,
+        pending.where,
+    )
 
 
 def _mismatch_hit(mismatch: Mismatch, snapshots: Mapping[int, RankSnapshot], count: int) -> Hit:
