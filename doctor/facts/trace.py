@@ -176,7 +176,9 @@ class RankSnapshot:
     frames: tuple[Site, ...] = ()  # the main thread's stack from faulthandler, innermost first
     where: Site | None = None  # the user's innermost frame in it
     waiting: str | None = None  # collective, backward (DDP's all-reduce), or None
-    pending: CollectiveCall | None = None  # the wrapped call the main thread is in
+    # The wrapped call the main thread is in, numbered as the flight recorder numbers it where
+    # the recorder holds it (the wrappers count only the script's own calls).
+    pending: CollectiveCall | None = None
     flight_recorder: tuple[CollectiveCall, ...] = ()  # its entries then, pending ones marked
     exited: bool = False  # the rank was already gone
 
