@@ -20,6 +20,9 @@ SCRIPT = Path(__file__).resolve().parent / "hang_with_dumps.py"
 RECORDED = SCRIPT.parent.parent / "fixtures" / "trace" / "reports" / "hang-with-dumps.json"
 RECORDED_DUMPS = RECORDED.with_suffix("")
 TIMEOUT_S = 90
+# Quiet long enough that a loaded machine's slow start (DDP's first wrap imports ~800 modules)
+# is not taken for the hang.
+HANG_AFTER_S = 10
 # DDP's constructor (all_gather, two broadcasts) and backward (one all_reduce), the script's
 # all_reduce: the collective under the rank guard is the sixth of the default group.
 GUARDED_SEQ = 6
@@ -31,7 +34,7 @@ def hung(tmp_path_factory: pytest.TempPathFactory) -> tuple[Traced, Path]:
     dumps = folder / "dumps"
     dumps.mkdir()
     command = ["torchrun", "--nproc-per-node", "2", str(SCRIPT), str(dumps)]
-    traced = trace(folder, command, "--timeout", str(TIMEOUT_S), "--hang-after", "3")
+    traced = trace(folder, command, "--timeout", str(TIMEOUT_S), "--hang-after", str(HANG_AFTER_S))
     assert_nothing_left(folder)
     facts = traced.trace
     assert facts["outcome"] == "hang", (facts["outcome"], facts["ranks"], facts["output_tail"])
