@@ -181,6 +181,14 @@ def test_a_collective_nobody_finished_is_a_symptom(tmp_path: Path) -> None:
     assert [f.code for f in record.symptoms] == ["DDP302"] and not record.causes
 
 
+def test_a_collective_one_rank_finished_and_another_still_shows_open_is_no_finding(
+    tmp_path: Path,
+) -> None:
+    """No time in a dump says the open one is stuck: a state caught mid-update, as before."""
+    per_rank = {0: [entry(1), entry(2)], 1: [entry(1), entry(2, state="started", retired=False)]}
+    assert read_flight_record(write_dumps(tmp_path, per_rank)).findings == []
+
+
 def test_an_unreadable_dump_is_ddp511_and_the_rest_is_compared(tmp_path: Path) -> None:
     paths = write_dumps(tmp_path, {0: [entry(1), entry(2)], 1: [entry(1)]})
     broken = tmp_path / "nccl_trace_rank_2"

@@ -11,6 +11,7 @@ from ddp_doctor.facts.collectives import COMPLETED, CollectiveCall
 from ddp_doctor.model import Finding, Location, Remediation
 from ddp_doctor.readings.collective_progress import (
     NOT_COMPLETED,
+    PARTLY_COMPLETED,
     CollectiveProgress,
     GroupProgress,
     Mismatch,
@@ -51,7 +52,7 @@ def findings_of(progress: CollectiveProgress) -> tuple[list[Finding], list[Findi
     for group in progress.groups:
         if group.mismatches:
             causes.append(_mismatch(group.mismatches[0], group))
-        if group.stall is not None:
+        if group.stall is not None and group.stall.kind != PARTLY_COMPLETED:
             stuck = group.stall.kind == NOT_COMPLETED
             finding = _stall(group.stall, group, len(progress.ranks))
             (symptoms if stuck else causes).append(finding)

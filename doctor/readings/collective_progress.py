@@ -31,6 +31,9 @@ from ddp_doctor.patient.collectives import BY_NAME, OUTPUT
 
 DEFAULT_GROUP = "0"
 NOT_COMPLETED, NEVER_REACHED = "not-completed", "never-reached"
+# Some ranks still in it, the others through it and none elsewhere: in a dump most often a
+# state caught mid-update; a traced run's quiet time says whether it is a hang.
+PARTLY_COMPLETED = "partly-completed"
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,9 @@ class Stall:
     waiting: tuple[int, ...]  # the ranks at it (pending in it, or past it alone)
     elsewhere: Mapping[int, Position]  # every other member that did not get through it
     through: tuple[int, ...]  # members that finished the same call there
-    kind: str  # never-reached (some member is elsewhere) or not-completed (all are in it)
+    # never-reached (some member is elsewhere), not-completed (all are in it, none finished), or
+    # partly-completed (the others finished it)
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,7 @@ def _group(name: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> Grou
     stall = _stall(name, lines, {rank: by_rank[rank].calls for rank in present})
     if (
         stall is not None
-        and stall.kind == NOT_COMPLETED
+        and stall.kind != NEVER_REACHED
         and stall.seq in {m.seq for m in mismatches}
     ):
         stall = None  # every rank entered it, with other shapes: the mismatch is the finding
@@ -232,7 +237,7 @@ def _stall(
         before = [seq for seq in line if seq < point]
         last = line[max(before)] if before else None
         elsewhere[rank] = Position(line.get(point), first_pending(calls[rank]), last)
-    kind = NEVER_REACHED if elsewhere else NOT_COMPLETED
+    kind = NEVER_REACHED if elsewhere else PARTLY_COMPLETED if through else NOT_COMPLETED
     return Stall(group, point, call, chosen, elsewhere, tuple(through), kind)
 
 
