@@ -215,3 +215,14 @@ def test_without_every_ranks_flight_recorder_the_wrappers_count_stays_one_number
     lists = call_lists(facts)
     assert [(c.seq, c.state) for c in lists[0]] == [(1, COMPLETED), (2, PENDING)]
     assert [(c.seq, c.state) for c in lists[1]] == [(1, COMPLETED), (2, PENDING)]
+
+
+def test_a_rank_whose_first_record_is_the_odd_call_has_no_last_one() -> None:
+    stall = the_stall({0: (call(1, state=PENDING),), 1: (call(1, "barrier", state=PENDING),)})
+    assert stall.elsewhere[1].last is None and stall.elsewhere[1].at is not None
+
+
+def test_many_groups_cost_what_their_records_cost() -> None:
+    """Every call in a group of its own (a crafted dump): one pass, no groups x calls."""
+    calls = tuple(call(1, group=f"g{n}") for n in range(3000))
+    assert len(progress({0: calls, 1: calls}).groups) == 3000

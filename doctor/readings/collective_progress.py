@@ -96,9 +96,14 @@ class CollectiveProgress:
 
 
 def collective_progress(records: Sequence[RankCollectives]) -> CollectiveProgress:
-    """The entry point: per-rank records in, per-group mismatches and stall out."""
+    """The entry point: per-rank records in, per-group mismatches and stall out. Every call is
+    looked at a bounded number of times, so time grows with the records, not with groups x
+    records."""
     by_rank = {record.rank: record for record in records}
-    groups = [_group(name, desc, by_rank) for name, desc in _group_names(by_rank.values())]
+    lines, descs = _timelines(by_rank.values())
+    waiting = {rank: first_pending(record.calls) for rank, record in by_rank.items()}
+    order = sorted(lines, key=lambda name: (name != DEFAULT_GROUP, name))
+    groups = [_group(name, descs[name], lines[name], by_rank, waiting) for name in order]
     return CollectiveProgress(tuple(sorted(by_rank)), tuple(groups))
 
 
@@ -120,36 +125,52 @@ def first_pending(calls: Sequence[CollectiveCall]) -> CollectiveCall | None:
     return next((call for call in calls if call.state == PENDING), None)
 
 
-def _group_names(records: Iterable[RankCollectives]) -> list[tuple[str, str]]:
-    seen: dict[str, str] = {}
+Lines = dict[int, dict[int, CollectiveCall]]  # rank -> sequence number -> its call
+
+
+def _timelines(records: Iterable[RankCollectives]) -> tuple[dict[str, Lines], dict[str, str]]:
+    """Per process group, each rank's collectives by sequence number (point-to-point ones
+    are numbered apart and left out), and the group's description where a record names it."""
+    lines: dict[str, Lines] = {}
+    descs: dict[str, str] = {}
     for record in records:
         for call in record.calls:
-            if not call.point_to_point and call.seq >= 0 and not seen.get(call.group):
-                seen[call.group] = call.group_desc
-    return sorted(seen.items(), key=lambda item: (item[0] != DEFAULT_GROUP, item[0]))
+            if call.point_to_point or call.seq < 0:
+                continue
+            lines.setdefault(call.group, {}).setdefault(record.rank, {}).setdefault(call.seq, call)
+            if not descs.get(call.group):
+                descs[call.group] = call.group_desc
+    return lines, descs
 
 
-def _members(group: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> list[int]:
+def _members(
+    group: str, desc: str, recorded: Iterable[int], by_rank: Mapping[int, RankCollectives]
+) -> list[int]:
     """The group's ranks as the records list them (pg_config); the default group holds every
     rank; other groups at least the ranks that recorded a collective in them."""
     listed = {r for rec in by_rank.values() for r in rec.group_ranks.get(group, ())}
-    recorded = {r for r, rec in by_rank.items() if any(c.group == group for c in rec.calls)}
     if group == DEFAULT_GROUP or desc == "default_pg":
         everyone = {
             r for rec in by_rank.values() for ranks in rec.group_ranks.values() for r in ranks
         }
-        return sorted(listed | recorded | everyone | set(by_rank))
-    return sorted(listed | recorded)
+        return sorted(listed | set(recorded) | everyone | set(by_rank))
+    return sorted(listed | set(recorded))
 
 
-def _group(name: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> GroupProgress:
-    members = _members(name, desc, by_rank)
+def _group(
+    name: str,
+    desc: str,
+    recorded: Lines,
+    by_rank: Mapping[int, RankCollectives],
+    waiting: Mapping[int, CollectiveCall | None],
+) -> GroupProgress:
+    members = _members(name, desc, recorded, by_rank)
     present = [rank for rank in members if rank in by_rank]
-    lines = {rank: _timeline(by_rank[rank].calls, name) for rank in present}
+    lines = {rank: recorded.get(rank, {}) for rank in present}
     held = [min(line) for line in lines.values() if line]
     points = _points(lines)
     mismatches = tuple(m for seq, calls in points if (m := _mismatch(name, seq, calls)))
-    stall = _stall(name, lines, {rank: by_rank[rank].calls for rank in present})
+    stall = _stall(name, lines, waiting)
     if (
         stall is not None
         and stall.kind != NEVER_REACHED
@@ -166,14 +187,6 @@ def _group(name: str, desc: str, by_rank: Mapping[int, RankCollectives]) -> Grou
         mismatches=mismatches,
         stall=stall,
     )
-
-
-def _timeline(calls: Sequence[CollectiveCall], group: str) -> dict[int, CollectiveCall]:
-    line: dict[int, CollectiveCall] = {}
-    for call in calls:
-        if call.group == group and not call.point_to_point and call.seq >= 0:
-            line.setdefault(call.seq, call)
-    return line
 
 
 def _points(
@@ -216,7 +229,7 @@ def _compares_outputs(call: CollectiveCall) -> bool:
 def _stall(
     group: str,
     lines: Mapping[int, Mapping[int, CollectiveCall]],
-    calls: Mapping[int, Sequence[CollectiveCall]],
+    waiting: Mapping[int, CollectiveCall | None],
 ) -> Stall | None:
     point = _stall_point(lines)
     if point is None:
@@ -234,9 +247,9 @@ def _stall(
             continue
         if point not in line and line and max(line) > point:
             continue  # before its ring buffer's window, or a gap: no evidence it is missing
-        before = [seq for seq in line if seq < point]
-        last = line[max(before)] if before else None
-        elsewhere[rank] = Position(line.get(point), first_pending(calls[rank]), last)
+        before = max((seq for seq in line if seq < point), default=None)
+        last = line[before] if before is not None else None
+        elsewhere[rank] = Position(line.get(point), waiting.get(rank), last)
     kind = NEVER_REACHED if elsewhere else PARTLY_COMPLETED if through else NOT_COMPLETED
     return Stall(group, point, call, chosen, elsewhere, tuple(through), kind)
 
