@@ -17,7 +17,7 @@ from ddp_doctor.attach.verdict import HUNG, verdict_of
 from ddp_doctor.facts.attach import AttachedRank, AttachFacts, RankSample, ThreadStack
 from ddp_doctor.facts.trace import Site
 from ddp_doctor.flightrec.dumps import read_dump
-from ddp_doctor.probes.attach import flightrec, ras
+from ddp_doctor.probes.attach import ras
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "attach"
@@ -42,17 +42,14 @@ def test_ras_report_with_the_missing_comma_of_nccl_2_28_9() -> None:
 
 def test_flight_recorder_entries_become_the_analysis_records() -> None:
     dump = read_dump(FIXTURES / "flight_recorder" / "rank0.json")
-    calls = [flightrec.to_call(e) for e in dump.entries]
+    calls = list(dump.entries)  # read by the one entry parser
     assert [c.seq for c in calls] == [1, 2, 3, 4, 5]
     assert calls[-1].state == "pending" and calls[-1].op == "all_reduce"
 
 
 def test_verdict_takes_the_sequence_number_from_flight_recorders() -> None:
     records = {
-        rank: tuple(
-            flightrec.to_call(e)
-            for e in read_dump(FIXTURES / "flight_recorder" / f"rank{rank}.json").entries
-        )
+        rank: read_dump(FIXTURES / "flight_recorder" / f"rank{rank}.json").entries
         for rank in (0, 1)
     }
     waiting = (Site("/v/lib/site-packages/torch/distributed/distributed_c10d.py", 9, "all_reduce"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from ddp_doctor.facts.collectives import COMPLETED
 from ddp_doctor.flightrec.dumps import DumpError, read_dump
 from ddp_doctor.flightrec.record import read_flight_record
 from ddp_doctor.flightrec.safe_pickle import BadPickle, UnsafePickle, load_plain
@@ -112,7 +113,7 @@ def test_rank_comes_from_the_file_name_and_old_seq_id_is_read(tmp_path: Path) ->
     (path,) = write_dumps(tmp_path, {12: [old]})
     dump = read_dump(path)
     assert dump.rank == 12 and dump.entries[0].seq == 7 and dump.entries[0].op == "all_reduce"
-    assert dump.entries[0].backend == "nccl" and dump.entries[0].completed
+    assert dump.entries[0].backend == "nccl" and dump.entries[0].state == COMPLETED
 
 
 def test_pg_config_ranks_written_as_a_string_are_read(tmp_path: Path) -> None:
@@ -160,10 +161,32 @@ def test_all_to_all_may_differ_in_shape_and_p2p_is_left_out(tmp_path: Path) -> N
     assert read_flight_record(write_dumps(tmp_path, per_rank)).findings == []
 
 
+def test_gather_and_scatter_lists_exist_on_the_root_only(tmp_path: Path) -> None:
+    """The root's gather output and scatter input are lists the other ranks never pass; the
+    tensor every rank passes must agree (a scatter's output)."""
+
+    def sides(op: str, out: list, inp: list) -> dict:  # type: ignore[type-arg]
+        return entry(1, op) | {"input_sizes": inp, "output_sizes": out}
+
+    gather = {0: [sides("gather", [[2, 2]], [[2]])], 1: [sides("gather", [], [[2]])]}
+    assert read_flight_record(write_dumps(tmp_path, gather)).findings == []
+    scatter = {0: [sides("scatter", [[2]], [[2, 2]])], 1: [sides("scatter", [[3]], [])]}
+    (mismatch,) = read_flight_record(write_dumps(tmp_path, scatter)).findings
+    assert mismatch.code == "DDP304" and mismatch.evidence["differs"] == ["output sizes"]
+
+
 def test_a_collective_nobody_finished_is_a_symptom(tmp_path: Path) -> None:
     stuck = [entry(1), entry(2, state="started", retired=False)]
     record = read_flight_record(write_dumps(tmp_path, {0: stuck, 1: stuck}))
     assert [f.code for f in record.symptoms] == ["DDP302"] and not record.causes
+
+
+def test_a_collective_one_rank_finished_and_another_still_shows_open_is_no_finding(
+    tmp_path: Path,
+) -> None:
+    """No time in a dump says the open one is stuck: a state caught mid-update, as before."""
+    per_rank = {0: [entry(1), entry(2)], 1: [entry(1), entry(2, state="started", retired=False)]}
+    assert read_flight_record(write_dumps(tmp_path, per_rank)).findings == []
 
 
 def test_an_unreadable_dump_is_ddp511_and_the_rest_is_compared(tmp_path: Path) -> None:

@@ -66,9 +66,10 @@ def _by_code(findings: list) -> dict[str, list]:  # type: ignore[type-arg]
 @pytest.mark.parametrize("pattern", ["fr_trace_*", "fr_json_*.json"])
 def test_the_skipped_collective_and_the_rank_that_skipped_it(dumps: Path, pattern: str) -> None:
     record = read_flight_record(sorted(dumps.glob(pattern)))
-    assert record.comparison.ranks == [0, 1]
-    (hang,) = _by_code(record.findings)["DDP302"]
-    assert hang.evidence["group_desc"] == "default_pg" and hang.evidence["seq"] == 3
+    assert record.comparison.ranks == (0, 1)
+    hangs = {f.evidence["group_desc"]: f for f in _by_code(record.findings)["DDP302"]}
+    hang = hangs["default_pg"]
+    assert hang.evidence["seq"] == 3
     assert hang.evidence["op"] == "all_reduce" and hang.evidence["input_sizes"] == [[5, 2]]
     assert hang.evidence["entered_ranks"] == [0]
     assert hang.evidence["never_reached_ranks"] == [1]
@@ -87,13 +88,24 @@ def test_mismatched_ops_and_dtypes_at_one_sequence_id(dumps: Path, pattern: str)
         ([1], "barrier"),
     ]
     assert dtype.evidence["differs"] == ["dtypes"]
-    assert [s["input_dtypes"] for s in dtype.evidence["sides"]] == [["Float"], ["Int"]]
+    assert [s["input_dtypes"] for s in dtype.evidence["sides"]] == [["float32"], ["int32"]]
+
+
+@pytest.mark.parametrize("pattern", ["fr_trace_*", "fr_json_*.json"])
+def test_the_guarded_collective_is_a_hang_as_well_as_a_mismatch(dumps: Path, pattern: str) -> None:
+    """Rank 0 waits in the guard group's all_reduce, rank 1 in its barrier: the same verdict
+    trace gives a hang under a rank guard (DDP304 and DDP302, at one sequence number)."""
+    record = read_flight_record(sorted(dumps.glob(pattern)))
+    hangs = {f.evidence["group_desc"]: f for f in _by_code(record.findings)["DDP302"]}
+    guard = hangs["guard"].evidence
+    assert (guard["seq"], guard["op"], guard["waiting_ranks"]) == (1, "all_reduce", [0])
+    assert guard["never_reached_ranks"] == [1] and "dtype" not in hangs
 
 
 def test_pickle_dumps_name_where_each_rank_called(dumps: Path) -> None:
     record = read_flight_record(sorted(dumps.glob("fr_trace_*")))
-    (hang,) = _by_code(record.findings)["DDP302"]
-    assert hang.evidence["caller"].startswith("flightrec_job.py:")
+    hang = next(f for f in record.findings if f.evidence.get("group_desc") == "default_pg")
+    assert hang.code == "DDP302" and hang.evidence["caller"].startswith("flightrec_job.py:")
     assert hang.evidence["sides"][1]["last_caller"].startswith("flightrec_job.py:")
 
 

@@ -141,3 +141,65 @@ def test_the_patient_imports_nothing_of_the_doctor() -> None:
 def test_the_doctors_top_level_stays_small() -> None:
     top = [p.name for p in (ROOT / "doctor").glob("*.py")]
     assert len(top) <= TOP_LEVEL_LIMIT, sorted(top)
+
+
+# What a rule must not reach for: rules judge facts (a saved report re-judged elsewhere must
+# give the same findings), so they import no measurer and no operation that reads files, and
+# call nothing that opens, lists or runs anything. (logscan's scan_text, a reading of text the
+# facts hold, is theirs to use.)
+RULES_MAY_NOT_IMPORT = (
+    "ddp_doctor.probes",
+    "ddp_doctor.script",
+    "ddp_doctor.trace",
+    "ddp_doctor.flightrec",
+    "ddp_doctor.run",
+    "ddp_doctor.engine",
+    "ddp_doctor.inputs",
+)
+SYSTEM_MODULES = frozenset(
+    {"os", "pathlib", "io", "subprocess", "socket", "shutil", "glob", "tempfile", "urllib"}
+)
+SYSTEM_CALLS = frozenset(
+    {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob",
+     "exists", "is_file", "is_dir", "stat", "listdir", "scandir", "walk", "system", "popen"}
+)  # fmt: skip
+
+
+def _rule_modules() -> dict[str, Path]:
+    return {n: p for n, p in module_files().items() if n.startswith("ddp_doctor.rules")}
+
+
+def test_rules_import_no_probe_operation_or_file_reader() -> None:
+    graph = import_graph()
+    for name in _rule_modules():
+        reached = {m for m in graph[name] if m.startswith(RULES_MAY_NOT_IMPORT)}
+        assert not reached, f"{name} imports {sorted(reached)}"
+
+
+def system_touches(tree: ast.Module) -> list[str]:
+    """Imports of system modules and calls of file or process functions, as "line: what"."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            used = {alias.name.split(".")[0] for alias in node.names} & SYSTEM_MODULES
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            used = {(node.module or "").split(".")[0]} & SYSTEM_MODULES
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            used = {f"{called}()"} if called in SYSTEM_CALLS else set()
+        else:
+            continue
+        found += [f"{node.lineno}: {what}" for what in sorted(used)]
+    return found
+
+
+def test_rules_touch_no_file_or_process() -> None:
+    for name, path in _rule_modules().items():
+        touches = system_touches(ast.parse(path.read_text(), str(path)))
+        assert not touches, f"{name}: {touches}"
+
+
+def test_the_rules_check_sees_a_rule_that_reads_a_file() -> None:
+    tree = ast.parse("from pathlib import Path\nimport os\nPath('x').read_text()\nopen('y')\n")
+    assert system_touches(tree) == ["1: pathlib", "2: os", "3: read_text()", "4: open()"]

@@ -4,6 +4,7 @@ the case's expected.txt (`CODE path:line`, or `CODE -` for one without a line)."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus, make_report
 from ddp_doctor.probes.trace.journals import RankReader, journals_by_rank
 from ddp_doctor.render import render
-from ddp_doctor.report_io import report_from_json, report_to_json
+from ddp_doctor.report_io import load_report, report_from_json, report_to_json
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "trace" / "recorded"
 CASES = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
@@ -57,3 +58,37 @@ def test_a_saved_trace_report_is_judged_again_the_same() -> None:
     assert {f.code for f in judge(again.probes)} == {f.code for f in report.findings}
     for fmt in ("table", "markdown", "json"):
         assert "DDP305" in render(report, fmt)
+
+
+HUNG = RECORDED.parent / "reports" / "hang-under-rank-guard.json"
+
+
+def test_diagnose_of_a_saved_hang_finds_what_the_run_found_anywhere(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    invoke,  # type: ignore[no-untyped-def]
+) -> None:
+    """DDP120's static confirmation is in the saved facts (rank_guard_checks): judged again
+    in a folder where the script does not exist, the report gives the run's findings."""
+    document = json.loads(HUNG.read_text())
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(document))
+    monkeypatch.chdir(tmp_path)
+    result = invoke("diagnose", str(saved), "--format", "json")
+    assert result.exit_code == 1, result.output
+    again = json.loads(result.stdout)["findings"]
+    assert [(f["code"], f["location"], f["evidence"]) for f in again] == [
+        (f["code"], f["location"], f["evidence"]) for f in document["findings"]
+    ]
+    assert {f["code"] for f in again} == {"DDP120", "DDP302", "DDP304"}
+
+
+def test_without_the_static_facts_the_runtime_hang_stands_alone(tmp_path: Path) -> None:
+    """A trace saved before rank_guard_checks existed: DDP302 and DDP304 stay, DDP120 needs
+    the static analysis the trace now records, and no rule reads the script to make up for it."""
+    document = json.loads(HUNG.read_text())
+    trace = next(p for p in document["probes"] if p["probe"] == "trace")
+    del trace["facts"]["rank_guard_checks"]
+    saved = tmp_path / "old.json"
+    saved.write_text(json.dumps(document))
+    assert {f.code for f in judge(load_report(saved).probes)} == {"DDP302", "DDP304"}

@@ -1,6 +1,6 @@
 """The one adapter between attach and the collective analysis that `trace` and `logs` use
-(today ddp_doctor.trace.collectives): each rank's place becomes that analysis's record type,
-and its answers come back unchanged. Repoint these imports when the analyses merge.
+(readings/collective_progress.py): each rank's place becomes that analysis's record type, and
+its answers come back unchanged.
 
 Without a flight recorder, a stack shows the collective a rank waits in but not its sequence
 number; ranks of one process group blocked in collectives at the same time are at the same
@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ddp_doctor.attach.places import BACKWARD, COLLECTIVE, INIT, Place
-from ddp_doctor.trace.collectives import (
-    PENDING,
-    CollectiveCall,
+from ddp_doctor.facts.collectives import PENDING, CollectiveCall, RankCollectives
+from ddp_doctor.readings.collective_progress import (
+    CollectiveProgress,
     Mismatch,
     Stall,
-    find_mismatches,
-    find_stall,
+    collective_progress,
 )
 
 UNKNOWN_SEQ = 0
@@ -43,10 +42,18 @@ def stall(
 ) -> Stall | None:
     """From the ranks' flight recorders where every rank has one (they know the sequence
     numbers), else from their stacks."""
-    return find_stall(records if records else calls_of(places))
+    stalls = _progress(places, records).stalls
+    return stalls[0] if stalls else None
 
 
 def mismatches(
     places: Mapping[int, Place], records: Mapping[int, tuple[CollectiveCall, ...]] | None = None
 ) -> list[Mismatch]:
-    return find_mismatches(records if records else calls_of(places))
+    return _progress(places, records).mismatches
+
+
+def _progress(
+    places: Mapping[int, Place], records: Mapping[int, tuple[CollectiveCall, ...]] | None
+) -> CollectiveProgress:
+    calls = records if records else calls_of(places)
+    return collective_progress([RankCollectives(rank, tuple(c)) for rank, c in calls.items()])

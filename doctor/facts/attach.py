@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ddp_doctor.facts.collectives import CollectiveCall
 from ddp_doctor.facts.trace import Site
-from ddp_doctor.trace.collectives import CollectiveCall
 
 
 @dataclass(frozen=True)

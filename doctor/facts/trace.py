@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddp_doctor.trace.collectives import CollectiveCall
+from ddp_doctor.facts.collectives import CollectiveCall
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,9 @@ class RankSnapshot:
     frames: tuple[Site, ...] = ()  # the main thread's stack from faulthandler, innermost first
     where: Site | None = None  # the user's innermost frame in it
     waiting: str | None = None  # collective, backward (DDP's all-reduce), or None
-    pending: CollectiveCall | None = None  # the wrapped call the main thread is in
+    # The wrapped call the main thread is in, numbered as the flight recorder numbers it where
+    # the recorder holds it (the wrappers count only the script's own calls).
+    pending: CollectiveCall | None = None
     flight_recorder: tuple[CollectiveCall, ...] = ()  # its entries then, pending ones marked
     exited: bool = False  # the rank was already gone
 
@@ -187,6 +189,17 @@ class Forensics:
     after_s: float  # seconds into the run
     quiet_s: float  # seconds without progress on any rank
     ranks: tuple[RankSnapshot, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankGuardCheck:
+    """`check`'s collective-under-rank-guard analysis (DDP120) of one of the user's files the
+    ranks stood in, run when the trace ran: rules read facts, never files, so `diagnose` of a
+    saved trace finds what the trace found."""
+
+    path: str  # as the sites name it (relative to the run's folder)
+    lines: tuple[int, ...] = ()  # lines of collectives `check` finds under a rank guard
+    error: str | None = None  # why the file could not be analysed
 
 
 @dataclass(frozen=True)
@@ -210,6 +223,7 @@ class TraceFacts:
     ranks: tuple[RankTrace, ...] = ()
     forensics: Forensics | None = None
     output_tail: str = ""
+    rank_guard_checks: tuple[RankGuardCheck, ...] = ()  # files of the sites in forensics
 
     def rank(self, number: int) -> RankTrace | None:
         return next((r for r in self.ranks if r.rank == number), None)

@@ -19,14 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.facts.collectives import CollectiveCall
 from ddp_doctor.flightrec.safe_pickle import BadPickle, UnsafePickle, load_plain
 from ddp_doctor.inputs import TooLarge, read_capped
+from ddp_doctor.readings.flight_recorder_entries import entry_call
 
 # A rank's dump holds TORCH_FR_BUFFER_SIZE entries (2000 by default, a few KiB each with
 # stack traces); 32 MiB keeps the decoded objects of one dump within the doctor's memory bound.
 MAX_DUMP_BYTES = 32 << 20
 _RANK_SUFFIX = re.compile(r"(\d+)$")
-_TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
 
 
 class DumpError(ValueError):
@@ -34,31 +35,11 @@ class DumpError(ValueError):
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One collective (or point-to-point op) as one rank recorded it."""
-
-    seq: int
-    op: str  # "all_reduce", without the backend prefix
-    backend: str  # "nccl", "gloo", ""
-    group: str  # the process group's name ("0")
-    group_desc: str  # "default_pg", "dp_group", ...
-    input_sizes: tuple[tuple[int, ...], ...]
-    input_dtypes: tuple[str, ...]
-    output_sizes: tuple[tuple[int, ...], ...]
-    output_dtypes: tuple[str, ...]
-    state: str  # "scheduled", "started", "completed"
-    completed: bool  # completed or retired
-    is_p2p: bool
-    timeout_ms: int | None
-    caller: str  # the first frame outside torch: "train.py:88 in step", or ""
-
-
-@dataclass(frozen=True)
 class RankDump:
     path: str
     rank: int | None
     version: str
-    entries: tuple[Entry, ...]
+    entries: tuple[CollectiveCall, ...]  # read by the one entry parser
     group_ranks: Mapping[str, tuple[int, ...]]  # process group name -> its global ranks
 
 
@@ -72,7 +53,7 @@ def read_dump(path: Path) -> RankDump:
     document = _decode(data)
     if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
         raise DumpError("not a flight-recorder dump: no list of entries")
-    entries = tuple(_entry(raw) for raw in document["entries"] if isinstance(raw, dict))
+    entries = tuple(entry_call(raw) for raw in document["entries"] if isinstance(raw, dict))
     return RankDump(
         path=str(path),
         rank=_rank_of(path, document),
@@ -102,61 +83,6 @@ def _rank_of(path: Path, document: Mapping[str, object]) -> int | None:
     stem = path.name.split(".")[0]
     found = _RANK_SUFFIX.search(stem)
     return int(found.group(1)) if found else None
-
-
-def _entry(raw: Mapping[str, object]) -> Entry:
-    name = str(raw.get("profiling_name", ""))
-    backend, _, op = name.rpartition(":")
-    group = raw.get("process_group")
-    group_name, group_desc = (
-        (str(group[0]), str(group[1])) if isinstance(group, (list, tuple)) and len(group) == 2
-        else (str(raw.get("pg_id", "")), "")
-    )  # fmt: skip
-    state = str(raw.get("state", ""))
-    seq = raw.get("collective_seq_id", raw.get("seq_id", -1))
-    return Entry(
-        seq=seq if isinstance(seq, int) else -1,
-        op=op or name,
-        backend=backend,
-        group=group_name,
-        group_desc=group_desc,
-        input_sizes=_sizes(raw.get("input_sizes")),
-        input_dtypes=_strings(raw.get("input_dtypes")),
-        output_sizes=_sizes(raw.get("output_sizes")),
-        output_dtypes=_strings(raw.get("output_dtypes")),
-        state=state,
-        completed=state == "completed" or raw.get("retired") is True,
-        is_p2p=raw.get("is_p2p") is True,
-        timeout_ms=raw["timeout_ms"] if isinstance(raw.get("timeout_ms"), int) else None,  # type: ignore[arg-type]
-        caller=_caller(raw.get("frames")),
-    )
-
-
-def _sizes(value: object) -> tuple[tuple[int, ...], ...]:
-    if not isinstance(value, (list, tuple)):
-        return ()
-    return tuple(
-        tuple(int(n) for n in shape if isinstance(n, int))
-        for shape in value
-        if isinstance(shape, (list, tuple))
-    )
-
-
-def _strings(value: object) -> tuple[str, ...]:
-    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
-
-
-def _caller(frames: object) -> str:
-    """The innermost frame of the user's code: where this rank called the collective."""
-    if not isinstance(frames, (list, tuple)):
-        return ""
-    for frame in frames:
-        if not isinstance(frame, dict):
-            continue
-        filename = str(frame.get("filename", ""))
-        if filename and not _TORCH_FRAME.search(filename) and "c10d_logger" not in filename:
-            return f"{Path(filename).name}:{frame.get('line', '?')} in {frame.get('name', '?')}"
-    return ""
 
 
 def _group_ranks(config: object) -> dict[str, tuple[int, ...]]:

@@ -1,12 +1,22 @@
-"""The comparison of flight records as findings: DDP302 for a collective some ranks never
-reached (or none finished), DDP304 for ranks that disagree at one sequence id, DDP511 for a
-dump that could not be read."""
+"""The collective analysis of flight records as findings: DDP302 for the collective of a group
+that some ranks never reached (or that none finished), DDP304 for ranks that disagree at one
+sequence number, DDP511 for a dump that could not be read."""
 
 from __future__ import annotations
 
-from ddp_doctor.flightrec.compare import Comparison, Divergence, Side
-from ddp_doctor.flightrec.dumps import Entry
+from collections.abc import Sequence
+
+from ddp_doctor.facts.collectives import COMPLETED, CollectiveCall
 from ddp_doctor.model import Finding, Location, Remediation
+from ddp_doctor.readings.collective_progress import (
+    NOT_COMPLETED,
+    PARTLY_COMPLETED,
+    CollectiveProgress,
+    GroupProgress,
+    Mismatch,
+    Stall,
+    signature,
+)
 from ddp_doctor.registry import Hit, spec_for
 
 NEVER_REACHED_FIX = Remediation(
@@ -34,13 +44,18 @@ STUCK_FIX = Remediation(
 )
 
 
-def findings_of(comparison: Comparison) -> tuple[list[Finding], list[Finding]]:
-    """(causes, symptoms): where ranks diverged names a cause; a collective every rank entered
-    and none finished is what a cause elsewhere (a crash, the network) left behind."""
+def findings_of(progress: CollectiveProgress) -> tuple[list[Finding], list[Finding]]:
+    """(causes, symptoms): a group's first mismatch and a collective some ranks never reached
+    name a cause; a collective every rank entered and none finished is what a cause elsewhere
+    (a crash, the network) left behind."""
     causes, symptoms = [], []
-    for divergence in comparison.divergences:
-        target = symptoms if divergence.kind == "not-completed" else causes
-        target.append(_finding(divergence, comparison))
+    for group in progress.groups:
+        if group.mismatches:
+            causes.append(_mismatch(group.mismatches[0], group))
+        if group.stall is not None and group.stall.kind != PARTLY_COMPLETED:
+            stuck = group.stall.kind == NOT_COMPLETED
+            finding = _stall(group.stall, group, len(progress.ranks))
+            (symptoms if stuck else causes).append(finding)
     return causes, symptoms
 
 
@@ -48,57 +63,98 @@ def unreadable_findings(unreadable: dict[str, str]) -> list[Finding]:
     return [_unreadable(path, why) for path, why in unreadable.items()]
 
 
-def _finding(divergence: Divergence, comparison: Comparison) -> Finding:
-    missing = comparison.missing_ranks.get(divergence.group, [])
-    group = divergence.group_desc or f"group {divergence.group}"
-    where = f"process group {group}, collective #{divergence.seq}"
+def _where(group: GroupProgress, seq: int) -> str:
+    name = group.group_desc or f"group {group.group}"
+    return f"process group {name}, collective #{seq}"
+
+
+def _base_evidence(group: GroupProgress, seq: int) -> dict[str, object]:
     evidence: dict[str, object] = {
         "source": "flight recorder",
-        "process_group": divergence.group,
-        "group_desc": divergence.group_desc,
-        "seq": divergence.seq,
-        "sides": [_side_facts(side) for side in divergence.sides],
+        "process_group": group.group,
+        "group_desc": group.group_desc,
+        "seq": seq,
     }
-    if missing:
-        evidence["ranks_without_dump"] = missing
-    no_dump = f"; {_who(missing)} left no dump (a rank that crashed writes none)"
-    tail = no_dump if missing else ""
-    if divergence.kind == "never-reached":
-        entered = [s for s in divergence.sides if s.entry is not None]
-        behind = [s for s in divergence.sides if s.entry is None]
-        evidence |= {
-            "entered_ranks": sorted(r for s in entered for r in s.ranks),
-            "never_reached_ranks": sorted(r for s in behind for r in s.ranks),
-        }
-        if entered and entered[0].entry:
-            evidence |= _entry_facts(entered[0].entry)
-        message = (
-            f"{where} ({_describe_sides(entered)}) was never reached by "
-            f"{_who(evidence['never_reached_ranks'])}"  # type: ignore[arg-type]
-            f" ({_describe_behind(behind)}){tail}"
-        )
-        return _make("DDP302", message, NEVER_REACHED_FIX, evidence)
-    if divergence.kind == "mismatch":
-        evidence["differs"] = list(divergence.differs)
-        message = (
-            f"{where}: ranks disagree on {' and '.join(divergence.differs)}: "
-            f"{_describe_sides(divergence.sides)}{tail}"
-        )
-        return _make("DDP304", message, MISMATCH_FIX, evidence)
-    first = divergence.sides[0].entry
-    if first is not None:
-        evidence |= _entry_facts(first)
-    if len(comparison.ranks) == 1:
-        message = (
-            f"{where}: {_describe_sides(divergence.sides)} was not finished when this, the only "
-            "dump, was taken; the other ranks' dumps would show whether they entered it"
-        )
-        return _make("DDP302", message, STUCK_FIX, evidence)
+    if group.missing:
+        evidence["ranks_without_dump"] = list(group.missing)
+    return evidence
+
+
+def _no_dump(group: GroupProgress) -> str:
+    if not group.missing:
+        return ""
+    return f"; {_who(group.missing)} left no dump (a rank that crashed writes none)"
+
+
+def _mismatch(mismatch: Mismatch, group: GroupProgress) -> Finding:
+    sides = _sides_by_signature(mismatch.calls)
+    evidence = _base_evidence(group, mismatch.seq)
+    evidence["sides"] = [_call_side(ranks, call) for ranks, call in sides]
+    evidence["differs"] = list(mismatch.differs)
     message = (
-        f"{where}: every rank with a dump entered it ({_describe_sides(divergence.sides)}) "
-        f"and none had finished it when it dumped{tail}"
+        f"{_where(group, mismatch.seq)}: ranks disagree on {' and '.join(mismatch.differs)}: "
+        f"{_describe_sides(sides)}{_no_dump(group)}"
     )
-    return _make("DDP302", message, STUCK_FIX, evidence)
+    return _make("DDP304", message, MISMATCH_FIX, evidence)
+
+
+def _stall(stall: Stall, group: GroupProgress, dumps: int) -> Finding:
+    evidence = _base_evidence(group, stall.seq)
+    at_point = {rank: stall.call for rank in (*stall.waiting, *stall.through)}
+    at_point |= {r: p.at for r, p in stall.elsewhere.items() if p.at is not None}
+    entered = _sides_by_signature(at_point)
+    behind = _behind(stall)
+    evidence["sides"] = [_call_side(ranks, call) for ranks, call in entered] + [
+        _behind_side(ranks, last) for ranks, last in behind
+    ]
+    evidence |= _call_facts(stall.call)
+    where = _where(group, stall.seq)
+    if stall.kind == NOT_COMPLETED:
+        if dumps == 1:
+            message = (
+                f"{where}: {_describe_sides(entered)} was not finished when this, the only "
+                "dump, was taken; the other ranks' dumps would show whether they entered it"
+            )
+        else:
+            message = (
+                f"{where}: every rank with a dump entered it ({_describe_sides(entered)}) "
+                f"and none had finished it when it dumped{_no_dump(group)}"
+            )
+        return _make("DDP302", message, STUCK_FIX, evidence)
+    evidence["waiting_ranks"] = list(stall.waiting)
+    evidence["entered_ranks"] = sorted(at_point)
+    evidence["never_reached_ranks"] = sorted(stall.elsewhere)
+    chosen = [(stall.waiting, stall.call)]
+    message = (
+        f"{where} ({_describe_sides(chosen)}) was never reached by "
+        f"{_who(sorted(stall.elsewhere))} ({_describe_elsewhere(stall)}){_no_dump(group)}"
+    )
+    return _make("DDP302", message, NEVER_REACHED_FIX, evidence)
+
+
+def _behind(stall: Stall) -> list[tuple[list[int], CollectiveCall | None]]:
+    """Ranks elsewhere with no call of their own at the point, grouped by their last one."""
+    by_last: dict[int, list[int]] = {}
+    lasts: dict[int, CollectiveCall | None] = {}
+    for rank, position in sorted(stall.elsewhere.items()):
+        if position.at is None:
+            key = position.last.seq if position.last else -1
+            by_last.setdefault(key, []).append(rank)
+            lasts.setdefault(key, position.last)
+    return [(ranks, lasts[key]) for key, ranks in sorted(by_last.items())]
+
+
+def _describe_elsewhere(stall: Stall) -> str:
+    parts = []
+    others = {r: p.at for r, p in stall.elsewhere.items() if p.at is not None}
+    for ranks, call in _sides_by_signature(others):
+        parts.append(f"{_who(ranks)} called {_describe(call)} there instead")
+    for ranks, last in _behind(stall):
+        if last is None:
+            parts.append(f"{_who(ranks)} recorded no collective in this group")
+        else:
+            parts.append(f"{_who(ranks)} last ran #{last.seq} {_describe(last)}")
+    return "; ".join(parts)
 
 
 def _unreadable(path: str, why: str) -> Finding:
@@ -122,59 +178,48 @@ def _make(
     return spec_for(code).finding(Hit(message, evidence, fix=fix, location=location))
 
 
-def _entry_facts(entry: Entry) -> dict[str, object]:
+def _sides_by_signature(calls: dict[int, CollectiveCall]) -> list[tuple[list[int], CollectiveCall]]:
+    sides: dict[tuple[object, ...], list[int]] = {}
+    for rank, call in sorted(calls.items()):
+        sides.setdefault(signature(call), []).append(rank)
+    return [(ranks, calls[ranks[0]]) for ranks in sides.values()]
+
+
+def _call_facts(call: CollectiveCall) -> dict[str, object]:
     return {
-        "op": entry.op,
-        "backend": entry.backend,
-        "input_sizes": [list(s) for s in entry.input_sizes],
-        "input_dtypes": list(entry.input_dtypes),
-        **({"caller": entry.caller} if entry.caller else {}),
+        "op": call.op,
+        "backend": call.backend,
+        "input_sizes": [list(s) for s in call.shapes],
+        "input_dtypes": list(call.dtypes),
+        **({"caller": call.where} if call.where else {}),
     }
 
 
-def _side_facts(side: Side) -> dict[str, object]:
-    facts: dict[str, object] = {"ranks": list(side.ranks)}
-    if side.entry is not None:
-        facts |= _entry_facts(side.entry) | {"completed": side.entry.completed}
-    else:
-        facts["reached"] = False
-        if side.last is not None:
-            facts["last_seq"] = side.last.seq
-            facts["last_op"] = side.last.op
-            if side.last.caller:
-                facts["last_caller"] = side.last.caller
+def _call_side(ranks: Sequence[int], call: CollectiveCall) -> dict[str, object]:
+    return {"ranks": list(ranks), **_call_facts(call), "completed": call.state == COMPLETED}
+
+
+def _behind_side(ranks: Sequence[int], last: CollectiveCall | None) -> dict[str, object]:
+    facts: dict[str, object] = {"ranks": list(ranks), "reached": False}
+    if last is not None:
+        facts |= {"last_seq": last.seq, "last_op": last.op}
+        if last.where:
+            facts["last_caller"] = last.where
     return facts
 
 
-def _describe_sides(sides: tuple[Side, ...] | list[Side]) -> str:
-    return "; ".join(
-        f"{_who(side.ranks)}: {_describe_entry(side.entry)}"
-        for side in sides
-        if side.entry is not None
-    )
+def _describe_sides(sides: Sequence[tuple[Sequence[int], CollectiveCall]]) -> str:
+    return "; ".join(f"{_who(ranks)}: {_describe(call)}" for ranks, call in sides)
 
 
-def _describe_behind(behind: list[Side]) -> str:
-    parts = []
-    for side in behind:
-        if side.last is None:
-            parts.append(f"{_who(side.ranks)} recorded no collective in this group")
-        else:
-            parts.append(f"{_who(side.ranks)} last ran #{side.last.seq} "
-                         f"{_describe_entry(side.last)}")  # fmt: skip
-    return "; ".join(parts)
+def _describe(call: CollectiveCall) -> str:
+    sizes = ", ".join("x".join(str(n) for n in shape) or "scalar" for shape in call.shapes)
+    dtypes = "/".join(dict.fromkeys(call.dtypes))
+    text = call.op + (f" [{sizes}]" if sizes else "") + (f" {dtypes}" if dtypes else "")
+    return text + (f" at {call.where}" if call.where else "")
 
 
-def _describe_entry(entry: Entry) -> str:
-    sizes = ", ".join("x".join(str(n) for n in shape) or "scalar" for shape in entry.input_sizes)
-    dtypes = "/".join(dict.fromkeys(entry.input_dtypes))
-    text = entry.op + (f" [{sizes}]" if sizes else "") + (f" {dtypes}" if dtypes else "")
-    return text + (f" at {entry.caller}" if entry.caller else "")
-
-
-def _ranks(ranks: list[int] | tuple[int, ...]) -> str:
-    return ",".join(str(r) for r in ranks)
-
-
-def _who(ranks: list[int] | tuple[int, ...]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranks(ranks)}"
+def _who(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ",".join(str(r) for r in ranks)

@@ -1,25 +1,25 @@
 """What the traced ranks' collectives say: a hang (DDP302, or DDP202 when ranks wait in
 init_process_group), mismatched collectives (DDP304), and a collective under a rank guard
-that the hang confirms (DDP120). The analysis itself is ddp_doctor.trace.collectives."""
+that the hang confirms (DDP120). The analysis itself is the one `logs` runs on flight-recorder
+dumps (ddp_doctor.readings.collective_progress); `check`'s part was run when the trace ran
+(TraceFacts.rank_guard_checks): this reads facts only."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from pathlib import Path
 
+from ddp_doctor.facts.collectives import PENDING, CollectiveCall, RankCollectives
 from ddp_doctor.facts.trace import RankSnapshot, RankTrace, TraceFacts
 from ddp_doctor.model import Location, Remediation
+from ddp_doctor.readings.collective_progress import (
+    Mismatch,
+    Position,
+    Stall,
+    collective_progress,
+)
 from ddp_doctor.registry import Hit
 from ddp_doctor.rules.jobreading import rank_list
-from ddp_doctor.trace.collectives import (
-    PENDING,
-    CollectiveCall,
-    Mismatch,
-    Stall,
-    find_mismatches,
-    find_stall,
-)
 
 SEEN = "at runtime"
 MIN_QUIET_S = 10.0
@@ -41,19 +41,22 @@ INIT_FIX = Remediation(
 def collective_hits(trace: TraceFacts) -> Iterator[tuple[str, Hit]]:
     calls = call_lists(trace)
     snapshots = {s.rank: s for s in trace.forensics.ranks} if trace.forensics else {}
-    mismatches = find_mismatches(calls)
-    if mismatches:
-        yield "DDP304", _mismatch_hit(mismatches[0], snapshots, len(mismatches))
-    stall = find_stall(calls) if snapshots and _quiet_long_enough(trace) else None
-    if stall is None:
+    progress = collective_progress([RankCollectives(r, c) for r, c in calls.items()])
+    for group in progress.groups:
+        if group.mismatches:
+            yield "DDP304", _mismatch_hit(group.mismatches[0], snapshots, len(group.mismatches))
+    if not snapshots or not _quiet_long_enough(trace):
         return
-    if stall.call.op == INIT:
-        yield "DDP202", replace(_stall_hit(stall, snapshots, trace), fix=INIT_FIX)
-    else:
-        yield "DDP302", replace(_stall_hit(stall, snapshots, trace), fix=STALL_FIX)
-    guarded = _rank_guard_line(stall, snapshots)
-    if guarded is not None:
-        yield "DDP120", guarded
+    for stall in progress.stalls:
+        if stall.call.state != PENDING:
+            continue  # no rank waits in it: the ranks compute, whatever their counts
+        if stall.call.op == INIT:
+            yield "DDP202", replace(_stall_hit(stall, snapshots, trace), fix=INIT_FIX)
+        else:
+            yield "DDP302", replace(_stall_hit(stall, snapshots, trace), fix=STALL_FIX)
+        guarded = _rank_guard_line(stall, snapshots, trace)
+        if guarded is not None:
+            yield "DDP120", guarded
 
 
 def _quiet_long_enough(trace: TraceFacts) -> bool:
@@ -90,11 +93,19 @@ def _wrapper_calls(rank: RankTrace, snapshot: RankSnapshot | None) -> tuple[Coll
         return tuple(calls)
     if pending.op == INIT:
         return (pending,)
-    key = (pending.group, pending.seq)
-    marked = [replace(c, state=PENDING) if (c.group, c.seq) == key else c for c in calls]
-    if key not in {(c.group, c.seq) for c in calls}:
-        marked.append(pending)
-    return tuple(marked)
+    # The call a rank waits in is the last its wrappers wrote; the snapshot may number it as
+    # the flight recorder does, so it is matched by what it is, and keeps the wrappers' count.
+    if calls and _same_call(calls[-1], pending):
+        return (*calls[:-1], replace(calls[-1], state=PENDING))
+    return (*calls, pending)
+
+
+def _same_call(recorded: CollectiveCall, pending: CollectiveCall) -> bool:
+    return (recorded.op, recorded.group, recorded.where) == (
+        pending.op,
+        pending.group,
+        pending.where,
+    )
 
 
 def _mismatch_hit(mismatch: Mismatch, snapshots: Mapping[int, RankSnapshot], count: int) -> Hit:
@@ -133,8 +144,8 @@ def _stall_hit(stall: Stall, snapshots: Mapping[int, RankSnapshot], trace: Trace
     )
     message += f" at {where}" if where else ""
     others = []
-    for rank, pending in stall.elsewhere.items():
-        others.append(f"rank {rank} never reached it: {_elsewhere(rank, pending, snapshots)}")
+    for rank, position in stall.elsewhere.items():
+        others.append(f"rank {rank} never reached it: {_elsewhere(rank, position, snapshots)}")
     if others:
         message += "; " + "; ".join(others)
     forensics = trace.forensics
@@ -157,9 +168,8 @@ def _stall_hit(stall: Stall, snapshots: Mapping[int, RankSnapshot], trace: Trace
     )
 
 
-def _elsewhere(
-    rank: int, pending: CollectiveCall | None, snapshots: Mapping[int, RankSnapshot]
-) -> str:
+def _elsewhere(rank: int, position: Position, snapshots: Mapping[int, RankSnapshot]) -> str:
+    pending = position.pending
     snapshot = snapshots.get(rank)
     if snapshot is None or snapshot.exited:
         return "it had already exited"
@@ -192,13 +202,14 @@ def _group(name: str) -> str:
     return "the default group" if name == "0" else f"group {name}"
 
 
-def _rank_guard_line(stall: Stall, snapshots: Mapping[int, RankSnapshot]) -> Hit | None:
-    """DDP120 when `check` also finds the call the odd ranks wait in under a rank guard."""
+def _rank_guard_line(
+    stall: Stall, snapshots: Mapping[int, RankSnapshot], trace: TraceFacts
+) -> Hit | None:
+    """DDP120 when `check` (run when the trace ran) also finds the call the odd ranks wait in
+    under a rank guard."""
     where = _where_of(stall.waiting[0], stall.call, snapshots)
     location = _location(where)
-    if location is None or not stall.elsewhere or not location.path.endswith(".py"):
-        return None
-    if not _static_rank_guard_at(location):
+    if location is None or not stall.elsewhere or not _statically_guarded(location, trace):
         return None
     return Hit(
         f"seen at runtime: {stall.call.op} at {where} runs under a rank guard: rank(s) "
@@ -208,16 +219,8 @@ def _rank_guard_line(stall: Stall, snapshots: Mapping[int, RankSnapshot]) -> Hit
     )
 
 
-def _static_rank_guard_at(location: Location) -> bool:
-    from ddp_doctor.registry import spec_for
-    from ddp_doctor.script.analyze import analyze
-    from ddp_doctor.script.files import PYTHON
-
-    try:
-        source = Path(location.path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    found = analyze(location.path, source, PYTHON, [spec_for("DDP120")])
+def _statically_guarded(location: Location, trace: TraceFacts) -> bool:
     return any(
-        f.code == "DDP120" and f.location and f.location.line == location.line for f in found
+        check.path == location.path and location.line in check.lines
+        for check in trace.rank_guard_checks
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ddp_doctor.patient.collectives import GROUP_COLLECTIVES
+
 # The public spellings the rules compare against.
 DDP = "torch.nn.parallel.DistributedDataParallel"
 DATA_PARALLEL = "torch.nn.DataParallel"
@@ -27,28 +29,8 @@ SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_p
 CHECKPOINT = frozenset(
     {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
 )
-COLLECTIVES = frozenset(
-    "torch.distributed." + name
-    for name in (
-        "barrier",
-        "monitored_barrier",
-        "all_reduce",
-        "all_gather",
-        "all_gather_into_tensor",
-        "all_gather_object",
-        "all_to_all",
-        "all_to_all_single",
-        "broadcast",
-        "broadcast_object_list",
-        "reduce",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "gather",
-        "gather_object",
-        "scatter",
-        "scatter_object_list",
-    )
-)
+# Every collective of a process group, from the one table the trace's wrappers also use.
+COLLECTIVES = frozenset("torch.distributed." + name for name in GROUP_COLLECTIVES)
 SEEDERS = frozenset(
     {
         "torch.manual_seed",

@@ -75,7 +75,13 @@ def collect_trace(
     )
 
     def traced() -> TraceFacts:
-        return replace(run_trace(config, progress.say), command=shlex.join(words))
+        from ddp_doctor.trace.static import rank_guard_checks
+
+        facts = run_trace(config, progress.say)
+        if facts.forensics is not None:
+            progress.say("trace: checking the lines the ranks stopped at")
+        checks = rank_guard_checks(facts)
+        return replace(facts, command=shlex.join(words), rank_guard_checks=checks)
 
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
     progress.done()

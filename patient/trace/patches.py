@@ -18,32 +18,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..collectives import BY_NAME, GROUP_COLLECTIVES
 from .recorder import Recorder, flight_recorder_reader
 from .sites import Sites
 
-# Collectives of torch.distributed, with the parameter holding their input (shapes compared).
-COLLECTIVES = {
-    "all_reduce": "tensor",
-    "all_reduce_coalesced": "tensors",
-    "broadcast": "tensor",
-    "reduce": "tensor",
-    "all_gather": "tensor",
-    "all_gather_into_tensor": "input_tensor",
-    "all_gather_single": "input_tensor",
-    "reduce_scatter": "input_list",
-    "reduce_scatter_tensor": "input",
-    "reduce_scatter_single": "input",
-    "all_to_all": "input_tensor_list",
-    "all_to_all_single": "input",
-    "gather": "tensor",
-    "scatter": "tensor",
-    "barrier": None,
-    "monitored_barrier": None,
-    "all_gather_object": None,
-    "broadcast_object_list": None,
-    "gather_object": None,
-    "scatter_object_list": None,
-}
 MAX_TENSORS = 8  # shapes kept per call
 _inside = threading.local()  # a collective called inside a wrapped one is torch's, not the user's
 
@@ -99,8 +77,8 @@ class DistributedPatches:
         if dist.is_available():
             modules = [dist, dist.distributed_c10d]
             replace_function(modules, "init_process_group", self._init)
-            for name, argument in COLLECTIVES.items():
-                replace_function(modules, name, self._collective(name, argument))
+            for name in GROUP_COLLECTIVES:  # the one table (patient/collectives.py)
+                replace_function(modules, name, self._collective(name, BY_NAME[name].argument))
         replace_function([self.torch.cuda], "set_device", self._set_device)
         self._patch_ddp()
         self._patch_dataparallel()

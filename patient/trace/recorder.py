@@ -225,6 +225,8 @@ FLIGHT_RECORDER_FIELDS = (
     "process_group",
     "input_sizes",
     "input_dtypes",
+    "output_sizes",
+    "output_dtypes",
     "state",
     "retired",
     "time_created_ns",

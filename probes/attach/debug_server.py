@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psutil
 
+from ddp_doctor.facts.collectives import CollectiveCall
 from ddp_doctor.flightrec.dumps import DumpError, read_dump
-from ddp_doctor.probes.attach.flightrec import KEEP_ENTRIES, to_call
-from ddp_doctor.trace.collectives import CollectiveCall
+from ddp_doctor.probes.attach.flightrec import KEEP_ENTRIES
 
 MAX_PAGE_BYTES = 32 << 20
 RANK_BLOCK = re.compile(
@@ -97,4 +97,4 @@ def _calls(text: str) -> tuple[CollectiveCall, ...] | None:
             dump = read_dump(path)
         except DumpError:
             return None
-    return tuple(to_call(e) for e in dump.entries[-KEEP_ENTRIES:] if not e.is_p2p)
+    return tuple(call for call in dump.entries[-KEEP_ENTRIES:] if not call.point_to_point)

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddp_doctor.flightrec.dumps import DumpError, Entry, read_dump
-from ddp_doctor.trace.collectives import COMPLETED, PENDING, CollectiveCall
+from ddp_doctor.facts.collectives import CollectiveCall
+from ddp_doctor.flightrec.dumps import DumpError, read_dump
 
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"  # torch's default TORCH_FR_DUMP_TEMP_FILE
 KEEP_ENTRIES = 64  # the last entries of each rank kept in the facts
@@ -116,21 +116,10 @@ def _read(
         dump = read_dump(path)
     except DumpError as error:
         return (), f"dump unreadable: {error}"
-    calls = tuple(to_call(entry) for entry in dump.entries[-KEEP_ENTRIES:] if not entry.is_p2p)
+    # entries come read by the one flight-recorder entry parser
+    calls = tuple(call for call in dump.entries[-KEEP_ENTRIES:] if not call.point_to_point)
     origin = "dump requested through the job's pipe" if fresh else "dump the job had written"
     return calls, origin
-
-
-def to_call(entry: Entry) -> CollectiveCall:
-    return CollectiveCall(
-        seq=entry.seq,
-        op=entry.op,
-        group=entry.group or "0",
-        shapes=entry.input_sizes,
-        dtypes=entry.input_dtypes,
-        state=COMPLETED if entry.completed else PENDING,
-        where=entry.caller or None,
-    )
 
 
 def _mtime(path: Path | None) -> int | None:

@@ -4,18 +4,14 @@ wrapper's collective record and a flight-recorder entry as a CollectiveCall."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ddp_doctor.facts.collectives import COMPLETED, PENDING, CollectiveCall
 from ddp_doctor.facts.trace import Site
-from ddp_doctor.trace.collectives import (
-    COMPLETED,
-    PENDING,
-    CollectiveCall,
-    normalise_dtype,
-    normalise_op,
-)
+from ddp_doctor.patient.collectives import dtype_name, recorded_ops
+from ddp_doctor.readings.flight_recorder_entries import entry_call
 
 
 def site_of(value: Any, cwd: str | None = None) -> Site | None:
@@ -39,44 +35,48 @@ def wrapper_call(
     record: Mapping[str, Any], cwd: str | None, state: str = COMPLETED
 ) -> CollectiveCall:
     site = site_of(record.get("site"), cwd)
+    seq = record.get("seq")
     return CollectiveCall(
-        seq=int(record.get("seq") or 0),
+        seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
         op=str(record.get("op")),
         group=str(record.get("group") or "0"),
         shapes=_shapes(record.get("shapes")),
-        dtypes=tuple(str(d) for d in record.get("dtypes") or ()),
+        dtypes=tuple(dtype_name(str(d)) for d in record.get("dtypes") or ()),
         state=state,
         where=str(site) if site else None,
     )
 
 
 def flight_recorder_calls(entries: Any, waiting: bool = False) -> tuple[CollectiveCall, ...]:
-    """Entries -> calls; when the rank is waiting, its last unretired entry is the pending
-    one (gloo marks completed entries retired, but every entry "scheduled")."""
-    calls = []
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or entry.get("is_p2p"):
-            continue
-        group = entry.get("process_group") or ["0"]
-        calls.append(
-            CollectiveCall(
-                seq=int(entry.get("collective_seq_id") or 0),
-                op=normalise_op(str(entry.get("profiling_name") or "?")),
-                group=str(group[0] if isinstance(group, list) and group else group),
-                shapes=_shapes(entry.get("input_sizes")),
-                dtypes=tuple(normalise_dtype(str(d)) for d in entry.get("input_dtypes") or ()),
-                state="retired" if entry.get("retired") else "unretired",
-            )
+    """Entries -> calls (point-to-point ones left out); when the rank is waiting, its last
+    unfinished entry is the pending one, and every other is taken as done (gloo marks finished
+    entries retired, but leaves every entry "scheduled")."""
+    calls = [
+        call
+        for call in (
+            entry_call(e)
+            for e in (entries if isinstance(entries, list) else [])
+            if isinstance(e, dict)
         )
-    last_open = max((i for i, c in enumerate(calls) if c.state == "unretired"), default=None)
+        if not call.point_to_point
+    ]
+    last_open = max((i for i, c in enumerate(calls) if c.state == PENDING), default=None)
     return tuple(
-        _with_state(call, PENDING if waiting and i == last_open else COMPLETED)
+        replace(call, state=PENDING if waiting and i == last_open else COMPLETED)
         for i, call in enumerate(calls)
     )
 
 
-def _with_state(call: CollectiveCall, state: str) -> CollectiveCall:
-    return replace(call, state=state)
+def numbered_as_recorded(
+    pending: CollectiveCall, recorded: Sequence[CollectiveCall]
+) -> CollectiveCall:
+    """The wrapped call a rank waits in, numbered as the flight recorder numbers it (the
+    wrappers count only the script's own calls; DDP's all-reduces never pass them): the
+    recorder's pending entry of the same group, where it is one the call runs as."""
+    entry = next((c for c in reversed(recorded) if c.state == PENDING), None)
+    if entry is None or entry.group != pending.group or entry.op not in recorded_ops(pending.op):
+        return pending
+    return replace(pending, seq=entry.seq)
 
 
 def _shapes(value: Any) -> tuple[tuple[int, ...], ...]:

@@ -15,17 +15,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.facts.collectives import PENDING
 from ddp_doctor.facts.trace import Forensics, RankSnapshot
 from ddp_doctor.patient.trace.recorder import REQUEST_FILE
 from ddp_doctor.patient.watchdog import process_alive
-from ddp_doctor.probes.trace.calls import flight_recorder_calls, site_of, wrapper_call
+from ddp_doctor.probes.trace.calls import (
+    flight_recorder_calls,
+    numbered_as_recorded,
+    site_of,
+    wrapper_call,
+)
 from ddp_doctor.probes.trace.journals import (
     RankProcess,
     RankReader,
     journals_by_rank,
     read_progress,
 )
-from ddp_doctor.trace.collectives import PENDING
 from ddp_doctor.trace.stacks import main_frames, user_site, waiting_in
 
 SIGNAL_HANDLER_GRACE_S = 0.2  # faulthandler writes from its signal handler; let it finish
@@ -104,6 +109,9 @@ def snapshot(
     waiting = "collective" if pending else waiting_in(frames, reader.not_user) if alive else None
     if waiting == "backward" and not reader.events("ddp"):
         waiting = None  # a plain backward pass computes; only DDP's waits for its peers
+    recorded = flight_recorder_calls(answer.get("flight_recorder"), bool(waiting))
+    if pending is not None:
+        pending = numbered_as_recorded(pending, recorded)
     return RankSnapshot(
         rank=reader.rank,
         answered=answered,
@@ -111,7 +119,7 @@ def snapshot(
         where=user_site(frames, reader.not_user),
         waiting=waiting,
         pending=pending,
-        flight_recorder=flight_recorder_calls(answer.get("flight_recorder"), bool(waiting)),
+        flight_recorder=recorded,
         exited=not alive,
     )
 
