@@ -270,7 +270,7 @@ def finish(report: Report, options: ReportOptions) -> None:
 
     from ddp_doctor.render import render
 
-    if report.command is None and INVOCATION:
+    if report.command is None and report.rejudged is None and INVOCATION:
         report = dataclasses.replace(report, command=INVOCATION[0])
 
     text = render(

@@ -42,6 +42,15 @@ OLDEST_PATIENT_PYTHON = (3, 9)  # the payload's syntax; torch itself needs 3.10 
 
 
 @dataclass(frozen=True)
+class PythonCandidate:
+    """Another Python that may be the training environment, and whether torch is in it."""
+
+    executable: str
+    found_as: str  # "VIRTUAL_ENV", "CONDA_PREFIX", ".venv in the working folder" ...
+    has_torch: bool
+
+
+@dataclass(frozen=True)
 class PythonFacts:
     """The patient: the interpreter whose torch is examined and which runs the job."""
 
@@ -58,6 +67,7 @@ class PythonFacts:
     libc: str | None = None
     packages: Mapping[str, str] = field(default_factory=dict)  # around DDP: name -> version
     nccl_libraries: tuple[str, ...] = ()  # libnccl files the nvidia-nccl wheels install
+    candidates: tuple[PythonCandidate, ...] = ()  # the other environments found, for the fix
 
     @property
     def version_tuple(self) -> tuple[int, ...] | None:

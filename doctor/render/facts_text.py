@@ -19,6 +19,10 @@ def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     if document.get("command"):
         rows.append(("command", f"`{document['command']}`"))
     rows.append(("ddp-doctor", f"{document.get('tool_version')}, {document.get('created')}"))
+    rejudged = document.get("rejudged")
+    if isinstance(rejudged, Mapping):
+        by = f"ddp-doctor {rejudged.get('tool_version')} on {rejudged.get('created')}"
+        rows.append(("re-judged by", by))
     python = facts.get("python", {})
     if python:
         version = python.get("version") or "?"
@@ -55,8 +59,32 @@ def evidence_line(evidence: Mapping[str, Any]) -> str:
     if evidence.get("text"):
         where = f"line {evidence['line']}: " if evidence.get("line") else ""
         return one_line(f"{where}{evidence['text']}", EVIDENCE_CHARS)
-    parts = [f"{key}={_value(value)}" for key, value in evidence.items() if _kept(value)]
+    parts = [f"{key}={_value(rounded(value))}" for key, value in evidence.items() if _kept(value)]
     return one_line(", ".join(parts), EVIDENCE_CHARS)
+
+
+def rounded(value: Any) -> Any:
+    """Floats as a person reads them (1.4433801 -> 1.44, 0.000123 stays); the JSON keeps
+    them exact. Lists and mappings are rounded inside."""
+    if isinstance(value, float):
+        return _round_float(value)
+    if isinstance(value, Mapping):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
+
+
+def _round_float(value: float) -> float | int:
+    if value != value or value in (float("inf"), float("-inf")):
+        return value
+    if value.is_integer():
+        return int(value)
+    if abs(value) >= 100:
+        return round(value, 1)
+    if abs(value) >= 1:
+        return round(value, 2)
+    return float(f"{value:.3g}")
 
 
 def compact_facts(facts: Mapping[str, Any], indent: str = "") -> str:

@@ -78,7 +78,7 @@ def bandwidth_title(table: dict[str, Any]) -> str:
 def job_summary(job: dict[str, Any]) -> str:
     if not job.get("launched"):
         return f"job: not launched ({job.get('not_launched_reason')})"
-    state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
+    state = "timed-out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
     ranks = f"{job.get('nproc')} ranks"
     nnodes = job.get("nnodes") or 1
     if nnodes > 1:

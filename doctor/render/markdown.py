@@ -105,21 +105,32 @@ def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
 def _folded_facts(probes: list[dict[str, Any]], visible_chars: int) -> list[str]:
     """The facts, compact and folded, within FOLDED_SHARE of the whole report: most useful
     first (a failed job's output, then the variables, GPUs, host, torch, Python); what does not
-    fit is counted, and `--format json` has all of it."""
+    fit is counted and named, and `--format json` has all of it."""
     budget = int(visible_chars * FOLDED_SHARE / (1 - FOLDED_SHARE))
     lines: list[str] = []
+    left_out: list[str] = []
     for title, body in _fact_sections(probes):
+        body_lines = body.splitlines()
         note = "... 999999 more lines: --format json has them"
         wrapper = sum(len(line) + 1 for line in _details(title, note, "text"))
-        kept, dropped = _fit(body.splitlines(), budget - wrapper)
+        full = bool(left_out) and left_out[-1].startswith("all ")
+        kept, dropped = ([], len(body_lines)) if full else _fit(body_lines, budget - wrapper)
         if not kept:
-            break
+            left_out.append(f"all {_lines(len(body_lines))} of {title}")
+            continue
         if dropped:
-            kept.append(f"... {dropped} more lines: --format json has them")
+            kept.append(f"... {_lines(dropped, 'more ')}: --format json has them")
+            left_out.append(f"{_lines(dropped, 'more ')} of {title}")
         block = _details(title, "\n".join(kept), "text")
         budget -= sum(len(line) + 1 for line in block)
         lines += block
+    if left_out:
+        lines += [f"Left out for length: {', '.join(left_out)}; the JSON report has them.", ""]
     return lines
+
+
+def _lines(count: int, more: str = "") -> str:
+    return f"{count} {more}line{'s' if count != 1 else ''}"
 
 
 def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -200,7 +200,8 @@ def _python(flags: list[str], words: list[str], interpreter: str | None) -> Trac
 def interpreter_of(command: TracedCommand) -> str | None:
     """The Python the user's command would run: the one it names, or torchrun's shebang."""
     if command.interpreter:
-        return shutil.which(command.interpreter) or command.interpreter
+        found = shutil.which(command.interpreter) or command.interpreter
+        return os.path.abspath(found) if os.sep in found else found  # the run's folder differs
     if command.launcher != "torchrun":
         return None
     torchrun = shutil.which("torchrun")

@@ -7,14 +7,20 @@ import os
 import shlex
 from dataclasses import replace
 
-from ddp_doctor.engine import Probe, run_probe
+from ddp_doctor.engine import PendingProbes, Probe, run_probe
 from ddp_doctor.facts.trace import TraceFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.progress import Progress
-from ddp_doctor.run.checkup import DEFAULT_PROBE_TIMEOUT_S, Budget, why_patient_unusable
+from ddp_doctor.run.checkup import (
+    DEFAULT_PROBE_TIMEOUT_S,
+    TORCH_PROBE_TIMEOUT_S,
+    Budget,
+    why_patient_unusable,
+)
 from ddp_doctor.trace.command import TracedCommand, interpreter_of
 
 DEFAULT_HANG_AFTER_S = 60.0
+TRACE_PROBE_ORDER = ("env", "host", "python", "nvml", "torch", "trace")
 TRACE_GRACE_S = 15.0  # the trace bounds itself; this only catches a doctor that hangs
 
 
@@ -50,6 +56,7 @@ def collect_trace(
     budget = Budget(timeout)
     python, chosen_by = patient_python(command, explicit_python)
     quick = min(DEFAULT_PROBE_TIMEOUT_S, timeout)
+    machine = PendingProbes(machine_probes(quick))  # milliseconds, while the rest goes on
     progress.say("trace: checking the Python that trains")
     described = run_probe(Probe("python", lambda: collect_python(python, chosen_by, quick), quick))
     results = [described]
@@ -63,7 +70,7 @@ def collect_trace(
             results.append(ProbeResult("torch", ProbeStatus.FAILED, torch, 0.0, reason))
         results.append(ProbeResult("trace", ProbeStatus.SKIPPED, None, 0.0, reason))
         progress.done()
-        return results
+        return _in_order([*results, *machine.wait()])
     hang_after = limits.get("hang_after_s") or default_hang_after(timeout)
     config = TraceConfig(
         command=command,
@@ -77,9 +84,37 @@ def collect_trace(
     def traced() -> TraceFacts:
         return replace(run_trace(config, progress.say), command=shlex.join(words))
 
+    torch = PendingProbes([torch_probe(python, quick)])  # while the run starts
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
     progress.done()
-    return results
+    return _in_order([*results, *machine.wait(), *torch.wait()])
+
+
+def machine_probes(limit: float) -> list[Probe]:
+    """What `run` reports of the machine (variables, host, GPUs and driver), so a trace
+    report pasted into an issue is complete by itself; each takes milliseconds."""
+    from ddp_doctor.probes.environment import collect_environment
+    from ddp_doctor.probes.host import collect_host
+    from ddp_doctor.probes.nvml import collect_nvml
+
+    return [
+        Probe("env", collect_environment, limit),
+        Probe("host", collect_host, limit),
+        Probe("nvml", collect_nvml, limit),
+    ]
+
+
+def torch_probe(python: str, limit: float) -> Probe:
+    """torch's build (CUDA, NCCL, devices) as `run` reports it: one more import of torch,
+    beside the run's own ranks."""
+    from ddp_doctor.probes.torch_info import collect_torch
+
+    limit = min(TORCH_PROBE_TIMEOUT_S, max(limit, 5.0))
+    return Probe("torch", lambda: collect_torch(python, timeout_s=limit), limit + 2)
+
+
+def _in_order(results: list[ProbeResult]) -> list[ProbeResult]:
+    return sorted(results, key=lambda r: TRACE_PROBE_ORDER.index(r.probe))
 
 
 def _int(value: float | int | None) -> int | None:
