@@ -11,6 +11,8 @@ from ddp_doctor.judge import judge
 from ddp_doctor.model import make_report
 from ddp_doctor.progress import Progress
 
+HEARTBEAT_S = 30.0  # without a terminal (CI): the run's status as a line this often
+
 
 @click.command(
     "trace",
@@ -74,6 +76,6 @@ def trace_command(
     if traced.entry == "script" and not os.path.isfile(traced.target):
         raise click.BadParameter(f"no such script: {traced.target}", param_hint="COMMAND")
     limits = {"timeout_s": timeout, "steps": steps, "epochs": epochs, "hang_after_s": hang_after}
-    results = collect_trace(traced, command, python, limits, Progress.to_stderr())
+    results = collect_trace(traced, command, python, limits, Progress.to_stderr(HEARTBEAT_S))
     report = make_report(results, judge(results, report_options.selector))
     finish(report, report_options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from dataclasses import replace
 
 from ddp_doctor.engine import PendingProbes, Probe, run_probe
@@ -39,7 +40,12 @@ def patient_python(command: TracedCommand, explicit: str | None) -> tuple[str, s
     named = interpreter_of(command)
     if named:
         return named, f"the {command.launcher} in the command"
-    return choose_python(None, os.environ)
+    python, why = choose_python(None, os.environ)
+    if command.launcher == "torchrun" and command.interpreter is None:
+        found = shutil.which("torchrun")
+        missing = f"torchrun at {found} names no Python" if found else "torchrun is not on PATH"
+        why = f"{missing}; {why}"
+    return python, why
 
 
 def collect_trace(
@@ -82,7 +88,7 @@ def collect_trace(
     )
 
     def traced() -> TraceFacts:
-        return replace(run_trace(config, progress.say), command=shlex.join(words))
+        return replace(run_trace(config, progress.say, progress.line), command=shlex.join(words))
 
     torch = PendingProbes([torch_probe(python, quick)])  # while the run starts
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
