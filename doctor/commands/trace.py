@@ -66,7 +66,7 @@ def trace_command(
 
     Example: ddp-doctor trace --steps 20 -- torchrun --nproc-per-node 2 train.py --lr 0.1
     """
-    from ddp_doctor.trace.command import CommandError, parse_command
+    from ddp_doctor.trace.command import CommandError, parse_command, spawn_refusal
     from ddp_doctor.trace.operation import collect_trace
 
     try:
@@ -75,6 +75,9 @@ def trace_command(
         raise click.BadParameter(str(error), param_hint="COMMAND") from None
     if traced.entry == "script" and not os.path.isfile(traced.target):
         raise click.BadParameter(f"no such script: {traced.target}", param_hint="COMMAND")
+    refusal = spawn_refusal(traced.target) if traced.entry == "script" else None
+    if refusal is not None:
+        raise click.BadParameter(refusal, param_hint="COMMAND")
     limits = {"timeout_s": timeout, "steps": steps, "epochs": epochs, "hang_after_s": hang_after}
     results = collect_trace(traced, command, python, limits, Progress.to_stderr(HEARTBEAT_S))
     report = make_report(results, judge(results, report_options.selector))
