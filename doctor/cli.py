@@ -98,7 +98,10 @@ class DoctorGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP)
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # every command inherits them
+
+
+@click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP, context_settings=HELP_OPTIONS)
 @click.version_option(__version__, prog_name="ddp-doctor")
 def cli() -> None:
     """Diagnose multi-GPU and multi-node PyTorch training that will not start, hangs, or runs
@@ -106,7 +109,13 @@ def cli() -> None:
 
 
 # Options shared by the commands that print a report.
-def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callable], Callable]:
+def report_options(
+    formats: Sequence[str] = REPORT_FORMATS, config_selects: bool = True
+) -> Callable[[Callable], Callable]:
+    """`config_selects`: select and ignore default to [tool.ddp-doctor]'s (check applies them
+    per file itself)."""
+    shareable = [name for name in formats if name in ("json", "markdown")]  # where hosts go
+
     def decorate(command: Callable) -> Callable:
         options = [
             click.option(
@@ -136,7 +145,8 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
             click.option(
                 "--redact-hosts",
                 is_flag=True,
-                help="Also replace host names and IP addresses in json and markdown output.",
+                help="Also replace host names and IP addresses in "
+                f"{' and '.join(shareable)} output.",
             ),
             click.option(
                 "--no-redact",
@@ -148,6 +158,7 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
 
         @functools.wraps(command)
         def with_report_options(*args: Any, **kwargs: Any) -> Any:
+            _config_defaults(kwargs, formats, config_selects)
             chosen = ReportOptions(
                 fmt=kwargs.pop("fmt"),
                 output=kwargs.pop("output"),
@@ -167,6 +178,32 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
         return with_report_options
 
     return decorate
+
+
+def _config_defaults(kwargs: dict[str, Any], formats: Sequence[str], selects: bool) -> None:
+    """Options left at their default take [tool.ddp-doctor]'s value from the nearest
+    pyproject.toml above the working folder; a format this command lacks is passed over."""
+    from click.core import ParameterSource
+
+    from ddp_doctor.script.config import ConfigError, config_here
+
+    context = click.get_current_context()
+
+    def unset(name: str) -> bool:
+        return context.get_parameter_source(name) in (ParameterSource.DEFAULT, None)
+
+    try:
+        config = config_here()
+    except ConfigError as error:
+        raise DoctorError(str(error)) from None
+    if config.fail_on and unset("fail_on"):
+        kwargs["fail_on"] = config.fail_on
+    if config.format in formats and unset("fmt"):
+        kwargs["fmt"] = config.format
+    if selects and config.select and not kwargs["select"]:
+        kwargs["select"] = config.select
+    if selects and config.ignore:
+        kwargs["ignore"] = (*config.ignore, *kwargs["ignore"])
 
 
 class ReportOptions(NamedTuple):
