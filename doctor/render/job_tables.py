@@ -70,6 +70,11 @@ def bandwidth_title(table: dict[str, Any]) -> str:
         expected = f"expected {table['expected_gbps']:g} GB/s from 64 MiB: {table['basis']}"
         expected += f" [{table['source']}]" if table.get("source") else ""
     lines = [title, expected]
+    if table.get("rows"):
+        from ddp_doctor.render.charts import sparkline
+
+        shape = sparkline([float(row["busbw_gbps"]) for row in table["rows"]])
+        lines.append(f"busbw by size: {shape}")
     if table.get("error"):
         lines.append(f"not measured: {table['error']}")
     return "\n".join(lines)

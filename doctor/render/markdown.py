@@ -80,9 +80,12 @@ def _probe_table(probes: list[dict[str, Any]]) -> list[str]:
 def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
+    from ddp_doctor.render.charts import node_spread_chart, sweep_chart
     from ddp_doctor.render.job_tables import render_job_text
 
-    return ["### Job", "", "```", render_job_text(probe["facts"], bandwidth), "```", ""]
+    charts = [line for table in bandwidth or [] for line in sweep_chart(table)]
+    charts += node_spread_chart(probe["facts"])
+    return ["### Job", "", *charts, "```", render_job_text(probe["facts"], bandwidth), "```", ""]
 
 
 def _trace(probe: dict[str, Any] | None) -> list[str]:
