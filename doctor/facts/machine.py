@@ -108,6 +108,9 @@ class TorchFacts:
     nccl_version: str | None = None
     cuda_error: str | None = None  # why CUDA could not be initialised, if it could not
     location: str | None = None  # the folder torch was imported from
+    debug_build: bool = False
+    xpu_available: bool = False
+    xnnpack_available: bool = False
 
     @property
     def major_minor(self) -> tuple[int, int] | None:
@@ -189,7 +192,32 @@ def parse_major_minor(version: str | None) -> tuple[int, int] | None:
         return None
 
 
+@dataclass(frozen=True)
+class CollectEnvFacts:
+    """What `python -m torch.utils.collect_env` reports beyond the other probes, read in the
+    patient (patient/collect_env.py); None: could not be read there."""
+
+    gcc: str | None = None
+    clang: str | None = None
+    cmake: str | None = None
+    nvcc: str | None = None  # the CUDA toolkit on PATH, not the runtime torch was built for
+    os: str | None = None
+    libc: str | None = None
+    python_build: str | None = None
+    python_platform: str | None = None
+    pip_packages: Mapping[str, str] = field(default_factory=dict)  # torch's list of names
+    conda_packages: Mapping[str, str] | None = None  # None: no conda env
+    allocator: Mapping[str, str] = field(default_factory=dict)  # PYTORCH_CUDA_ALLOC_CONF ...
+    cpu_model: str | None = None
+    cpu_flags: tuple[str, ...] = ()
+    numa_nodes: int | None = None
+    numa_cpus: Mapping[str, str] = field(default_factory=dict)
+    cpu_caches: Mapping[str, str] = field(default_factory=dict)
+    lscpu: Mapping[str, str] = field(default_factory=dict)  # every field, as collect_env prints
+
+
 FACT_TYPES: dict[str, type] = {
+    "collect_env": CollectEnvFacts,
     "host": HostFacts,
     "python": PythonFacts,
     "torch": TorchFacts,

@@ -9,7 +9,7 @@ from ddp_doctor.render.facts_text import compact_facts, evidence_line, header_ro
 
 OUTPUT_LINES = 40  # of a failed job's output, folded
 FOLDED_SHARE = 0.2  # of the report's length, at most, for the folded facts
-SECTION_ORDER = ("env", "nvml", "host", "torch", "python", "plan", "dataparallel")
+SECTION_ORDER = ("env", "nvml", "host", "torch", "python", "plan", "dataparallel", "collect_env")
 
 
 def render_markdown(document: dict[str, Any]) -> str:

@@ -38,6 +38,7 @@ PROBE_ORDER = (
     "job",
     "cluster",
     "dataparallel",
+    "collect_env",
 )
 MULTINODE_DATAPARALLEL = "a multi-node run: the DataParallel probe runs in single-node runs"
 
@@ -83,6 +84,7 @@ def collect(
     if unusable is not None:
         results += [*without_patient(unusable, plan), _unloaded(topology, unusable[0])]
     else:
+        beside = PendingProbes([collect_env_probe(python, quick)])  # no torch: beside the job
         if plan.nodes is not None and plan.jobs:
             from ddp_doctor.run.cluster import network_probe
 
@@ -92,6 +94,7 @@ def collect(
         results += _with_patient(
             plan, python, visible, topology, budget, progress, results, selector
         )
+        results += beside.wait()
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -229,6 +232,13 @@ def _unloaded(topology: ProbeResult, why: str) -> ProbeResult:
         return topology
     facts = with_load_samples(topology.facts, {}, f"not sampled: {why}")
     return dataclasses.replace(topology, facts=facts)
+
+
+def collect_env_probe(python: str, limit: float) -> Probe:
+    """What collect_env reports beyond the other probes (toolchain, CPU, packages)."""
+    from ddp_doctor.probes.collect_env import collect_collect_env
+
+    return Probe("collect_env", lambda: collect_collect_env(python, limit), limit + 2)
 
 
 def _torch_probe(python: str, left: float) -> Probe:

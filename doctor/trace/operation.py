@@ -16,12 +16,13 @@ from ddp_doctor.run.checkup import (
     DEFAULT_PROBE_TIMEOUT_S,
     TORCH_PROBE_TIMEOUT_S,
     Budget,
+    collect_env_probe,
     why_patient_unusable,
 )
 from ddp_doctor.trace.command import TracedCommand, interpreter_of
 
 DEFAULT_HANG_AFTER_S = 60.0
-TRACE_PROBE_ORDER = ("env", "host", "python", "nvml", "torch", "trace")
+TRACE_PROBE_ORDER = ("env", "host", "python", "nvml", "torch", "trace", "collect_env")
 TRACE_GRACE_S = 15.0  # the trace bounds itself; this only catches a doctor that hangs
 
 
@@ -90,7 +91,7 @@ def collect_trace(
     def traced() -> TraceFacts:
         return replace(run_trace(config, progress.say, progress.line), command=shlex.join(words))
 
-    torch = PendingProbes([torch_probe(python, quick)])  # while the run starts
+    torch = PendingProbes([torch_probe(python, quick), collect_env_probe(python, quick)])
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
     progress.done()
     return _in_order([*results, *machine.wait(), *torch.wait()])
