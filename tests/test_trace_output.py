@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_tail_is_a_ring_of_the_last_bytes() -> None:
     tail = OutputTail(limit=1000)
     for number in range(10_000):
-        tail.add(f"line {number:05d} " + "x" * 40)
+        tail.add([f"line {number:05d} " + "x" * 40])
     text = tail.text()
     assert len(text.encode()) <= 1000 and text.rstrip().endswith("line 09999 " + "x" * 40)
     assert tail.total > 100 * tail.limit  # everything passed through, only the end is kept
@@ -61,7 +61,7 @@ def test_rank_output_arrives_prefixed_while_the_rank_still_runs(tmp_path: Path) 
     finally:
         child.wait(timeout=30)
     tail = live.finish()
-    texts = [text for _, text in lines]
+    texts = [line for _, text in lines for line in text.splitlines()]
     assert texts == ["[rank3]: at once", "[rank3]: from fd 2", "[rank3]: at the end"]
     assert tail.splitlines() == texts
 

@@ -3,7 +3,7 @@
 
 Each rank writes into a FIFO of its own (patient/trace/output.py); the launcher's own output
 (torchrun's messages, a Python that fails before the monitor runs) comes through one pipe and is
-shown as it is. Nothing goes to disk: the tail is a ring of the last TAIL_BYTES in memory, so
+shown as it is. Nothing goes to disk: the tail is a ring of the last TAIL_CHARS in memory, so
 a run that prints gigabytes never fills a disk and the report stays small. Control characters
 are shown escaped, never passed to a terminal; a carriage return keeps what a terminal would
 show (the last tqdm update of a line).
@@ -24,7 +24,7 @@ from ddp_doctor.patient.trace.output import OUTPUT_FOLDER
 
 __all__ = ["OUTPUT_FOLDER", "LiveOutput", "OutputTail", "Show"]
 
-TAIL_BYTES = 64 * 1024  # what the report keeps (report_io.OUTPUT_TAIL_CHARS)
+TAIL_CHARS = 64 * 1024  # what the report keeps (report_io.OUTPUT_TAIL_CHARS)
 LINE_BYTES = 16 * 1024  # a line longer than this is shown in pieces
 READ_BYTES = 64 * 1024
 JOIN_S = 2.0  # after the run, to read what is still in the pipes
@@ -33,23 +33,24 @@ Show = Callable[[str], None]
 
 
 class OutputTail:
-    """The last `limit` bytes of lines, as a ring; thread-safe."""
+    """The last `limit` characters of lines, as a ring; thread-safe."""
 
-    def __init__(self, limit: int = TAIL_BYTES) -> None:
+    def __init__(self, limit: int = TAIL_CHARS) -> None:
         self.limit = limit
         self.lines: collections.deque[str] = collections.deque()
         self.size = 0
         self.total = 0
         self.lock = threading.Lock()
 
-    def add(self, line: str) -> None:
-        size = len(line.encode("utf-8", "replace")) + 1
+    def add(self, lines: list[str]) -> None:
+        """Sizes in characters, as the report counts its tail (report_io.OUTPUT_TAIL_CHARS)."""
         with self.lock:
-            self.lines.append(line)
-            self.size += size
-            self.total += size
+            for line in lines:
+                self.lines.append(line)
+                self.size += len(line) + 1
+                self.total += len(line) + 1
             while self.size > self.limit and len(self.lines) > 1:
-                self.size -= len(self.lines.popleft().encode("utf-8", "replace")) + 1
+                self.size -= len(self.lines.popleft()) + 1
 
     def text(self) -> str:
         with self.lock:
@@ -124,13 +125,14 @@ class LiveOutput:
             while len(pending) > LINE_BYTES:
                 lines.append(pending[:LINE_BYTES])
                 pending = pending[LINE_BYTES:]
-            for line in lines:
-                self._line(prefix + shown(line))
+            if lines:
+                self._lines([prefix + shown(line) for line in lines])
         if pending:
-            self._line(prefix + shown(pending))
+            self._lines([prefix + shown(pending)])
 
-    def _line(self, line: str) -> None:
-        self.tail.add(line)
+    def _lines(self, lines: list[str]) -> None:
+        """One chunk's lines at once: one write to the terminal, one lock for the ring."""
+        self.tail.add(lines)
         if self.show is not None:
             with self.lock, contextlib.suppress(OSError, ValueError):
-                self.show(line)
+                self.show("\n".join(lines))
