@@ -98,3 +98,20 @@ def test_a_bad_pyproject_value_is_one_line_and_exit_2(
     result = invoke("logs", str(SCRIPT))
     assert result.exit_code == USAGE
     assert "pyproject.toml" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_run_takes_a_virtualenv_folder_as_python(invoke, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """`--python .venv`, as uv accepts it: the folder's own interpreter is examined."""
+    import sys
+
+    venv = Path(sys.prefix)
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests do not run in a virtualenv")
+    monkeypatch.chdir(venv.parent)
+    result = invoke("run", "--no-jobs", "--python", venv.name, "--format", "json", "--no-redact")
+    document = json.loads(result.stdout)
+    python = next(p for p in document["probes"] if p["probe"] == "python")
+    assert python["status"] == "ok", python
+    assert Path(python["facts"]["executable"]).parent.parent == venv
+    assert "DDP012" not in {f["code"] for f in document["findings"]}

@@ -46,7 +46,8 @@ HEARTBEAT_S = 30.0  # without a terminal (CI): the run's status as a line this o
     "python",
     default=None,
     metavar="PATH",
-    help="The Python that runs the command [default: the one the command names, or torchrun's "
+    help="The Python that runs the command: an interpreter, a virtualenv or a conda env folder "
+    "[default: the one the command names, or torchrun's "
     "own, else as for run].",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- COMMAND")
