@@ -26,7 +26,8 @@ def diagnose_command(
     report_file: Path,
     report_options: ReportOptions,
 ) -> None:
-    """Re-judge the facts of a JSON report (from `run --format json`) with this version's rules."""
+    """Re-judge the facts of a JSON report (from `run` or `trace --format json`) with this
+    version's rules; the report keeps its command, date, host and version."""
     try:
         saved = load_report(report_file)
     except ReportError as error:
