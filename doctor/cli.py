@@ -158,7 +158,12 @@ def report_options(
 
         @functools.wraps(command)
         def with_report_options(*args: Any, **kwargs: Any) -> Any:
-            _config_defaults(kwargs, formats, config_selects)
+            from ddp_doctor.cli_config import ConfigError, apply_config_defaults
+
+            try:
+                apply_config_defaults(kwargs, formats, config_selects)
+            except ConfigError as error:
+                raise DoctorError(str(error)) from None
             chosen = ReportOptions(
                 fmt=kwargs.pop("fmt"),
                 output=kwargs.pop("output"),
@@ -178,32 +183,6 @@ def report_options(
         return with_report_options
 
     return decorate
-
-
-def _config_defaults(kwargs: dict[str, Any], formats: Sequence[str], selects: bool) -> None:
-    """Options left at their default take [tool.ddp-doctor]'s value from the nearest
-    pyproject.toml above the working folder; a format this command lacks is passed over."""
-    from click.core import ParameterSource
-
-    from ddp_doctor.script.config import ConfigError, config_here
-
-    context = click.get_current_context()
-
-    def unset(name: str) -> bool:
-        return context.get_parameter_source(name) in (ParameterSource.DEFAULT, None)
-
-    try:
-        config = config_here()
-    except ConfigError as error:
-        raise DoctorError(str(error)) from None
-    if config.fail_on and unset("fail_on"):
-        kwargs["fail_on"] = config.fail_on
-    if config.format in formats and unset("fmt"):
-        kwargs["fmt"] = config.format
-    if selects and config.select and not kwargs["select"]:
-        kwargs["select"] = config.select
-    if selects and config.ignore:
-        kwargs["ignore"] = (*config.ignore, *kwargs["ignore"])
 
 
 class ReportOptions(NamedTuple):
