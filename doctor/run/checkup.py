@@ -84,7 +84,6 @@ def collect(
     if unusable is not None:
         results += [*without_patient(unusable, plan), _unloaded(topology, unusable[0])]
     else:
-        beside = PendingProbes([collect_env_probe(python, quick)])  # no torch: beside the job
         if plan.nodes is not None and plan.jobs:
             from ddp_doctor.run.cluster import network_probe
 
@@ -94,7 +93,7 @@ def collect(
         results += _with_patient(
             plan, python, visible, topology, budget, progress, results, selector
         )
-        results += beside.wait()
+        results.append(run_probe(collect_env_probe(python, quick)))  # after the job: no rival
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import time
 from dataclasses import replace
 
-from ddp_doctor.engine import PendingProbes, Probe, run_probe
+from ddp_doctor.engine import PendingProbes, Probe, run_probe, run_probes
 from ddp_doctor.facts.trace import TraceFacts
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.progress import Progress
@@ -23,6 +24,8 @@ from ddp_doctor.trace.command import TracedCommand, interpreter_of
 
 DEFAULT_HANG_AFTER_S = 60.0
 TRACE_PROBE_ORDER = ("env", "host", "python", "nvml", "torch", "trace", "collect_env")
+AFTER_RUN = ("torch", "collect_env")
+AFTER_RUN_MIN_S = 3.0  # below this, torch's import would not fit in what --timeout leaves
 TRACE_GRACE_S = 15.0  # the trace bounds itself; this only catches a doctor that hangs
 
 
@@ -91,10 +94,26 @@ def collect_trace(
     def traced() -> TraceFacts:
         return replace(run_trace(config, progress.say, progress.line), command=shlex.join(words))
 
-    torch = PendingProbes([torch_probe(python, quick), collect_env_probe(python, quick)])
     results.append(run_probe(Probe("trace", traced, config.timeout_s + TRACE_GRACE_S)))
+    # after the run, not beside it: an import of torch next to the ranks' own slows their
+    # start on a small machine, and a short --hang-after would then take it for a hang
+    results += after_the_run(python, budget, timeout, progress)
     progress.done()
-    return _in_order([*results, *machine.wait(), *torch.wait()])
+    return _in_order([*results, *machine.wait()])
+
+
+def after_the_run(
+    python: str, budget: Budget, timeout: float, progress: Progress
+) -> list[ProbeResult]:
+    """torch's build and the toolchain, within what the run left of --timeout; a run that
+    used it all gets them skipped, with why (the bound is the user's, not the probes')."""
+    left = budget.deadline - time.monotonic()
+    if left < AFTER_RUN_MIN_S:
+        why = f"the run used the time limit (--timeout {timeout:g}); `run --no-jobs` reports it"
+        return [ProbeResult(name, ProbeStatus.SKIPPED, None, 0.0, why) for name in AFTER_RUN]
+    progress.say("trace: reading torch's build and the toolchain")
+    limit = min(DEFAULT_PROBE_TIMEOUT_S, left)
+    return run_probes([torch_probe(python, limit), collect_env_probe(python, limit)])
 
 
 def machine_probes(limit: float) -> list[Probe]:
@@ -112,11 +131,11 @@ def machine_probes(limit: float) -> list[Probe]:
 
 
 def torch_probe(python: str, limit: float) -> Probe:
-    """torch's build (CUDA, NCCL, devices) as `run` reports it: one more import of torch,
-    beside the run's own ranks."""
+    """torch's build (CUDA, NCCL, devices) as `run` reports it: one more import of torch
+    (about 1.2 s here), once the run is over."""
     from ddp_doctor.probes.torch_info import collect_torch
 
-    limit = min(TORCH_PROBE_TIMEOUT_S, max(limit, 5.0))
+    limit = min(TORCH_PROBE_TIMEOUT_S, limit)
     return Probe("torch", lambda: collect_torch(python, timeout_s=limit), limit + 2)
 
 
