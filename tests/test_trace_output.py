@@ -137,3 +137,20 @@ def test_trace_shows_a_line_at_once_without_a_terminal(tmp_path: Path) -> None:
     finally:
         doctor.terminate()  # the doctor stops the run it started, as on any SIGTERM
         doctor.wait(timeout=30)
+
+
+def test_torch_and_toolchain_after_the_run_stay_within_the_time_limit() -> None:
+    """A run that used all of --timeout gets torch's build skipped, with why, not overrun."""
+    from ddp_doctor.judge import judge
+    from ddp_doctor.model import ProbeStatus
+    from ddp_doctor.run.checkup import Budget
+    from ddp_doctor.trace.operation import after_the_run
+
+    used_up = Budget(0.0)
+    results = after_the_run(sys.executable, used_up, 20.0, Progress(None))
+    assert {r.probe: r.status for r in results} == {
+        "torch": ProbeStatus.SKIPPED,
+        "collect_env": ProbeStatus.SKIPPED,
+    }
+    assert all("--timeout 20" in (r.error or "") for r in results)
+    assert not {f.code for f in judge(results)} & {"DDP001", "DDP902", "DDP904"}
