@@ -131,3 +131,15 @@ def test_markdown_names_what_it_left_out_for_length() -> None:
     missing = [name for name in ("torch", "plan") if f"<summary>{name} facts" not in text]
     assert missing and all(f"{name} facts" in note for name in missing)
     assert FactSet.of(saved.probes).torch is not None
+
+
+@pytest.mark.slow
+def test_run_with_a_short_timeout_shows_the_job_timed_out(invoke) -> None:  # type: ignore[no-untyped-def]
+    """The issue's acceptance: `run --timeout 1.5` is timed-out, not `job ok`."""
+    result = invoke("run", "--timeout", "1.5", "--format", "json")
+    document = json.loads(result.stdout)
+    job = next(p for p in document["probes"] if p["probe"] == "job")
+    assert job["facts"]["timed_out"] and job["status"] == "timed-out"
+    assert "DDP906" in {f["code"] for f in document["findings"]} and result.exit_code == 1
+    table = invoke("run", "--timeout", "1.5").stdout
+    assert any(line.split()[:2] == ["job", "timed-out"] for line in table.splitlines())
