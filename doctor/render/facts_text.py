@@ -48,9 +48,26 @@ def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         gpus = f", {count} GPU{'s' if count != 1 else ''}: {', '.join(models)}" if models else ""
         cuda = nvml.get("cuda_driver_version")
         rows.append(("driver", f"{nvml['driver_version']} (CUDA {cuda}){gpus}"))
+    rows += _collect_env_rows(facts.get("collect_env", {}))
     packages = python.get("packages") or {}
     if packages:
         rows.append(("packages", ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))))
+    return rows
+
+
+def _collect_env_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The toolchain and the CPU as collect_env reports them, one row each."""
+    rows = []
+    tools = [f"{name} {env[name]}" for name in ("gcc", "clang", "cmake", "nvcc") if env.get(name)]
+    if tools:
+        rows.append(("toolchain", ", ".join(tools)))
+    if env.get("cpu_model"):
+        numa = env.get("numa_nodes")
+        caches = env.get("cpu_caches") or {}
+        parts = [str(env["cpu_model"])]
+        parts += [f"{numa} NUMA node{'s' if numa != 1 else ''}"] if numa else []
+        parts += [f"L3 {caches['L3']}"] if caches.get("L3") else []
+        rows.append(("CPU", ", ".join(parts)))
     return rows
 
 

@@ -146,7 +146,10 @@ def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:
             tail = run["output_tail"].rstrip().splitlines()[-OUTPUT_LINES:]
             sections.append((f"{what} (last {len(tail)} lines)", "\n".join(tail)))
     for name in SECTION_ORDER:
-        body = compact_facts(by_name.get(name) or {})
+        facts = by_name.get(name) or {}
+        if name == "collect_env":  # lscpu's every field is in the JSON; its gist is above
+            facts = {key: value for key, value in facts.items() if key != "lscpu"}
+        body = compact_facts(facts)
         if body:
             sections.append((f"{name} facts", body))
     return sections
