@@ -154,3 +154,13 @@ def test_torch_and_toolchain_after_the_run_stay_within_the_time_limit() -> None:
     }
     assert all("--timeout 20" in (r.error or "") for r in results)
     assert not {f.code for f in judge(results)} & {"DDP001", "DDP902", "DDP904"}
+
+
+def test_a_probe_cut_by_what_the_run_left_is_skipped_not_slow() -> None:
+    from ddp_doctor.model import ProbeResult, ProbeStatus
+    from ddp_doctor.trace.operation import _cut_short
+
+    cut = _cut_short(ProbeResult("torch", ProbeStatus.TIMED_OUT, None, 5.4), "no time left")
+    assert cut.status is ProbeStatus.SKIPPED and cut.error == "no time left"
+    done = ProbeResult("torch", ProbeStatus.OK, None, 1.0)
+    assert _cut_short(done, "x") is done

@@ -113,7 +113,18 @@ def after_the_run(
         return [ProbeResult(name, ProbeStatus.SKIPPED, None, 0.0, why) for name in AFTER_RUN]
     progress.say("trace: reading torch's build and the toolchain")
     limit = min(DEFAULT_PROBE_TIMEOUT_S, left)
-    return run_probes([torch_probe(python, limit), collect_env_probe(python, limit)])
+    results = run_probes([torch_probe(python, limit), collect_env_probe(python, limit)])
+    if limit >= DEFAULT_PROBE_TIMEOUT_S:
+        return results
+    why = f"did not fit in the {limit:.1f} s the run left of --timeout {timeout:g}"
+    return [_cut_short(result, why) for result in results]
+
+
+def _cut_short(result: ProbeResult, why: str) -> ProbeResult:
+    """A probe cut by what the run left is skipped for that reason, not a slow machine."""
+    if result.status is not ProbeStatus.TIMED_OUT:
+        return result
+    return replace(result, status=ProbeStatus.SKIPPED, error=why)
 
 
 def machine_probes(limit: float) -> list[Probe]:
