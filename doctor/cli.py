@@ -99,7 +99,10 @@ class DoctorGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP)
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # every command inherits them
+
+
+@click.group(cls=DoctorGroup, epilog=EXIT_CODES_HELP, context_settings=HELP_OPTIONS)
 @click.version_option(__version__, prog_name="ddp-doctor")
 def cli() -> None:
     """Diagnose multi-GPU and multi-node PyTorch training that will not start, hangs, or runs
@@ -107,7 +110,13 @@ def cli() -> None:
 
 
 # Options shared by the commands that print a report.
-def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callable], Callable]:
+def report_options(
+    formats: Sequence[str] = REPORT_FORMATS, config_selects: bool = True
+) -> Callable[[Callable], Callable]:
+    """`config_selects`: select and ignore default to [tool.ddp-doctor]'s (check applies them
+    per file itself)."""
+    shareable = [name for name in formats if name in ("json", "markdown")]  # where hosts go
+
     def decorate(command: Callable) -> Callable:
         options = [
             click.option(
@@ -137,7 +146,8 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
             click.option(
                 "--redact-hosts",
                 is_flag=True,
-                help="Also replace host names and IP addresses in json and markdown output.",
+                help="Also replace host names and IP addresses in "
+                f"{' and '.join(shareable)} output.",
             ),
             click.option(
                 "--no-redact",
@@ -149,6 +159,12 @@ def report_options(formats: Sequence[str] = REPORT_FORMATS) -> Callable[[Callabl
 
         @functools.wraps(command)
         def with_report_options(*args: Any, **kwargs: Any) -> Any:
+            from ddp_doctor.cli_config import ConfigError, apply_config_defaults
+
+            try:
+                apply_config_defaults(kwargs, formats, config_selects)
+            except ConfigError as error:
+                raise DoctorError(str(error)) from None
             chosen = ReportOptions(
                 fmt=kwargs.pop("fmt"),
                 output=kwargs.pop("output"),
@@ -271,7 +287,7 @@ def finish(report: Report, options: ReportOptions) -> None:
 
     from ddp_doctor.render import render
 
-    if report.command is None and INVOCATION:
+    if report.command is None and report.rejudged is None and INVOCATION:
         report = dataclasses.replace(report, command=INVOCATION[0])
 
     text = render(

@@ -72,7 +72,10 @@ def _guarded(probe: Probe) -> ProbeResult:
         return ProbeResult(probe.name, status, facts, round(time.monotonic() - started, 3), error)
 
     try:
-        return result(ProbeStatus.OK, probe.collect())
+        facts = probe.collect()
+        if cut_by_time_limit(facts):  # the facts stay: how far the run got is the evidence
+            return result(ProbeStatus.TIMED_OUT, facts, "cut at its time limit")
+        return result(ProbeStatus.OK, facts)
     except ProbeSkipped as skipped:
         return result(ProbeStatus.SKIPPED, error=skipped.reason)
     except ProbeFailed as failed:
@@ -81,6 +84,14 @@ def _guarded(probe: Probe) -> ProbeResult:
         return result(ProbeStatus.TIMED_OUT, error=timed_out.reason)
     except Exception as error:
         return result(ProbeStatus.CRASHED, error=describe_crash(error))
+
+
+def cut_by_time_limit(facts: Any) -> bool:
+    """A job or traced run that the doctor stopped at its --timeout: timed-out, not ok, in
+    every format (its facts say so; JobFacts.timed_out, TraceFacts.outcome "timeout")."""
+    return (
+        getattr(facts, "timed_out", False) is True or getattr(facts, "outcome", None) == "timeout"
+    )
 
 
 def describe_crash(error: BaseException) -> str:

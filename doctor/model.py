@@ -117,6 +117,18 @@ class ProbeResult:
 
 
 @dataclass(frozen=True)
+class Rejudged:
+    """A saved report judged again by `diagnose`: with which version, when, by which command."""
+
+    tool_version: str
+    created: str
+    command: str | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"tool_version": self.tool_version, "created": self.created, "command": self.command}
+
+
+@dataclass(frozen=True)
 class Report:
     tool_version: str
     created: str
@@ -124,6 +136,8 @@ class Report:
     findings: tuple[Finding, ...]
     command: str | None = None  # the command line that made it, for the reader of a report
     subject: str | None = None  # what was read, where no probe says it: "1200 lines of x.log"
+    # `diagnose`: the report keeps who made it, when and with what; this says who judged again
+    rejudged: Rejudged | None = None
 
     @property
     def nothing_found(self) -> str:
@@ -144,12 +158,16 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (-f.severity, f.code))
 
 
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def make_report(
     results: Sequence[ProbeResult], findings: Sequence[Finding], subject: str | None = None
 ) -> Report:
     return Report(
         tool_version=__version__,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created=now_utc(),
         probes=tuple(results),
         findings=tuple(findings),
         subject=subject,

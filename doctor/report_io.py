@@ -12,7 +12,7 @@ from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
 from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import FACT_TYPES, FactSet
 from ddp_doctor.inputs import TooLarge, describe_size, read_capped
-from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Report
+from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Rejudged, Report
 from ddp_doctor.readings.expected_busbw import bandwidth_tables
 
 SCHEMA_VERSION = 1
@@ -38,6 +38,8 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "probes": [probe_to_json(result) for result in report.probes],
         "findings": [finding.to_json() for finding in report.findings],
     }
+    if report.rejudged is not None:
+        document["rejudged"] = report.rejudged.to_json()
     # Derived from the facts on every write (diagnose recomputes it), never read back.
     tables = bandwidth_tables(FactSet.of(report.probes))
     if tables:
@@ -100,6 +102,7 @@ def report_from_json(data: Any) -> Report:
             findings=tuple(Finding.from_json(item) for item in findings),
             command=_optional_text(data.get("command")),
             subject=_optional_text(data.get("subject")),
+            rejudged=_rejudged(data.get("rejudged")),
         )
     except (CodecError, KeyError, TypeError, ValueError) as error:
         raise ReportError(f"malformed report: {_describe(error)}") from None
@@ -122,6 +125,16 @@ def probe_from_json(data: Any) -> ProbeResult:
     if isinstance(facts, JobFacts) and len(facts.output_tail) > OUTPUT_TAIL_CHARS:
         facts = replace(facts, output_tail=facts.output_tail[-OUTPUT_TAIL_CHARS:])
     return ProbeResult(name, status, facts, float(duration), error)
+
+
+def _rejudged(value: Any) -> Rejudged | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Rejudged(
+        tool_version=str(value.get("tool_version", "unknown")),
+        created=str(value.get("created", "")),
+        command=_optional_text(value.get("command")),
+    )
 
 
 def _optional_text(value: Any) -> str | None:

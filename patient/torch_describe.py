@@ -32,6 +32,10 @@ def describe_torch() -> dict[str, Any]:
         "cudnn_version": _safely(torch.backends.cudnn.version),
         "arch_list": _safely(torch.cuda.get_arch_list) or [],
         "distributed_available": dist.is_available(),
+        # the rest of what collect_env reports of torch itself
+        "debug_build": bool(getattr(torch.version, "debug", False)),
+        "xpu_available": bool(_safely(lambda: torch.xpu.is_available())),
+        "xnnpack_available": bool(_safely(lambda: torch.backends.xnnpack.enabled)),
     }
     if dist.is_available():
         facts["nccl_available"] = dist.is_nccl_available()

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.probes.base import ProbeFailed
-from ddp_doctor.probes.interpreter import choose_python, collect_python, run_in_patient
+from ddp_doctor.probes.interpreter import (
+    choose_python,
+    collect_python,
+    find_candidates,
+    run_in_patient,
+)
 from ddp_doctor.probes.job import payload
 
 PATIENT = payload.PATIENT_ROOT
@@ -56,7 +61,54 @@ def test_a_variable_naming_no_python_is_passed_over(tmp_path: Path) -> None:
 
 def test_without_torch_here_python3_on_path_is_taken() -> None:
     python, why = choose_python(None, {}, lambda: False)
-    assert why == "python3 on PATH" and os.path.basename(python).startswith("python")
+    assert why.startswith("python3 on PATH") and os.path.basename(python).startswith("python")
+
+
+@pytest.mark.parametrize("layout", ["bin/python", "python.exe", "Scripts/python.exe"])
+def test_python_takes_an_environment_folder(
+    tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--python .venv` (a virtualenv, as uv accepts), a conda env, a Windows venv."""
+    interpreter = tmp_path / "env" / layout
+    interpreter.parent.mkdir(parents=True)
+    fake_python(interpreter.parent, "exit 0")
+    (interpreter.parent / "python").rename(interpreter)
+    monkeypatch.chdir(tmp_path)
+    python, why = choose_python("env", {}, lambda: True)
+    assert python == str(interpreter) and why.startswith("--python env")
+
+
+def test_a_relative_python_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probes run in their own folder: a relative interpreter must not change meaning."""
+    (tmp_path / "bin").mkdir()
+    fake_python(tmp_path / "bin", "exit 0")
+    monkeypatch.chdir(tmp_path)
+    assert choose_python("bin/python", {}, lambda: True)[0] == str(tmp_path / "bin" / "python")
+
+
+def test_a_folder_without_python_says_so(tmp_path: Path) -> None:
+    python, why = choose_python(str(tmp_path), {}, lambda: True)
+    assert "no Python" in why
+    with pytest.raises(ProbeFailed):
+        collect_python(python, why)
+
+
+def test_candidates_name_the_environments_with_torch(tmp_path: Path) -> None:
+    with_torch, bare = tmp_path / "project" / ".venv", tmp_path / "conda"
+    for prefix in (with_torch, bare):
+        (prefix / "bin").mkdir(parents=True)
+        fake_python(prefix / "bin", "exit 0")
+    site = with_torch / "lib" / "python3.11" / "site-packages" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    found = find_candidates("/usr/bin/python3", {"CONDA_PREFIX": str(bare)}, tmp_path / "project")
+    by_path = {c.executable: c for c in found}
+    assert by_path[str(with_torch / "bin" / "python")].has_torch
+    assert by_path[str(with_torch / "bin" / "python")].found_as == ".venv in the working folder"
+    assert not by_path[str(bare / "bin" / "python")].has_torch
+    assert "/usr/bin/python3" not in by_path  # the chosen one is no candidate
 
 
 # --- describing ----------------------------------------------------------------------------

@@ -320,3 +320,35 @@ def test_diagnose_replays_every_fixture(invoke) -> None:  # type: ignore[no-unty
         assert owned_codes(findings) == set(load(name)["expect"]), name
         worst_is_error = any(f.severity is Severity.ERROR for f in findings)
         assert result.exit_code == (1 if worst_is_error else 0)
+
+
+def test_torch_missing_from_the_chosen_python_names_it_and_the_candidates() -> None:
+    """DDP001 for a Python without torch: which Python, why it was picked, and `--python` for
+    each environment found with torch (not "reinstall torch")."""
+    from ddp_doctor.facts.machine import PythonCandidate, PythonFacts, TorchFacts
+    from ddp_doctor.judge import judge
+    from ddp_doctor.model import ProbeResult, ProbeStatus
+
+    venv = PythonCandidate("/work/project/.venv/bin/python", ".venv in the working folder", True)
+    conda = PythonCandidate("/opt/conda/envs/x/bin/python", "CONDA_PREFIX", True)
+    bare = PythonCandidate("/opt/other/bin/python", "VIRTUAL_ENV", False)
+    python = PythonFacts(
+        "/usr/bin/python3", "python3 on PATH", version="3.11.2", candidates=(venv, conda, bare)
+    )
+    torch = TorchFacts(
+        importable=False, import_error="No module named 'torch' in '/usr/bin/python3'"
+    )
+    probes = (
+        ProbeResult("python", ProbeStatus.OK, python, 0.0),
+        ProbeResult("torch", ProbeStatus.FAILED, torch, 0.0),
+    )
+    (finding,) = [f for f in judge(probes) if f.code == "DDP001"]
+    assert finding.evidence["python"] == "/usr/bin/python3"
+    assert finding.evidence["chosen_by"] == "python3 on PATH"
+    assert finding.fix is not None
+    assert f"--python {venv.executable}" in finding.fix.text
+    assert f"--python {bare.executable}" not in finding.fix.text
+    assert finding.fix.commands == (
+        ". /work/project/.venv/bin/activate",
+        "conda activate /opt/conda/envs/x",
+    )

@@ -12,6 +12,7 @@ from ddp_doctor.trace.command import (
     CommandError,
     interpreter_of,
     parse_command,
+    spawn_refusal,
 )
 
 LOGS = "/tmp/doctor/torchrun"
@@ -126,3 +127,66 @@ def test_the_interpreter_of_a_torchrun_script(
     torchrun.write_text("#!/usr/bin/env bash\nexec something\n")  # a pyenv shim: no Python
     assert interpreter_of(parse_command(["torchrun", "t.py"])) is None
     assert interpreter_of(parse_command(["python3", "t.py"])) == str(python)
+
+
+@pytest.mark.parametrize(
+    ("words", "launcher", "instead"),
+    [
+        (
+            ["accelerate", "launch", "--num_processes", "2", "train.py", "--lr", "1"],
+            "accelerate",
+            "-- torchrun --nproc-per-node 2 train.py --lr 1",
+        ),
+        (
+            ["python", "-m", "accelerate.commands.launch", "train.py"],
+            "accelerate",
+            "-- torchrun --nproc-per-node N train.py",
+        ),
+        (
+            ["deepspeed", "--num_gpus=4", "train.py", "--deepspeed", "ds.json"],
+            "deepspeed",
+            "-- torchrun --nproc-per-node 4 train.py --deepspeed ds.json",
+        ),
+        (
+            ["srun", "-N2", "python", "train.py"],
+            "srun",
+            "srun -N2 ddp-doctor trace -- python train.py",
+        ),
+        (["mpirun", "-np", "2", "python", "t.py"], "mpirun", "ddp-doctor trace -- python t.py"),
+    ],
+)
+def test_launchers_that_start_ranks_their_own_way_are_refused_with_the_way_that_works(
+    words: list[str], launcher: str, instead: str
+) -> None:
+    with pytest.raises(CommandError) as refused:
+        parse_command(words)
+    message = str(refused.value)
+    assert message.startswith(f"cannot trace {launcher}: ") and message.endswith(instead)
+
+
+def test_python_m_torch_distributed_run_is_torchrun() -> None:
+    command = parse_command(
+        ["python3", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"]
+    )
+    assert command.launcher == "torchrun" and command.expected_ranks == 2
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("import torch.multiprocessing as mp\nmp.spawn(work, nprocs=2)\n", True),
+        ("import torch.multiprocessing\ntorch.multiprocessing.start_processes(f)\n", True),
+        ("from torch.multiprocessing import spawn\nspawn(work, nprocs=2)\n", True),
+        ("import torch.distributed as dist\ndist.init_process_group('gloo')\n", False),
+        ("import multiprocessing as mp\nctx = mp.get_context('spawn')\n", False),
+    ],
+)
+def test_scripts_that_spawn_their_own_ranks_are_refused(
+    tmp_path: Path, source: str, refused: bool
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    reason = spawn_refusal(str(script))
+    assert (reason is not None) == refused
+    if reason:
+        assert "mp.spawn" in reason and "torchrun" in reason

@@ -19,7 +19,7 @@ FORMATS = ("text", "table", "json", "sarif", "github")
     "above it; 2 usage error, or no file could be checked.",
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@report_options(FORMATS)
+@report_options(FORMATS, config_selects=False)
 @click.option(
     "--exclude",
     multiple=True,
@@ -57,7 +57,7 @@ def check_command(
 def render_check(report: Report, options: ReportOptions, checked: int) -> str:
     """The report in any of check's formats; secrets out unless --no-redact."""
     fmt = options.fmt
-    if fmt in ("text", "sarif", "github") and options.redact:
+    if fmt in ("text", "table", "sarif", "github") and options.redact:
         from ddp_doctor.render import secrets_out
 
         report = secrets_out(report)
@@ -65,6 +65,10 @@ def render_check(report: Report, options: ReportOptions, checked: int) -> str:
         from ddp_doctor.render.text import render_text
 
         return render_text(report, checked_files=checked, verbose=options.verbose)
+    if fmt == "table":
+        from ddp_doctor.render.text import render_findings_table
+
+        return render_findings_table(report, checked_files=checked)
     if fmt == "sarif":
         from ddp_doctor.render.sarif import render_sarif
 

@@ -31,13 +31,16 @@ def explain_command(code_or_name: str) -> None:
 
 
 def explain_text(spec: RuleSpec) -> str:
-    lines = [
-        f"{spec.code} {spec.name} ({spec.severity.word})",
-        "",
-        spec.doc,
-        "",
-        f"Fix: {spec.fix.text}",
-    ]
+    """The four parts once each: the docstring's Fix part, then the fix a finding carries
+    (its text and commands) under the same heading."""
+    doc, has_fix, doc_fix = (
+        spec.doc.rpartition("Fix:") if "Fix:" in spec.doc else (spec.doc, "", "")
+    )
+    lines = [f"{spec.code} {spec.name} ({spec.severity.word})", "", doc.rstrip()]
+    fix = " ".join(doc_fix.split())
+    lines.append(f"Fix: {fix}" if has_fix else "Fix:")
+    if " ".join(spec.fix.text.split()) != fix:
+        lines.append(f"  {spec.fix.text}")
     lines.extend(f"  $ {command}" for command in spec.fix.commands)
     return "\n".join(lines)
 

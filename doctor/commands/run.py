@@ -134,7 +134,8 @@ class FiniteFloat(click.ParamType):
     "python",
     default=None,
     metavar="PATH",
-    help="The Python to examine and run the job with [default: the active virtualenv or "
+    help="The Python to examine and run the job with: an interpreter, a virtualenv or a conda "
+    "env folder [default: the active virtualenv or "
     "conda env, else this Python if it has torch, else python3 on PATH].",
 )
 @click.option("--no-jobs", is_flag=True, help="Only the in-process probes; launch nothing.")

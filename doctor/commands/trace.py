@@ -11,6 +11,8 @@ from ddp_doctor.judge import judge
 from ddp_doctor.model import make_report
 from ddp_doctor.progress import Progress
 
+HEARTBEAT_S = 30.0  # without a terminal (CI): the run's status as a line this often
+
 
 @click.command(
     "trace",
@@ -44,7 +46,8 @@ from ddp_doctor.progress import Progress
     "python",
     default=None,
     metavar="PATH",
-    help="The Python that runs the command [default: the one the command names, or torchrun's "
+    help="The Python that runs the command: an interpreter, a virtualenv or a conda env folder "
+    "[default: the one the command names, or torchrun's "
     "own, else as for run].",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- COMMAND")
@@ -64,7 +67,7 @@ def trace_command(
 
     Example: ddp-doctor trace --steps 20 -- torchrun --nproc-per-node 2 train.py --lr 0.1
     """
-    from ddp_doctor.trace.command import CommandError, parse_command
+    from ddp_doctor.trace.command import CommandError, parse_command, spawn_refusal
     from ddp_doctor.trace.operation import collect_trace
 
     try:
@@ -73,7 +76,10 @@ def trace_command(
         raise click.BadParameter(str(error), param_hint="COMMAND") from None
     if traced.entry == "script" and not os.path.isfile(traced.target):
         raise click.BadParameter(f"no such script: {traced.target}", param_hint="COMMAND")
+    refusal = spawn_refusal(traced.target) if traced.entry == "script" else None
+    if refusal is not None:
+        raise click.BadParameter(refusal, param_hint="COMMAND")
     limits = {"timeout_s": timeout, "steps": steps, "epochs": epochs, "hang_after_s": hang_after}
-    results = collect_trace(traced, command, python, limits, Progress.to_stderr())
+    results = collect_trace(traced, command, python, limits, Progress.to_stderr(HEARTBEAT_S))
     report = make_report(results, judge(results, report_options.selector))
     finish(report, report_options)

@@ -43,6 +43,15 @@ OLDEST_PATIENT_PYTHON = (3, 9)  # the payload's syntax; torch itself needs 3.10 
 
 
 @dataclass(frozen=True)
+class PythonCandidate:
+    """Another Python that may be the training environment, and whether torch is in it."""
+
+    executable: str
+    found_as: str  # "VIRTUAL_ENV", "CONDA_PREFIX", ".venv in the working folder" ...
+    has_torch: bool
+
+
+@dataclass(frozen=True)
 class PythonFacts:
     """The patient: the interpreter whose torch is examined and which runs the job."""
 
@@ -59,6 +68,7 @@ class PythonFacts:
     libc: str | None = None
     packages: Mapping[str, str] = field(default_factory=dict)  # around DDP: name -> version
     nccl_libraries: tuple[str, ...] = ()  # libnccl files the nvidia-nccl wheels install
+    candidates: tuple[PythonCandidate, ...] = ()  # the other environments found, for the fix
 
     @property
     def version_tuple(self) -> tuple[int, ...] | None:
@@ -99,6 +109,9 @@ class TorchFacts:
     nccl_version: str | None = None
     cuda_error: str | None = None  # why CUDA could not be initialised, if it could not
     location: str | None = None  # the folder torch was imported from
+    debug_build: bool = False
+    xpu_available: bool = False
+    xnnpack_available: bool = False
 
     @property
     def major_minor(self) -> tuple[int, int] | None:
@@ -180,7 +193,32 @@ def parse_major_minor(version: str | None) -> tuple[int, int] | None:
         return None
 
 
+@dataclass(frozen=True)
+class CollectEnvFacts:
+    """What `python -m torch.utils.collect_env` reports beyond the other probes, read in the
+    patient (patient/collect_env.py); None: could not be read there."""
+
+    gcc: str | None = None
+    clang: str | None = None
+    cmake: str | None = None
+    nvcc: str | None = None  # the CUDA toolkit on PATH, not the runtime torch was built for
+    os: str | None = None
+    libc: str | None = None
+    python_build: str | None = None
+    python_platform: str | None = None
+    pip_packages: Mapping[str, str] = field(default_factory=dict)  # torch's list of names
+    conda_packages: Mapping[str, str] | None = None  # None: no conda env
+    allocator: Mapping[str, str] = field(default_factory=dict)  # PYTORCH_CUDA_ALLOC_CONF ...
+    cpu_model: str | None = None
+    cpu_flags: tuple[str, ...] = ()
+    numa_nodes: int | None = None
+    numa_cpus: Mapping[str, str] = field(default_factory=dict)
+    cpu_caches: Mapping[str, str] = field(default_factory=dict)
+    lscpu: Mapping[str, str] = field(default_factory=dict)  # every field, as collect_env prints
+
+
 FACT_TYPES: dict[str, type] = {
+    "collect_env": CollectEnvFacts,
     "host": HostFacts,
     "python": PythonFacts,
     "torch": TorchFacts,

@@ -19,6 +19,10 @@ def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     if document.get("command"):
         rows.append(("command", f"`{document['command']}`"))
     rows.append(("ddp-doctor", f"{document.get('tool_version')}, {document.get('created')}"))
+    rejudged = document.get("rejudged")
+    if isinstance(rejudged, Mapping):
+        by = f"ddp-doctor {rejudged.get('tool_version')} on {rejudged.get('created')}"
+        rows.append(("re-judged by", by))
     python = facts.get("python", {})
     if python:
         version = python.get("version") or "?"
@@ -44,9 +48,26 @@ def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         gpus = f", {count} GPU{'s' if count != 1 else ''}: {', '.join(models)}" if models else ""
         cuda = nvml.get("cuda_driver_version")
         rows.append(("driver", f"{nvml['driver_version']} (CUDA {cuda}){gpus}"))
+    rows += _collect_env_rows(facts.get("collect_env", {}))
     packages = python.get("packages") or {}
     if packages:
         rows.append(("packages", ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))))
+    return rows
+
+
+def _collect_env_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The toolchain and the CPU as collect_env reports them, one row each."""
+    rows = []
+    tools = [f"{name} {env[name]}" for name in ("gcc", "clang", "cmake", "nvcc") if env.get(name)]
+    if tools:
+        rows.append(("toolchain", ", ".join(tools)))
+    if env.get("cpu_model"):
+        numa = env.get("numa_nodes")
+        caches = env.get("cpu_caches") or {}
+        parts = [str(env["cpu_model"])]
+        parts += [f"{numa} NUMA node{'s' if numa != 1 else ''}"] if numa else []
+        parts += [f"L3 {caches['L3']}"] if caches.get("L3") else []
+        rows.append(("CPU", ", ".join(parts)))
     return rows
 
 
@@ -55,8 +76,32 @@ def evidence_line(evidence: Mapping[str, Any]) -> str:
     if evidence.get("text"):
         where = f"line {evidence['line']}: " if evidence.get("line") else ""
         return one_line(f"{where}{evidence['text']}", EVIDENCE_CHARS)
-    parts = [f"{key}={_value(value)}" for key, value in evidence.items() if _kept(value)]
+    parts = [f"{key}={_value(rounded(value))}" for key, value in evidence.items() if _kept(value)]
     return one_line(", ".join(parts), EVIDENCE_CHARS)
+
+
+def rounded(value: Any) -> Any:
+    """Floats as a person reads them (1.4433801 -> 1.44, 0.000123 stays); the JSON keeps
+    them exact. Lists and mappings are rounded inside."""
+    if isinstance(value, float):
+        return _round_float(value)
+    if isinstance(value, Mapping):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
+
+
+def _round_float(value: float) -> float | int:
+    if value != value or value in (float("inf"), float("-inf")):
+        return value
+    if value.is_integer():
+        return int(value)
+    if abs(value) >= 100:
+        return round(value, 1)
+    if abs(value) >= 1:
+        return round(value, 2)
+    return float(f"{value:.3g}")
 
 
 def compact_facts(facts: Mapping[str, Any], indent: str = "") -> str:

@@ -74,6 +74,11 @@ def bandwidth_title(table: dict[str, Any]) -> str:
         expected = f"expected {table['expected_gbps']:g} GB/s from 64 MiB: {table['basis']}"
         expected += f" [{table['source']}]" if table.get("source") else ""
     lines = [title, expected]
+    if table.get("rows"):
+        from ddp_doctor.render.charts import sparkline
+
+        shape = sparkline([float(row["busbw_gbps"]) for row in table["rows"]])
+        lines.append(f"busbw by size: {shape}")
     if table.get("error"):
         lines.append(f"not measured: {table['error']}")
     return "\n".join(lines)
@@ -82,7 +87,7 @@ def bandwidth_title(table: dict[str, Any]) -> str:
 def job_summary(job: dict[str, Any]) -> str:
     if not job.get("launched"):
         return f"job: not launched ({job.get('not_launched_reason')})"
-    state = "timed out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
+    state = "timed-out" if job.get("timed_out") else f"exit code {job.get('exit_code')}"
     ranks = f"{job.get('nproc')} ranks"
     nnodes = job.get("nnodes") or 1
     if nnodes > 1:

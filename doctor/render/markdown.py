@@ -9,7 +9,7 @@ from ddp_doctor.render.facts_text import compact_facts, evidence_line, header_ro
 
 OUTPUT_LINES = 40  # of a failed job's output, folded
 FOLDED_SHARE = 0.2  # of the report's length, at most, for the folded facts
-SECTION_ORDER = ("env", "nvml", "host", "torch", "python", "plan", "dataparallel")
+SECTION_ORDER = ("env", "nvml", "host", "torch", "python", "plan", "dataparallel", "collect_env")
 
 
 def render_markdown(document: dict[str, Any]) -> str:
@@ -81,9 +81,12 @@ def _probe_table(probes: list[dict[str, Any]]) -> list[str]:
 def _job(probe: dict[str, Any] | None, bandwidth: list[dict[str, Any]] | None) -> list[str]:
     if not probe or not probe.get("facts"):
         return []
+    from ddp_doctor.render.charts import node_spread_chart, sweep_chart
     from ddp_doctor.render.job_tables import render_job_text
 
-    return ["### Job", "", "```", render_job_text(probe["facts"], bandwidth), "```", ""]
+    charts = [line for table in bandwidth or [] for line in sweep_chart(table)]
+    charts += node_spread_chart(probe["facts"])
+    return ["### Job", "", *charts, "```", render_job_text(probe["facts"], bandwidth), "```", ""]
 
 
 def _trace(probe: dict[str, Any] | None) -> list[str]:
@@ -115,21 +118,32 @@ def _dataparallel(probe: dict[str, Any] | None) -> list[str]:
 def _folded_facts(probes: list[dict[str, Any]], visible_chars: int) -> list[str]:
     """The facts, compact and folded, within FOLDED_SHARE of the whole report: most useful
     first (a failed job's output, then the variables, GPUs, host, torch, Python); what does not
-    fit is counted, and `--format json` has all of it."""
+    fit is counted and named, and `--format json` has all of it."""
     budget = int(visible_chars * FOLDED_SHARE / (1 - FOLDED_SHARE))
     lines: list[str] = []
+    left_out: list[str] = []
     for title, body in _fact_sections(probes):
+        body_lines = body.splitlines()
         note = "... 999999 more lines: --format json has them"
         wrapper = sum(len(line) + 1 for line in _details(title, note, "text"))
-        kept, dropped = _fit(body.splitlines(), budget - wrapper)
+        full = bool(left_out) and left_out[-1].startswith("all ")
+        kept, dropped = ([], len(body_lines)) if full else _fit(body_lines, budget - wrapper)
         if not kept:
-            break
+            left_out.append(f"all {_lines(len(body_lines))} of {title}")
+            continue
         if dropped:
-            kept.append(f"... {dropped} more lines: --format json has them")
+            kept.append(f"... {_lines(dropped, 'more ')}: --format json has them")
+            left_out.append(f"{_lines(dropped, 'more ')} of {title}")
         block = _details(title, "\n".join(kept), "text")
         budget -= sum(len(line) + 1 for line in block)
         lines += block
+    if left_out:
+        lines += [f"Left out for length: {', '.join(left_out)}; the JSON report has them.", ""]
     return lines
+
+
+def _lines(count: int, more: str = "") -> str:
+    return f"{count} {more}line{'s' if count != 1 else ''}"
 
 
 def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -142,7 +156,10 @@ def _fact_sections(probes: list[dict[str, Any]]) -> list[tuple[str, str]]:
             tail = run["output_tail"].rstrip().splitlines()[-OUTPUT_LINES:]
             sections.append((f"{what} (last {len(tail)} lines)", "\n".join(tail)))
     for name in SECTION_ORDER:
-        body = compact_facts(by_name.get(name) or {})
+        facts = by_name.get(name) or {}
+        if name == "collect_env":  # lscpu's every field is in the JSON; its gist is above
+            facts = {key: value for key, value in facts.items() if key != "lscpu"}
+        body = compact_facts(facts)
         if body:
             sections.append((f"{name} facts", body))
     return sections

@@ -17,6 +17,7 @@ def redacted(report: Report, redactor: Redactor) -> Report:
         report,
         probes=tuple(_probe(result, redactor) for result in report.probes),
         findings=tuple(_finding(finding, redactor) for finding in report.findings),
+        command=redactor.text(report.command) if report.command else report.command,
     )
 
 

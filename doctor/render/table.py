@@ -18,7 +18,7 @@ SEVERITY_COLOURS = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.
 
 def render_table(report: Report, verbose: bool = False, colour: bool | None = None) -> str:
     colour = _use_colour() if colour is None else colour
-    parts = [f"ddp-doctor {report.tool_version}  {report.created}"]
+    parts = [title_lines(report)]
     if report.probes:
         parts.append(_probe_table(report.probes))
     job = next((r for r in report.probes if r.probe == "job" and r.facts is not None), None)
@@ -78,6 +78,21 @@ def render_table(report: Report, verbose: bool = False, colour: bool | None = No
                 parts.append(f"{title}:\n" + _indent(run.facts.output_tail[-4000:]))
     parts.append(summary_line(report.findings) if report.findings else report.nothing_found)
     return "\n\n".join(parts) + "\n"
+
+
+def title_lines(report: Report) -> str:
+    """Who made the report and when, the Python it examined and why; a re-judged report also
+    names its command and the re-judging."""
+    lines = [f"ddp-doctor {report.tool_version}  {report.created}"]
+    if report.rejudged is not None:
+        rejudged = report.rejudged
+        lines.append(f"  command: {report.command or '(not recorded)'}")
+        lines.append(f"  re-judged by ddp-doctor {rejudged.tool_version} on {rejudged.created}")
+    python = report.probe("python")
+    if python is not None and python.facts is not None:
+        facts = python.facts
+        lines.append(f"  python examined: {facts.executable} (chosen because: {facts.chosen_by})")
+    return "\n".join(lines)
 
 
 def summary_line(findings: Iterable[Finding]) -> str:

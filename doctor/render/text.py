@@ -17,13 +17,26 @@ def render_text(report: Report, *, checked_files: int | None = None, verbose: bo
     return "\n".join(lines) + "\n"
 
 
-def finding_line(finding: Finding) -> str:
+def render_findings_table(report: Report, *, checked_files: int | None = None) -> str:
+    """`check --format table`: one row per finding in the columns every table of the doctor
+    uses (columns.plain_table), then the same summary as the text format."""
+    from ddp_doctor.render.columns import plain_table
+
+    rows = [(_place(f), f.severity.word, f.code, f.name, f.message) for f in report.findings]
+    parts = [plain_table(rows, ("where", "severity", "code", "name", "message"))] if rows else []
+    parts.append(summary(report.findings, checked_files))
+    return "\n\n".join(parts) + "\n"
+
+
+def _place(finding: Finding) -> str:
     where = finding.location
     if where is None:
-        place = "-"
-    else:
-        place = ":".join([where.path, str(where.line or 1), str(where.column or 1)])
-    return f"{place}: {finding.severity.word}: {finding.code} [{finding.name}] {finding.message}"
+        return "-"
+    return ":".join([where.path, str(where.line or 1), str(where.column or 1)])
+
+
+def finding_line(finding: Finding) -> str:
+    return f"{_place(finding)}: {finding.severity.word}: {finding.code} [{finding.name}] {finding.message}"
 
 
 def summary(findings: tuple[Finding, ...] | list[Finding], checked_files: int | None) -> str:
@@ -31,7 +44,7 @@ def summary(findings: tuple[Finding, ...] | list[Finding], checked_files: int | 
     if not findings:
         return f"No findings{files}."
     counts = [
-        f"{count} {severity.word}{_s(count)}"
+        f"{count} {severity.word}{'' if severity is Severity.INFO else _s(count)}"
         for severity in sorted(Severity, reverse=True)
         if (count := sum(1 for f in findings if f.severity is severity))
     ]

@@ -29,7 +29,7 @@ def _summary(trace: dict[str, Any]) -> str:
     outcome = {
         "finished": f"exit code {trace.get('exit_code')}",
         "hang": "hung, stopped by the doctor",
-        "timeout": f"stopped at the time limit ({trace.get('timeout_s', 0):g} s)",
+        "timeout": f"timed-out: stopped at the time limit ({trace.get('timeout_s', 0):g} s)",
     }.get(trace.get("outcome", ""), str(trace.get("outcome")))
     bounds = [f"{name} {trace[name]}" for name in ("steps", "epochs") if trace.get(name)]
     bound_note = f"; bound: {', '.join(bounds)}" if bounds else ""

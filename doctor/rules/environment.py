@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ddp_doctor.facts.machine import OLDEST_PATIENT_PYTHON, FactSet
 from ddp_doctor.model import Remediation
+from ddp_doctor.readings.python_choice import pick_another_python
 from ddp_doctor.registry import Hit, rule
 
 NUMERIC_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
@@ -78,7 +79,11 @@ def python_unusable(facts: FactSet) -> Iterator[Hit]:
     evidence = {"python": python.executable, "chosen_by": python.chosen_by}
     if not python.runs:
         yield Hit(
-            f"{python.executable} ({python.chosen_by}) does not run: {python.error}", evidence
+            f"{python.executable} ({python.chosen_by}) does not run: {python.error}",
+            evidence,
+            fix=pick_another_python(python, "Name the Python you train with")
+            if python.candidates
+            else None,
         )
     elif python.too_old:
         yield Hit(

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ddp_doctor.facts.machine import FactSet, parse_major_minor
 from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.readings.python_choice import chosen_line, pick_another_python, torch_missing_here
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.rules.common import gpu_present, visible_capabilities
 
@@ -34,11 +35,25 @@ def torch_unusable(facts: FactSet) -> Iterator[Hit]:
     libcudart or libnccl, an ABI mismatch with another package.
     Why it matters: nothing distributed can start; torchrun fails on every rank.
     Example: `OSError: libcudart.so.12: cannot open shared object file`.
-    Fix: reinstall torch for this driver in this environment; check `which python`.
+    Fix: reinstall torch for this driver in this environment; check `which python`. When the
+    Python examined has no torch at all, the finding names it, why it was chosen, and the
+    environments with torch found (`--python` or an activation for each).
     """
-    torch = facts.torch
-    if torch is not None and not torch.importable:
-        yield Hit(f"torch cannot be imported: {torch.import_error}", {"error": torch.import_error})
+    torch, python = facts.torch, facts.python
+    if torch is None or torch.importable:
+        return
+    if python is not None and torch_missing_here(python):
+        yield Hit(
+            f"no torch in the Python examined: {chosen_line(python)}",
+            {
+                "error": torch.import_error,
+                "python": python.executable,
+                "chosen_by": python.chosen_by,
+            },
+            fix=pick_another_python(python, "This Python is not your training environment"),
+        )
+        return
+    yield Hit(f"torch cannot be imported: {torch.import_error}", {"error": torch.import_error})
 
 
 @rule(

@@ -38,6 +38,7 @@ PROBE_ORDER = (
     "job",
     "cluster",
     "dataparallel",
+    "collect_env",
 )
 MULTINODE_DATAPARALLEL = "a multi-node run: the DataParallel probe runs in single-node runs"
 
@@ -92,6 +93,7 @@ def collect(
         results += _with_patient(
             plan, python, visible, topology, budget, progress, results, selector
         )
+        results.append(run_probe(collect_env_probe(python, quick)))  # after the job: no rival
     progress.done()
     return sorted(results, key=lambda r: PROBE_ORDER.index(r.probe))
 
@@ -229,6 +231,13 @@ def _unloaded(topology: ProbeResult, why: str) -> ProbeResult:
         return topology
     facts = with_load_samples(topology.facts, {}, f"not sampled: {why}")
     return dataclasses.replace(topology, facts=facts)
+
+
+def collect_env_probe(python: str, limit: float) -> Probe:
+    """What collect_env reports beyond the other probes (toolchain, CPU, packages)."""
+    from ddp_doctor.probes.collect_env import collect_collect_env
+
+    return Probe("collect_env", lambda: collect_collect_env(python, limit), limit + 2)
 
 
 def _torch_probe(python: str, left: float) -> Probe:

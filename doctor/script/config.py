@@ -5,6 +5,11 @@ select = ["DDP1"]                    # codes, code prefixes or rule names
 ignore = ["DDP119", "log-on-every-rank"]
 exclude = ["experiments/old/"]       # gitignore-style, relative to this pyproject.toml
 per-file-ignores = { "tests/*.py" = ["DDP116"] }
+fail-on = "warning"                  # every command's --fail-on default
+format = "json"                      # every command's --format default, where it has one
+
+`select` and `ignore` are also the defaults of the commands other than `check` (which applies
+them per file); the command line always wins.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-_KEYS = frozenset({"select", "ignore", "exclude", "per-file-ignores"})
+_KEYS = frozenset({"select", "ignore", "exclude", "per-file-ignores", "fail-on", "format"})
+FAIL_ON = ("info", "warning", "error")
 MAX_CONFIG_BYTES = 1024 * 1024  # a pyproject.toml; real ones are a few KiB
 
 
@@ -38,6 +44,8 @@ class Config:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+    fail_on: str | None = None
+    format: str | None = None
 
     def ignores_for(self, path: str) -> tuple[str, ...]:
         """The per-file-ignores entries whose pattern matches this file."""
@@ -119,9 +127,28 @@ def load(pyproject: str) -> Config | None:
         per_file_ignores=tuple(
             (pattern, _strings(per_file, pattern, pyproject)) for pattern in per_file
         ),
+        fail_on=_choice(table, "fail-on", FAIL_ON, pyproject),
+        format=_choice(table, "format", None, pyproject),
     )
     _validate_selectors(config, pyproject)
     return config
+
+
+def _choice(
+    table: dict[str, Any], key: str, choices: tuple[str, ...] | None, pyproject: str
+) -> str | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or (choices is not None and value not in choices):
+        allowed = f"one of {', '.join(choices)}" if choices else "a format name"
+        raise ConfigError(f"{pyproject}: {key} must be {allowed}")
+    return value
+
+
+def config_here(folder: str | None = None) -> Config:
+    """The config that governs the working folder (or `folder`): the commands' defaults."""
+    return ConfigFinder().for_folder(os.path.abspath(folder or os.getcwd()))
 
 
 def _strings(table: dict[str, Any], key: str, pyproject: str) -> tuple[str, ...]:

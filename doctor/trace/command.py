@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,44 @@ TORCHRUN_FLAGS = frozenset(
         "--virtual_local_rank",
     }
 )
+# Launchers that start their ranks their own way (why, and the option giving the rank count).
+REFUSED_LAUNCHERS = {
+    "accelerate": (
+        "accelerate launch starts torchrun itself, with its config in ACCELERATE_* variables "
+        "the doctor cannot pass through; export the ones you rely on (ACCELERATE_MIXED_PRECISION"
+        "=bf16 ...) and let torchrun start the same ranks (Accelerator reads its variables)",
+        ("--num_processes", "--num-processes"),
+    ),
+    "deepspeed": (
+        "deepspeed starts the ranks through its own launcher (pdsh across nodes); "
+        "deepspeed.init_distributed() reads torchrun's variables just as well, and "
+        "--local_rank is then LOCAL_RANK",
+        ("--num_gpus", "--num-gpus"),
+    ),
+    "srun": (
+        "srun starts the tasks itself, on other nodes, where the doctor is not; put the doctor "
+        "inside srun, one trace per node (srun ... ddp-doctor trace -- torchrun ...)",
+        ("--ntasks-per-node",),
+    ),
+    "mpirun": (
+        "mpirun starts the ranks itself, where the doctor is not; put the doctor inside it or "
+        "start the ranks with torchrun",
+        ("-np", "-n"),
+    ),
+}
+REFUSED_LAUNCHERS["mpiexec"] = REFUSED_LAUNCHERS["mpirun"]
+OUTER_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})  # they start the doctor's command
+LAUNCHER_MODULES = {
+    "accelerate.commands.launch": "accelerate",
+    "deepspeed.launcher.runner": "deepspeed",
+}
+# Scripts that start their ranks themselves: the monitor follows only ranks torchrun starts.
+SPAWNS_RANKS = re.compile(
+    r"\b(?:mp|multiprocessing|torch\.multiprocessing)\.(?:spawn|start_processes)\s*\("
+    r"|^\s*from\s+torch\.multiprocessing\s+import\s+[^\n]*\b(?:spawn|start_processes)\b",
+    re.M,
+)
+SCRIPT_SCAN_BYTES = 1024 * 1024
 MODULE_FLAGS = frozenset({"-m", "--module"})
 NO_PYTHON_FLAGS = frozenset({"--no-python", "--no_python"})
 RUN_PATH_FLAGS = frozenset({"--run-path", "--run_path"})
@@ -99,11 +138,45 @@ def parse_command(words: Sequence[str]) -> TracedCommand:
         flags, rest = _python_flags(rest)
         if len(rest) >= 2 and rest[0] == "-m" and rest[1] in TORCHRUN_MODULES:
             return _torchrun(rest[2:], interpreter)
+        if len(rest) >= 2 and rest[0] == "-m" and rest[1] in LAUNCHER_MODULES:
+            _refuse(LAUNCHER_MODULES[rest[1]], rest[2:])
         return _python(flags, rest, interpreter)
+    if name in REFUSED_LAUNCHERS:
+        words_after = rest[1:] if name == "accelerate" and rest[:1] == ["launch"] else rest
+        _refuse(name, words_after)
     raise CommandError(
-        f"cannot trace {program!r}: the command must start with torchrun or python "
-        "(e.g. -- torchrun --nproc-per-node 2 train.py)"
+        f"cannot trace {program!r}: the command must start with torchrun, python -m "
+        "torch.distributed.run or python (e.g. -- torchrun --nproc-per-node 2 train.py)"
     )
+
+
+def _refuse(launcher: str, words: list[str]) -> None:
+    """A launcher that starts its ranks its own way: why the trace cannot follow it, and the
+    torchrun command that would start the same ranks."""
+    why, count_options = REFUSED_LAUNCHERS[launcher]
+    inner = next((i for i, w in enumerate(words) if _starts_ranks(w)), None)
+    if launcher in OUTER_LAUNCHERS and inner is not None:
+        outer = shlex.join([launcher, *words[:inner], "ddp-doctor", "trace", "--", *words[inner:]])
+        raise CommandError(f"cannot trace {launcher}: {why}; instead: {outer}")
+    count = _option_value(words, count_options) or "N"
+    script = next((w for w in words if w.endswith(".py")), "train.py")
+    after = words[words.index(script) + 1 :] if script in words else []
+    torchrun = shlex.join(["torchrun", "--nproc-per-node", count, script, *after])
+    raise CommandError(f"cannot trace {launcher}: {why}; trace instead: -- {torchrun}")
+
+
+def _starts_ranks(word: str) -> bool:
+    name = os.path.basename(word)
+    return name == "torchrun" or bool(PYTHON_NAME.match(name))
+
+
+def _option_value(words: list[str], names: tuple[str, ...]) -> str | None:
+    for index, word in enumerate(words):
+        key, _, value = word.partition("=")
+        if key in names:
+            value = value or (words[index + 1] if index + 1 < len(words) else "")
+            return value if value.isdigit() else None
+    return None
 
 
 def _torchrun(words: list[str], interpreter: str | None) -> TracedCommand:
@@ -200,7 +273,8 @@ def _python(flags: list[str], words: list[str], interpreter: str | None) -> Trac
 def interpreter_of(command: TracedCommand) -> str | None:
     """The Python the user's command would run: the one it names, or torchrun's shebang."""
     if command.interpreter:
-        return shutil.which(command.interpreter) or command.interpreter
+        found = shutil.which(command.interpreter) or command.interpreter
+        return os.path.abspath(found) if os.sep in found else found  # the run's folder differs
     if command.launcher != "torchrun":
         return None
     torchrun = shutil.which("torchrun")
@@ -219,3 +293,20 @@ def interpreter_of(command: TracedCommand) -> str | None:
     if parts and PYTHON_NAME.match(os.path.basename(parts[0])) and os.path.isfile(parts[0]):
         return parts[0]
     return None  # a wrapper (a pyenv shim, a shell script): no Python to read off it
+
+
+def spawn_refusal(script: str) -> str | None:
+    """Why a script that starts its own ranks (mp.spawn, start_processes) cannot be traced, or
+    None. Reads at most SCRIPT_SCAN_BYTES of it."""
+    try:
+        with open(script, "rb") as handle:
+            text = handle.read(SCRIPT_SCAN_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not SPAWNS_RANKS.search(text):
+        return None
+    return (
+        f"{script} starts its ranks itself (mp.spawn): the trace follows the ranks torchrun "
+        "starts; start them with torchrun (the worker's rank from RANK and LOCAL_RANK), or "
+        f"read the script with `ddp-doctor check {script}`"
+    )

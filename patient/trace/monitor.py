@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..watchdog import watch_doctor
+from .output import route_output
 from .recorder import CONFIG_FILE, TRACE_VARIABLE, Recorder
 
 _KEPT: list[Any] = []  # the stacks file stays open for faulthandler as long as the process lives
@@ -43,6 +44,8 @@ def install_from_environment(entry: str) -> Recorder | None:
         return None
     config = json.loads((Path(folder) / CONFIG_FILE).read_text())
     recorder = Recorder(Path(folder), config)
+    if config.get("stream_output"):
+        route_output(Path(folder), recorder.rank)
     signum = stack_signal()
     recorder.hello(
         entry=entry,

@@ -43,10 +43,10 @@ from ddp_doctor.probes.trace.journals import (
     journals_by_rank,
     read_progress,
 )
+from ddp_doctor.probes.trace.output import OUTPUT_FOLDER, LiveOutput, Show
 from ddp_doctor.trace.command import TracedCommand
 
 Progress = Callable[[str], None]
-OUTPUT_TAIL_BYTES = 64 * 1024
 FLIGHT_RECORDER_ENTRIES = "256"
 POLL_S = 0.2
 TREE_EVERY_S = 1.0
@@ -76,19 +76,25 @@ class TraceConfig:
         return min(self.forensics_wait_s, self.reserve_s / 3)
 
 
-def run_trace(config: TraceConfig, progress: Progress | None = None) -> TraceFacts:
+def run_trace(
+    config: TraceConfig, progress: Progress | None = None, show: Show | None = None
+) -> TraceFacts:
+    """`show` gets each line of the run's own output as it comes (ranks' lines prefixed)."""
     workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-trace-"))
     try:
-        return TraceSession(config, workdir, progress).run()
+        return TraceSession(config, workdir, progress, show).run()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 class TraceSession:
-    def __init__(self, config: TraceConfig, workdir: Path, progress: Progress | None) -> None:
+    def __init__(
+        self, config: TraceConfig, workdir: Path, progress: Progress | None, show: Show | None
+    ) -> None:
         self.config = config
         self.workdir = workdir
         self.progress = progress
+        self.output = LiveOutput(workdir / OUTPUT_FOLDER, show)
         self.ranks_dir = workdir / "ranks"
         self.forensics_dir = workdir / "forensics"
         self.requests = 0
@@ -98,35 +104,41 @@ class TraceSession:
     def run(self) -> TraceFacts:
         self.ranks_dir.mkdir()
         self.forensics_dir.mkdir()
+        (self.workdir / OUTPUT_FOLDER).mkdir()
         config = {
             "keep": self.config.keep,
             "steps": self.config.steps,
             "epochs": self.config.epochs,
+            "stream_output": True,
         }
         (self.workdir / CONFIG_FILE).write_text(json.dumps(config))
         argv = self.config.command.argv(self.config.python, str(self.workdir / "torchrun"))
-        log = self.workdir / "output.log"
         started = time.monotonic()
-        with log.open("wb") as output:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                env=self._environment(),
-                start_new_session=True,
-            )
-            with tracked(process, self.workdir):
-                try:
-                    outcome, forensics = self._watch(process, started)
-                finally:
-                    self._stop(process)
-        return self._facts(process, outcome, forensics, time.monotonic() - started, _tail(log))
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            bufsize=0,
+            env=self._environment(),
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        self.output.read_launcher(process.stdout)
+        with tracked(process, self.workdir):
+            try:
+                outcome, forensics = self._watch(process, started)
+            finally:
+                self._stop(process)
+                tail = self.output.finish()
+                process.stdout.close()
+        return self._facts(process, outcome, forensics, time.monotonic() - started, tail)
 
     def _environment(self) -> dict[str, str]:
         payload = install_payload(self.workdir / "payload")
         env = patient_environment(os.environ, payload)
         env[TRACE_VARIABLE] = str(self.workdir)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a line shows when printed (torchrun adds no -u)
         size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
         if size is None:
             env["TORCH_FR_BUFFER_SIZE"] = FLIGHT_RECORDER_ENTRIES
@@ -150,6 +162,7 @@ class TraceSession:
         watch_from = started  # after forensics that found no hang, the quiet time counts anew
         last_tree = 0.0
         while not has_exited(process):
+            self.output.look_for_ranks()
             now = time.monotonic()
             if now - last_tree >= TREE_EVERY_S:
                 self._remember_tree(process)
@@ -192,11 +205,23 @@ class TraceSession:
         return None if latest is None else max(0.0, time.time() - latest)
 
     def _progress_line(self, elapsed: float, quiet: float | None) -> str:
-        live = self._live_ranks()
-        steps = [int(read_progress(Path(r.stem + ".progress")).get("steps") or 0) for r in live]
-        quiet_note = f", quiet {quiet:.0f} s" if quiet and quiet >= 2 else ""
-        step_note = f", steps {min(steps)}-{max(steps)}" if steps else ""
-        return f"trace: {len(live)} ranks running{step_note}{quiet_note} ({elapsed:.1f} s)"
+        """Ranks alive, the step they are at, the collective they wait in or how many they
+        completed; Progress adds the one timer."""
+        states = [read_progress(Path(r.stem + ".progress")) for r in self._live_ranks()]
+        parts = [f"trace: {len(states)} rank{'s' if len(states) != 1 else ''} alive"]
+        steps = [int(state.get("steps") or 0) for state in states]
+        if steps and max(steps):
+            span = f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
+            parts.append(f"step {span}")
+        waiting = sorted({str(s["pending"].get("op")) for s in states if _pending(s)})
+        completed = [int(state.get("completed") or 0) for state in states]
+        if waiting:
+            parts.append(f"in {', '.join(waiting)}")
+        elif completed and max(completed):
+            parts.append(f"{min(completed)} collectives done")
+        if quiet and quiet >= 2:
+            parts.append(f"quiet {quiet:.0f} s")
+        return ", ".join(parts)
 
     # -- stopping --------------------------------------------------------------------------
     def _remember_tree(self, process: subprocess.Popen) -> None:
@@ -263,11 +288,6 @@ class TraceSession:
         )
 
 
-def _tail(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - OUTPUT_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def _pending(state: dict) -> bool:
+    pending = state.get("pending")
+    return isinstance(pending, dict) and pending.get("op") is not None
