@@ -46,7 +46,12 @@ def load_single(path: Path = MANIFEST) -> list[SingleEntry]:
     data = json.loads(path.read_text(encoding="utf-8"))
     return [
         SingleEntry(
-            item["id"], item["repository"], item["path"], item["commit"], item["sha256"], item["kind"]
+            item["id"],
+            item["repository"],
+            item["path"],
+            item["commit"],
+            item["sha256"],
+            item["kind"],
         )
         for item in data["files"]
     ]
@@ -84,7 +89,10 @@ def export_notebook(raw: bytes) -> bytes:
             continue
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else str(source)
-        lines = [f"# {line}" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
+        lines = [
+            f"# {line}" if line.lstrip().startswith(("%", "!")) else line
+            for line in text.splitlines()
+        ]
         parts.append("\n".join(lines))
     return ("\n\n\n".join(parts) + "\n").encode("utf-8")
 

@@ -26,9 +26,34 @@ _PINNING_LIBRARIES = (
     "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
     "torchtune.training.get_device",
 )
+# torch's own calls that pin the process's device: CUDA's, and the device-generic
+# torch.accelerator API that pytorch/examples uses since torch 2.6 (set_device_idx was its
+# first name); `torch.get_device_module(t).set_device(i)` has no qualified name and is caught
+# by its method name below.
+_TORCH_PINS = frozenset(
+    {
+        names.SET_DEVICE,
+        "torch.cuda.device",
+        "torch.accelerator.set_device_index",
+        "torch.accelerator.set_device_idx",
+        "torch.accelerator.device_index",
+        "torch.xpu.set_device",
+        "torch.mps.set_device",
+    }
+)
 _DIST_INITS = frozenset({"init", "setup", "init_distributed", "init_distributed_mode"})
 _PIN_KEYS = frozenset(
-    {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
+    {
+        "set_device",
+        "set_device_index",
+        "set_device_idx",
+        "device_index",
+        "device",
+        "init_process_group",
+        "Accelerator",
+        "Fabric",
+        "get_device",
+    }
 )
 
 
@@ -133,7 +158,7 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     ):
         return False
     qualified = facts.resolve(site)
-    if qualified in (names.SET_DEVICE, "torch.cuda.device"):
+    if qualified in _TORCH_PINS:
         return True
     if qualified is not None and qualified.startswith(_PINNING_LIBRARIES):
         return True

@@ -11,6 +11,7 @@ from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
 from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_rules, unreadable
 from ddp_doctor.script.config import Config, ConfigFinder
+from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import Candidate, Unreadable, discover, read_text
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
@@ -66,6 +67,7 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
             else:  # launch lines of a shell script or Makefile: a tree of their own
                 project_of([facts])
             prepared.append((found, facts))
+    note_launchers(project, [facts for _, facts in prepared if not facts.is_python])
     try:
         for found, facts in prepared:
             rules = selections.rules_for(found.path, configs.for_file(found.path))

@@ -1,0 +1,207 @@
+"""Whether a program runs as several processes: the evidence every rank rule needs first.
+
+A rule about ranks, launch flags or device pinning has no meaning in a one-process script:
+`torch.save` on "every rank" of a single-GPU script is one save, a `--local_rank` option of an
+evaluation script is a GPU index. Such rules run only on a file whose program shows that it is
+distributed. A program is an entry point with the modules of the tree it imports; a file is
+judged with every program it belongs to (a helper module is distributed when one of the
+programs that import it is). Evidence is:
+
+- a call of the process-group, DDP/FSDP/FSDP2, DeviceMesh/DTensor, DistributedSampler,
+  mp.spawn, torch.distributed.elastic or collective APIs, accelerate's Accelerator, a
+  Lightning Trainer or Fabric given a strategy, devices or several nodes, DeepSpeed;
+- a read of the variables a launcher sets per process (LOCAL_RANK, RANK, WORLD_SIZE);
+- a launch line in the tree (shell, SLURM batch, YAML, Makefile, Markdown code block) that
+  starts the file with torchrun, torch.distributed.launch/run, `accelerate launch`,
+  `deepspeed` or mpirun.
+
+Predicates such as `dist.is_available()` or `dist.is_initialized()` are not evidence: library
+helpers ask them in every program, distributed or not. Nor are `torch.cuda.set_device` and
+DataParallel: they run in one process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from ddp_doctor.script.facts import CallSite, ScriptFacts
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.project import Project
+
+# Rules that judge what runs on which rank, launch flags or per-rank device pinning.
+NEEDS_DISTRIBUTED = frozenset(
+    {
+        "DDP103",
+        "DDP104",
+        "DDP105",
+        "DDP106",
+        "DDP107",
+        "DDP108",
+        "DDP111",
+        "DDP112",
+        "DDP113",
+        "DDP114",
+        "DDP115",
+        "DDP116",
+        "DDP117",
+        "DDP118",
+        "DDP119",
+        "DDP120",
+        "DDP121",
+        "DDP122",
+        "DDP127",
+    }
+)
+
+_DISTRIBUTED_PREFIXES = (
+    "torch.distributed.",
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.utils.data.DistributedSampler",
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    "torch.nn.SyncBatchNorm",
+    "deepspeed.initialize",
+    "deepspeed.init_distributed",
+    "fairscale.nn.",
+    "horovod.",
+)
+_NOT_EVIDENCE = frozenset(
+    {
+        "torch.distributed.is_available",
+        "torch.distributed.is_initialized",
+        "torch.distributed.is_nccl_available",
+        "torch.distributed.is_gloo_available",
+        "torch.distributed.is_mpi_available",
+        "torch.distributed.is_torchelastic_launched",
+    }
+)
+_FRAMEWORK_CALLS = frozenset({"accelerate.Accelerator", "accelerate.notebook_launcher"})
+_TRAINERS = ("lightning", "pytorch_lightning")
+_TRAINER_KEYWORDS = frozenset({"strategy", "devices", "gpus", "num_nodes"})
+LAUNCHER_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+_LAUNCH_LINE = re.compile(
+    r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b|\baccelerate\s+launch\b"
+    r"|\bdeepspeed\s|\bmpirun\b|\bsrun\b.*\bpython"
+)
+_SCRIPT_NAME = re.compile(r"([\w./-]+\.py)\b")
+
+
+def runs_distributed(facts: ScriptFacts) -> bool:
+    """Whether some program this file belongs to shows that it runs as several processes."""
+    cached = facts.__dict__.get("_runs_distributed")
+    if cached is None:
+        cached = facts.__dict__["_runs_distributed"] = _programs_distributed(facts)
+    return cached
+
+
+def launched_names(lines: Iterable[str]) -> set[str]:
+    """File names (no folder) of the scripts that launch lines start with several processes."""
+    found: set[str] = set()
+    for line in lines:
+        if line.lstrip().startswith("#") or not _LAUNCH_LINE.search(line):
+            continue
+        found.update(os.path.basename(name) for name in _SCRIPT_NAME.findall(line))
+    return found
+
+
+def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
+    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...)."""
+    names: set[str] = set()
+    for facts in text_files:
+        names |= launched_names(facts.source.splitlines())
+    project.__dict__["_launched_names"] = frozenset(names)
+
+
+def has_own_evidence(facts: ScriptFacts) -> bool:
+    cached = facts.__dict__.get("_own_evidence")
+    if cached is None:
+        cached = facts.__dict__["_own_evidence"] = _own_evidence(facts)
+    return cached
+
+
+def _own_evidence(facts: ScriptFacts) -> bool:
+    if not facts.is_python:
+        return True  # a launch file is judged by its own (launch-line) rules
+    if LAUNCHER_VARIABLES & facts.env_names(writes=False):
+        return True
+    for site in facts.calls:
+        qualified = facts.resolve(site)
+        if qualified is None or qualified in _NOT_EVIDENCE:
+            continue
+        if qualified.startswith(_DISTRIBUTED_PREFIXES) or qualified in _FRAMEWORK_CALLS:
+            return True
+        if _configured_trainer(facts, site, qualified):
+            return True
+    return is_launched(facts)
+
+
+def _configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> bool:
+    """A Lightning Trainer or Fabric given a strategy, devices or nodes."""
+    if not qualified.startswith(_TRAINERS) or site.key not in ("Trainer", "Fabric"):
+        return False
+    return any(kw.arg in _TRAINER_KEYWORDS for kw in site.node.keywords)
+
+
+def is_launched(facts: ScriptFacts) -> bool:
+    """Whether a launch line of the tree starts this file with several processes."""
+    launched = facts.project.__dict__.get("_launched_names", frozenset())
+    return os.path.basename(facts.path) in launched
+
+
+def _programs_distributed(facts: ScriptFacts) -> bool:
+    """Evidence in this file's own imports, or in a program of the tree that imports it."""
+    if not facts.is_python:
+        return True
+    return id(facts) in _distributed_files(facts.project)
+
+
+def _distributed_files(project: Project) -> frozenset[int]:
+    """Ids of the files that belong to a program with evidence (computed once per tree)."""
+    cached = project.__dict__.get("_distributed_files")
+    if cached is not None and cached[0] == len(project.files):
+        return cached[1]
+    found: set[int] = set()
+    for program in list(project.files.values()):
+        closure = imported_closure(program)
+        if any(has_own_evidence(f) for f in closure):
+            found.update(id(f) for f in closure)
+    result = frozenset(found)
+    project.__dict__["_distributed_files"] = (len(project.files), result)
+    return result
+
+
+def imported_closure(facts: ScriptFacts) -> list[ScriptFacts]:
+    """The file and every module of the tree it imports, directly or through others."""
+    cached = facts.__dict__.get("_imported_closure")
+    if cached is not None:
+        return cached
+    seen: dict[int, ScriptFacts] = {id(facts): facts}
+    todo = [facts]
+    while todo:
+        current = todo.pop()
+        for module in _imported_modules(current):
+            if id(module) not in seen:
+                seen[id(module)] = module
+                todo.append(module)
+    closure = facts.__dict__["_imported_closure"] = list(seen.values())
+    return closure
+
+
+def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
+    if not facts.is_python:
+        return
+    project = facts.project
+    for ref in set(facts.imports.refs.values()):
+        if ref.module and not ref.module.startswith(("torch", "os", "sys")):
+            found = project.module(facts, ref.module, ref.level)
+            if found is not None:
+                yield found
+        if ref.name:  # `from . import helper`, `from utils import dist`
+            dotted = f"{ref.module}.{ref.name}" if ref.module else ref.name
+            found = project.module(facts, dotted, ref.level)
+            if found is not None:
+                yield found
