@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuracy_corpus import TREE, Entry, fetch_corpus, load_manifest
+from single_corpus import TREE as SINGLE_TREE
+from single_corpus import load_single
 
 NEAR = 2  # a finding this many lines from a labelled line counts as on it
 CHECK_TIMEOUT_S = 600
@@ -64,13 +66,14 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
 
 
-def run_check(project: Path) -> tuple[list[dict[str, object]], str | None]:
-    """Findings of `check` over one project folder, paths relative to TREE; or why not."""
+def run_check(project: Path, root: Path = TREE) -> tuple[list[dict[str, object]], str | None]:
+    """Findings of `check` over one project folder (or one file), paths relative to `root`;
+    or why not."""
     command = [sys.executable, "-m", "ddp_doctor", "check", "--format", "json"]
-    command += ["--select", "DDP1", project.name]
+    command += ["--select", "DDP1", project.relative_to(root).as_posix()]
     try:
         done = subprocess.run(
-            command, cwd=TREE, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+            command, cwd=root, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
         return [], f"check timed out after {CHECK_TIMEOUT_S} s"
@@ -148,10 +151,10 @@ def ratio(value: float | None) -> str:
     return "   -" if value is None else f"{value:.2f}"
 
 
-def report(outcome: Outcome, entries: list[Entry]) -> None:
+def report(outcome: Outcome, entries: list[Entry], title: str) -> None:
     labels = sum(len(entry.fire) for entry in entries)
     projects = len({entry.project for entry in entries})
-    print(f"corpus: {len(entries)} files from {projects} projects, {labels} labels")
+    print(f"corpus: {len(entries)} files from {projects} projects, {labels} labels; {title}")
     print()
     print(f"{'rule':8s} {'TP':>4s} {'FP':>4s} {'FN':>4s} {'precision':>10s} {'recall':>7s}")
     total = RuleScore()
@@ -189,10 +192,55 @@ def report(outcome: Outcome, entries: list[Entry]) -> None:
         print(f"\nfindings in files outside the manifest: {outcome.unlabelled_findings}")
 
 
+def scored(entries: list[Entry], targets: list[Path]) -> Outcome:
+    """Scores of one `check` run per target (a project folder, or a file alone)."""
+    places: dict[tuple[str, str], list[int]] = defaultdict(list)
+    failures = []
+    for target in targets:
+        findings, failure = run_check(target)
+        if failure:
+            failures.append(f"{target.relative_to(TREE)}: {failure}")
+        for place, lines in findings_by_place(findings).items():
+            places[place].extend(lines)
+    outcome = score(entries, places)
+    outcome.failures = failures
+    return outcome
+
+
+def single_process_report() -> None:
+    """Warnings and errors on the single-process corpus: every one is a false alarm."""
+    entries = load_single()
+    present = [entry for entry in entries if (SINGLE_TREE / entry.id).is_file()]
+    print(f"\nsingle-process corpus: {len(present)} of {len(entries)} files laid out", end="")
+    if not present:
+        print(" (python bench/single_corpus.py --clones DIR lays them out)")
+        return
+    (SINGLE_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    alarms, infos = [], 0
+    for project in sorted({entry.project for entry in present}):
+        findings, failure = run_check(SINGLE_TREE / project, SINGLE_TREE)
+        if failure:
+            alarms.append(f"{project}: {failure}")
+        for finding in findings:
+            if finding.get("severity") in ("warning", "error"):
+                where = finding.get("location") or {}
+                alarms.append(
+                    f"{finding['code']} {where.get('path')}:{where.get('line')}"  # type: ignore[union-attr]
+                )
+            else:
+                infos += 1
+    print(f"; false alarms (warnings and errors): {len(alarms)}; infos: {infos}")
+    for alarm in alarms:
+        print(f"  {alarm}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-fetch", action="store_true", help="score the tree already laid out")
     parser.add_argument("--project", action="append", help="only this project (repeatable)")
+    parser.add_argument(
+        "--per-file", action="store_true", help="also check every labelled file alone and score it"
+    )
     parser.add_argument("--json", type=Path, help="also write the scores and lists as JSON here")
     args = parser.parse_args()
 
@@ -207,17 +255,14 @@ def main() -> None:
     if len(present) < len(entries):
         print(f"corpus: {len(entries) - len(present)} labelled files are missing", file=sys.stderr)
 
-    places: dict[tuple[str, str], list[int]] = defaultdict(list)
-    failures = []
-    for project in sorted({entry.project for entry in present}):
-        findings, failure = run_check(TREE / project)
-        if failure:
-            failures.append(f"{project}: {failure}")
-        for place, lines in findings_by_place(findings).items():
-            places[place].extend(lines)
-    outcome = score(present, places)
-    outcome.failures = failures
-    report(outcome, present)
+    folders = sorted({TREE / entry.project for entry in present})
+    outcome = scored(present, folders)
+    report(outcome, present, "checked per folder, as users run it")
+    if args.per_file:
+        print("\n")
+        alone = scored(present, sorted(TREE / entry.id for entry in present))
+        report(alone, present, "every file checked alone")
+    single_process_report()
     if args.json:
         scores = {
             code: {"tp": r.tp, "fp": r.fp, "fn": r.fn, "on_line": r.on_line}

@@ -126,3 +126,35 @@ def test_corpus_copy_keeps_fixture_silent(tmp_path: Path) -> None:
     shutil.copytree(SINGLE, tmp_path / "single")
     found = {code for _, code in codes([tmp_path / "single"])}
     assert not found & NEEDS_DISTRIBUTED
+
+
+SAMPLER_SCRIPT = """
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    dist.init_process_group("nccl")
+    sampler = DistributedSampler(range(100))
+    loader = DataLoader(range(100), sampler=sampler)
+    for epoch in range(10):
+        for batch in loader:
+            pass
+"""
+
+
+def test_unrelated_program_does_not_silence_set_epoch(tmp_path: Path) -> None:
+    other = SAMPLER_SCRIPT.replace("    for epoch", "    for epoch").replace(
+        "        for batch in loader:",
+        "        make_loader().sampler.set_epoch(epoch)\n        for batch in loader:",
+    )
+    write(tmp_path, {"train_a.py": SAMPLER_SCRIPT, "train_b.py": other})
+    assert ("train_a.py", "DDP113") in codes([tmp_path])
+
+
+def test_helper_module_set_epoch_counts_for_its_program(tmp_path: Path) -> None:
+    helper = "def start(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n"
+    script = SAMPLER_SCRIPT.replace(
+        "        for batch in loader:",
+        "        hooks.start(loader, epoch)\n        for batch in loader:",
+    )
+    write(tmp_path, {"hooks.py": helper, "train.py": "import hooks\n" + textwrap.dedent(script)})
+    assert ("train.py", "DDP113") not in codes([tmp_path])

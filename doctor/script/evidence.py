@@ -205,3 +205,41 @@ def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
             found = project.module(facts, dotted, ref.level)
             if found is not None:
                 yield found
+
+
+def shares_a_program(one: ScriptFacts, other: ScriptFacts) -> bool:
+    """Whether `other` may run in a program with `one`: both in the closure of an entry point
+    of the tree (a script with a `__main__` guard, top-level loops or a launch line). A module
+    no entry point imports (a library's data module) may be used by any program of the tree.
+    Unrelated scripts in one folder never speak for each other."""
+    if one is other:
+        return True
+    mates = _program_mates(one.project).get(id(one))
+    return mates is None or id(other) in mates
+
+
+def is_entry_point(facts: ScriptFacts) -> bool:
+    """A file that is run, not imported: a `__main__` guard, a loop or a call at module level
+    under it, or a launch line of the tree that starts it."""
+    if not facts.is_python:
+        return False
+    if any(site.ctx.main_guard for site in facts.calls) or is_launched(facts):
+        return True
+    return any(loop.ctx is not None and loop.ctx.module_level for loop in facts.loops)
+
+
+def _program_mates(project: Project) -> dict[int, frozenset[int]]:
+    """id of each file an entry point imports -> ids of the files of those programs."""
+    cached = project.__dict__.get("_program_mates")
+    if cached is not None and cached[0] == len(project.files):
+        return cached[1]
+    mates: dict[int, set[int]] = {}
+    for program in list(project.files.values()):
+        if not is_entry_point(program):
+            continue
+        closure = {id(f) for f in imported_closure(program)}
+        for member in closure:
+            mates.setdefault(member, set()).update(closure)
+    frozen = {key: frozenset(value) for key, value in mates.items()}
+    project.__dict__["_program_mates"] = (len(project.files), frozen)
+    return frozen
