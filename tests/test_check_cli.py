@@ -173,7 +173,16 @@ def test_unknown_selector_is_a_usage_error(project: Path) -> None:
 # suppression and config ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("comment", ["# ddp-doctor: ignore[DDP113]", "# ddp-doctor: ignore"])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# ddp-doctor: ignore[DDP113]",
+        "# ddp-doctor: ignore",
+        "# noqa: DDP113",
+        "# noqa",
+        "# NOQA:E501,DDP113",
+    ],
+)
 def test_suppression_comment(project: Path, comment: str) -> None:
     lines = BUGGY.splitlines()
     lines[SAMPLER_LINE - 1] += "  " + comment
@@ -181,9 +190,10 @@ def test_suppression_comment(project: Path, comment: str) -> None:
     assert "DDP113" not in codes(check("train.py", "--format", "json"))
 
 
-def test_suppression_of_another_code_keeps_the_finding(project: Path) -> None:
+@pytest.mark.parametrize("comment", ["# ddp-doctor: ignore[DDP116]", "# noqa: E501 F401"])
+def test_suppression_of_another_code_keeps_the_finding(project: Path, comment: str) -> None:
     lines = BUGGY.splitlines()
-    lines[SAMPLER_LINE - 1] += "  # ddp-doctor: ignore[DDP116]"
+    lines[SAMPLER_LINE - 1] += "  " + comment
     (project / "train.py").write_text("\n".join(lines) + "\n")
     assert "DDP113" in codes(check("train.py", "--format", "json"))
 
@@ -328,9 +338,16 @@ def test_missing_path_with_good_file_checks_the_rest(project: Path) -> None:
     assert result.exit_code == 1 and set(codes(result)) >= {"DDP911", "DDP113"}
 
 
-def test_empty_folder_exits_2(project: Path) -> None:
+def test_folder_without_python_is_a_note_and_exit_0(project: Path) -> None:
     (project / "empty").mkdir()
-    assert check("empty").exit_code == 2
+    (project / "empty" / "weights.bin").write_bytes(b"\0" * 16)
+    result = check("empty")
+    assert result.exit_code == 0
+    assert "note:" in result.output
+
+
+def test_nothing_readable_exits_2(project: Path) -> None:
+    assert check("missing_folder").exit_code == 2
 
 
 def test_no_traceback_and_no_torch_import(project: Path) -> None:

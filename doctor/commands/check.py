@@ -33,9 +33,11 @@ def check_command(
 ) -> None:
     """Find DDP and DataParallel mistakes in training scripts without running them.
 
-    PATHS are files or folders (searched recursively): .py files are parsed; shell, YAML,
-    Makefile and Markdown files are scanned for the deprecated launcher. Suppress a finding
-    with `# ddp-doctor: ignore[CODE]` on its line; configure in [tool.ddp-doctor].
+    PATHS are files or folders (searched recursively): .py files and the code cells of .ipynb
+    notebooks are parsed (a file named without a suffix too, when it parses); shell, YAML,
+    Makefile and Markdown files are scanned for launch lines. Rank rules speak only where the
+    program runs as several processes. Suppress a finding with `# ddp-doctor: ignore[CODE]` or
+    `# noqa: CODE` on its line; configure in [tool.ddp-doctor].
     """
     from ddp_doctor.model import make_report
     from ddp_doctor.script.config import ConfigError
@@ -48,9 +50,15 @@ def check_command(
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
     emit(render_check(report, report_options, outcome.checked), report_options.output)
-    if outcome.checked == 0:
+    if outcome.checked == 0 and outcome.skipped:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
+    if outcome.checked == 0:  # a folder of data or C++: nothing this check reads is there
+        click.echo(
+            "ddp-doctor: note: no Python, notebook, shell, YAML, Makefile or Markdown file "
+            "under the paths given",
+            err=True,
+        )
     sys.exit(report_options.exit_code(report))
 
 

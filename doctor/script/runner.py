@@ -13,8 +13,9 @@ from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_r
 from ddp_doctor.script.config import Config, ConfigFinder
 from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
-from ddp_doctor.script.files import Candidate, Unreadable, discover, read_text
+from ddp_doctor.script.files import NOTEBOOK, PYTHON, Candidate, Unreadable, discover, read_text
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
 
 _DOCTOR_PREFIX = "DDP9"
@@ -55,12 +56,13 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     selections = _Selections(options)
     project = new_project(_roots(paths), load=load_for_context)
     prepared: list[tuple[Candidate, ScriptFacts]] = []
+    notebooks: dict[str, NotebookScript] = {}
     for found in discover(list(paths), excludes):
         if isinstance(found, Unreadable):
             outcome.skipped += 1
             outcome.findings.append(unreadable(found.path, found.reason))
             continue
-        facts = _prepare_file(found, outcome)
+        facts = _prepare_file(found, outcome, notebooks)
         if facts is not None:
             if facts.is_python:
                 project.add(facts)
@@ -75,18 +77,31 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     finally:
         project.close()
     outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
+    for path, script in notebooks.items():
+        outcome.findings = in_cells(outcome.findings, path, script)
     outcome.findings.sort(key=_order)
     return outcome
 
 
-def _prepare_file(candidate: Candidate, outcome: CheckOutcome) -> ScriptFacts | None:
+def _prepare_file(
+    candidate: Candidate, outcome: CheckOutcome, notebooks: dict[str, NotebookScript]
+) -> ScriptFacts | None:
     text = read_text(candidate)
     if isinstance(text, Unreadable):
         outcome.skipped += 1
         outcome.findings.append(unreadable(text.path, text.reason))
         return None
+    kind = candidate.kind
+    if kind == NOTEBOOK:
+        script = notebook_script(text)
+        if isinstance(script, str):
+            outcome.skipped += 1
+            outcome.findings.append(unreadable(candidate.path, script))
+            return None
+        notebooks[candidate.path] = script
+        text, kind = script.source, PYTHON
     outcome.checked += 1
-    prepared = prepare(candidate.path, text, candidate.kind)
+    prepared = prepare(candidate.path, text, kind)
     if isinstance(prepared, Finding):
         outcome.findings.append(prepared)
         return None
