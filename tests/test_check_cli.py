@@ -254,7 +254,7 @@ def test_launch_files_are_scanned_as_text(monkeypatch: pytest.MonkeyPatch) -> No
         ("train_legacy.sh", 3, "DDP124"),
         ("train_legacy.sh", 6, "DDP102"),  # and line 7: one finding per file
         ("job.yaml", 4, "DDP102"),
-        ("README.md", 4, "DDP102"),
+        ("README.md", 8, "DDP102"),  # the code block, not the prose at 4
     }
     legacy = next(f for f in document["findings"] if f["location"]["line"] == 6)
     assert legacy["evidence"]["also_lines"] == [7]

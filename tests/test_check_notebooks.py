@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ddp_doctor.script.notebook import notebook_script
 from ddp_doctor.script.runner import CheckOptions, check_paths
+from ddp_doctor.script.textscan import code_lines
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "notebooks"
 SCRIPT = (
@@ -52,3 +53,11 @@ def test_malformed_notebook_is_ddp911(tmp_path: Path) -> None:
 def test_explicit_file_without_suffix_read_as_python(tmp_path: Path) -> None:
     (tmp_path / "train").write_text(SCRIPT, encoding="utf-8")
     assert "DDP113" in {code for code, _, _ in places(tmp_path / "train")}
+
+
+def test_documents_scanned_in_code_blocks_only() -> None:
+    markdown = ["Do not run python -m torch.distributed.launch.", "```", "torchrun a.py", "```"]
+    assert code_lines("CHANGELOG.md", markdown) == ["", "", "torchrun a.py", ""]
+    rst = ["Run it::", "", "    torchrun b.py", "", "Prose about torch.distributed.launch."]
+    assert code_lines("docs/run.rst", rst) == ["", "", "    torchrun b.py", "", ""]
+    assert code_lines("run.sh", markdown) == markdown

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ddp_doctor.script.facts import CallSite, ScriptFacts
+from ddp_doctor.script.textscan import code_lines
 
 if TYPE_CHECKING:
     from ddp_doctor.script.project import Project
@@ -112,7 +113,7 @@ def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
     """Record on the tree which scripts its launch files start (shell, YAML, Makefile...)."""
     names: set[str] = set()
     for facts in text_files:
-        names |= launched_names(facts.source.splitlines())
+        names |= launched_names(code_lines(facts.path, facts.source.splitlines()))
     project.__dict__["_launched_names"] = frozenset(names)
 
 

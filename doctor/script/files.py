@@ -24,7 +24,18 @@ from ddp_doctor.script.ignore import IgnoreRules
 PYTHON = "python"
 TEXT = "text"
 NOTEBOOK = "notebook"  # a Jupyter .ipynb: its code cells are read as one script
-TEXT_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".md", ".slurm", ".sbatch", ".mk")
+TEXT_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".yaml",
+    ".yml",
+    ".md",
+    ".markdown",
+    ".rst",
+    ".slurm",
+    ".sbatch",
+    ".mk",
+)
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
 MAX_BYTES = 10 * 1024 * 1024
 # Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense

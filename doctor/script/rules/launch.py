@@ -12,7 +12,12 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
 from ddp_doctor.script.placement import device_sources
-from ddp_doctor.script.textscan import is_launcher_path, launch_in_string, launch_mentions
+from ddp_doctor.script.textscan import (
+    code_lines,
+    is_launcher_path,
+    launch_in_string,
+    launch_mentions,
+)
 from ddp_doctor.script.values import Values
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
@@ -30,7 +35,8 @@ _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefil
 def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
-        YAML, Makefile and Markdown files and in Python strings (also built as
+        YAML and Makefile files, in the code blocks of Markdown and RST documents (not their
+        prose), and in Python strings (also built as
         os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
         "/distributed/launch.py"), and imports of the module. One finding per file, the
         other lines listed.
@@ -45,7 +51,8 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """
     if not facts.is_python:
         skip_comments = facts.path.endswith(_TEXT_COMMENTS)
-        for line, column, text in launch_mentions(facts.lines, skip_comments=skip_comments):
+        lines = code_lines(facts.path, facts.lines)
+        for line, column, text in launch_mentions(lines, skip_comments=skip_comments):
             yield _launch_hit(facts, text, location(facts, line=line, column=column))
         return
     for constant in facts.strings:
