@@ -5,6 +5,11 @@ Run by hand, not by CI:
     python bench/bench_accuracy.py              # fetches the corpus on first use, then scores
     python bench/bench_accuracy.py --no-fetch   # score the tree already under bench/corpus/accuracy
     python bench/bench_accuracy.py --json out.json
+    python bench/bench_accuracy.py --per-file   # also every labelled file checked alone
+
+After the labelled corpus, the single-process corpus of bench/single_corpus/ (laid out by
+`python bench/single_corpus.py --clones DIR`) is checked per project folder; each warning or
+error there is printed as a false alarm.
 
 The corpus is described in bench/check_corpus/manifest.json and README.md beside it: pinned
 PyPI releases are downloaded (pip download --no-deps), the labelled files are copied to
