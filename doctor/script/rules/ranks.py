@@ -120,16 +120,31 @@ def _unwrapped_here(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> b
             return True
     text = names.access_path(receiver)
     for assignment in facts.assignments_by_target.get(text or "", ()):
-        value = assignment.value
-        unwraps = (isinstance(value, ast.Attribute) and value.attr == "module") or (
-            isinstance(value, ast.Call) and "unwrap" in (names.last_identifier(value.func) or "")
-        )
         if (
-            unwraps
+            _is_unwrap(assignment.value)
             and assignment.ctx.function is call.ctx.function
             and (position(assignment) < position(call))
         ):
             return True
+    return False
+
+
+def _is_unwrap(value: ast.expr) -> bool:
+    """`m.module`, `unwrap_model(m)`, `getattr(m, "module", m)`, and a conditional unwrap
+    `m.module if ddp else m` (the wrapper's arm unwraps, the other holds the plain model)."""
+    if isinstance(value, ast.Attribute) and value.attr == "module":
+        return True
+    if isinstance(value, ast.Call):
+        called = names.last_identifier(value.func) or ""
+        if "unwrap" in called:
+            return True
+        first = value.args[1] if called == "getattr" and len(value.args) >= 2 else None
+        return isinstance(first, ast.Constant) and first.value == "module"
+    if isinstance(value, ast.IfExp):
+        arms = (value.body, value.orelse)
+        for unwrapped, plain in (arms, arms[::-1]):
+            if isinstance(unwrapped, ast.Attribute) and unwrapped.attr == "module":
+                return names.dotted(unwrapped.value) == names.dotted(plain)
     return False
 
 
