@@ -8,8 +8,17 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.callgraph import DEPTH
-from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.callgraph import DEPTH, CallGraph
+from ddp_doctor.script.evidence import is_entry_point
+from ddp_doctor.script.facts import (
+    DISTRIBUTED,
+    SINGLE,
+    CallSite,
+    Context,
+    Function,
+    ScriptFacts,
+    text_of,
+)
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.origins import CONSTANT
@@ -221,7 +230,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         A script that calls init_process_group and never destroy_process_group: not itself,
         not through a helper of the checked tree (a `cleanup()` in utils/dist.py), not in a
         caller. A one-process group (for SyncBatchNorm without DDP) is not ended by a destroy
-        that runs only under `if is_ddp:`.
+        that runs only under `if is_ddp:`, and no group is ended by a destroy in a function of
+        the script that nothing calls (a helper module's functions are its API and count).
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -249,14 +259,33 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     for init in inits:
         single = init.ctx.launch == SINGLE or _one_process(init)
         key, direct = ("destroys-single", _destroys_single) if single else ("destroys", _destroys)
-        reach = graph.reaching(key, direct)
+        reach = set(graph.reaching(key, direct)) & live_units(graph, facts, inits)
         if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
             return
         starters = {graph.unit(facts, init.ctx)}
-        if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
+        if graph.closure(starters, up=True, depth=DEPTH) & reach:
             continue  # a caller (in another module) ends the group: run() { setup(); destroy() }
         yield hit(facts, init.node, "init_process_group has no matching destroy_process_group()")
         return
+
+
+def live_units(graph: CallGraph, facts: ScriptFacts, inits: list[CallSite]) -> set[Function]:
+    """Code that runs: module code, methods (a framework may call them), every function of a
+    module that is imported rather than run (its API: `setup()` and `cleanup()` of a helper
+    module), the functions that init the group (the rule's premise is that they run), and
+    what those call or are handed. A function of a script that nothing calls (a `cleanup()`
+    left unused in train.py) is not."""
+    cached = graph.__dict__.get("_live_units")
+    if cached is None:
+        roots = [
+            unit
+            for other in graph.files()
+            for unit in (other.module_unit, *other.functions)
+            if unit is other.module_unit or unit.class_name is not None or not is_entry_point(other)
+        ]
+        cached = graph.__dict__["_live_units"] = graph.closure(roots, up=False)
+    starters = {graph.unit(facts, init.ctx) for init in inits}
+    return cached | graph.closure(graph.closure(starters, up=True, depth=DEPTH), up=False)
 
 
 def _destroys(facts: ScriptFacts, site: CallSite) -> bool:
