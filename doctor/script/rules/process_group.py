@@ -21,7 +21,6 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
-from ddp_doctor.script.origins import CONSTANT
 from ddp_doctor.script.textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
@@ -90,12 +89,14 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 )
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        init_process_group with the backend "nccl" (literally, or through names that only ever
-        hold it) where no availability check (torch.cuda.is_available(),
+        init_process_group with the backend "nccl" (literally, as dist.Backend.NCCL, or through
+        names that only ever hold either) where no availability check (torch.cuda.is_available(),
         dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
         backend's own expression, and none in a condition around the call or around the
         assignment of the backend, here or in a caller. A check that only sizes the world
-        (world_size = torch.cuda.device_count()) is no fallback.
+        (world_size = torch.cuda.device_count()) is no fallback. A GPU requirement stated
+        before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
+        test skipped without GPUs) counts as the choice: the script says it needs GPUs.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -121,16 +122,32 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
 def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
     """Every value the backend may hold is the constant "nccl", and no check chose it."""
     values = facts.project.values
-    if isinstance(node, ast.Constant):
-        return node.value == "nccl"
+    if isinstance(node, ast.Constant) or _is_nccl_member(facts, node):
+        return _is_nccl(facts, node)
     origins = values.origins(facts, node, init.ctx)
-    if not origins or any(o.kind != CONSTANT or o.node.value != "nccl" for o in origins):  # type: ignore[union-attr]
+    if not origins or not all(
+        o.facts is not None and isinstance(o.node, ast.expr) and _is_nccl(o.facts, o.node)
+        for o in origins
+    ):
         return False
     for origin in origins:
         assignment = flow_of(origin.facts).assignment_of(origin.node)  # type: ignore[arg-type]
         if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _is_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
+    """The constant "nccl", or the enum member `dist.Backend.NCCL` (a str subclass)."""
+    if isinstance(node, ast.Constant):
+        return node.value == "nccl"
+    return _is_nccl_member(facts, node)
+
+
+def _is_nccl_member(facts: ScriptFacts, node: ast.expr) -> bool:
+    if not isinstance(node, ast.Attribute) or node.attr != "NCCL":
+        return False
+    return facts.qualname(node) in ("torch.distributed.Backend.NCCL", "torch.distributed.NCCL")
 
 
 def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
