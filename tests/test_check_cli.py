@@ -361,3 +361,15 @@ def test_no_traceback_and_no_torch_import(project: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and done.stderr.endswith("no-torch")
+
+
+def test_opinions_are_out_of_the_default_selection(project: Path) -> None:
+    (project / "seeded.py").write_text(
+        "import torch\nimport torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\ntorch.manual_seed(0)\n"
+        "for step in range(3):\n    print(step)\ndist.destroy_process_group()\n"
+    )
+    assert not {"DDP119", "DDP122"} & set(codes(check("seeded.py", "--format", "json")))
+    everything = set(codes(check("seeded.py", "--format", "json", "--select", "ALL")))
+    assert {"DDP119", "DDP122"} <= everything
+    assert "DDP122" in codes(check("seeded.py", "--format", "json", "--select", "DDP122"))

@@ -19,6 +19,10 @@ from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
 
 _DOCTOR_PREFIX = "DDP9"
+# Opinions, not mistakes: selectable (--select DDP119, --select ALL, or any select that names
+# them or their prefix) but left out of the default selection, as ruff leaves its
+# opinionated rules out of its default set.
+OPINION_CODES = ("DDP119", "DDP122")
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ class _Selections:
     def selector(self, path: str, config: Config) -> Selector:
         select = self.options.select or config.select
         ignore = (*config.ignore, *config.ignores_for(path), *self.options.ignore)
+        if not select:
+            ignore = (*OPINION_CODES, *ignore)
         return Selector(_split(select), _split(ignore))
 
     def rules_for(self, path: str, config: Config) -> list[RuleSpec]:
