@@ -158,3 +158,31 @@ def test_helper_module_set_epoch_counts_for_its_program(tmp_path: Path) -> None:
     )
     write(tmp_path, {"hooks.py": helper, "train.py": "import hooks\n" + textwrap.dedent(script)})
     assert ("train.py", "DDP113") not in codes([tmp_path])
+
+
+def test_legacy_launcher_of_the_tree_makes_local_rank_fail(tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    script = (
+        "import argparse, os\nimport torch.distributed as dist\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--local_rank', type=int)\n"
+        "args = parser.parse_args()\nos.environ.setdefault('LOCAL_RANK', str(args.local_rank))\n"
+        "dist.init_process_group('nccl')\n"
+    )
+    write(tmp_path / "tools", {"train.py": script})
+    assert ("train.py", "DDP103") not in codes([tmp_path])
+    launch = 'python -m torch.distributed.launch \\\n    --nproc_per_node=8 \\\n    $(dirname "$0")/train.py\n'
+    write(tmp_path / "tools", {"dist_train.sh": launch})
+    assert ("train.py", "DDP103") in codes([tmp_path])
+
+
+def test_launch_line_names_only_related_scripts(tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        write(tmp_path / folder, {"train.py": SAVE_EVERY_EPOCH})
+    write(tmp_path / "a", {"run.sh": "torchrun --nproc-per-node 2 train.py\n"})
+    found = codes([tmp_path])
+    outcome = check_paths([str(tmp_path)], SELECT_ALL)
+    places = {(f.location.path, f.code) for f in outcome.findings if f.location}
+    assert (str(tmp_path / "a" / "train.py"), "DDP116") in places
+    assert (str(tmp_path / "b" / "train.py"), "DDP116") not in places
+    assert found

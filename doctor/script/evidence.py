@@ -88,6 +88,8 @@ _LAUNCH_LINE = re.compile(
     r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b|\baccelerate\s+launch\b"
     r"|\bdeepspeed\s|\bmpirun\b|\bsrun\b.*\bpython"
 )
+_LEGACY_LAUNCH = re.compile(r"torch\.distributed\.launch\b|torch/distributed/launch\.py")
+_SHELL_PREFIX = re.compile(r"\$\([^)]*\)/|\$\{[^}]*\}/|\$\w+/")
 _SCRIPT_NAME = re.compile(r"([\w./-]+\.py)\b")
 
 
@@ -101,20 +103,74 @@ def runs_distributed(facts: ScriptFacts) -> bool:
 
 def launched_names(lines: Iterable[str]) -> set[str]:
     """File names (no folder) of the scripts that launch lines start with several processes."""
+    return {os.path.basename(path) for path in launched_paths(lines)}
+
+
+def launched_paths(lines: Iterable[str]) -> set[str]:
+    """The script paths as launch lines write them, less shell prefixes (`$(dirname "$0")/`,
+    `${ROOT}/`, `./`): `tools/train.py`, `train.py`."""
     found: set[str] = set()
-    for line in lines:
+    for line in _logical_lines(lines):
         if line.lstrip().startswith("#") or not _LAUNCH_LINE.search(line):
             continue
-        found.update(os.path.basename(name) for name in _SCRIPT_NAME.findall(line))
+        for written in _SCRIPT_NAME.findall(_SHELL_PREFIX.sub("", line)):
+            found.add(written.removeprefix("./").lstrip("/"))
     return found
 
 
+def _logical_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Shell lines with their backslash continuations joined."""
+    pending = ""
+    for line in lines:
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
 def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
-    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...)."""
-    names: set[str] = set()
+    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...),
+    and which of them the deprecated torch.distributed.launch starts: (launch file's folder,
+    the script's path as written)."""
+    started: set[tuple[str, str]] = set()
+    legacy: set[tuple[str, str]] = set()
     for facts in text_files:
-        names |= launched_names(code_lines(facts.path, facts.source.splitlines()))
-    project.__dict__["_launched_names"] = frozenset(names)
+        folder = os.path.dirname(os.path.abspath(facts.path))
+        lines = list(_logical_lines(code_lines(facts.path, facts.source.splitlines())))
+        started |= {(folder, p) for p in launched_paths(lines)}
+        old = [line for line in lines if _LEGACY_LAUNCH.search(line)]
+        legacy |= {(folder, p) for p in launched_paths(old)}
+    project.__dict__["_launched"] = frozenset(started)
+    project.__dict__["_legacy_launched"] = frozenset(legacy)
+
+
+def launched_by_legacy_launcher(facts: ScriptFacts) -> bool:
+    """Whether a launch line of the tree starts this file with torch.distributed.launch,
+    which passes `--local-rank=N` on torch >= 2.0."""
+    return _named_by(facts, facts.project.__dict__.get("_legacy_launched", frozenset()))
+
+
+def _named_by(facts: ScriptFacts, launches: frozenset[tuple[str, str]]) -> bool:
+    """A launch names this file: the written path ends the file's path, and the launch file
+    sits in the script's folder, above it or below it (tools/dist_train.sh starting
+    tools/train.py; scripts/run.sh starting train.py from the root)."""
+    if not launches:
+        return False
+    here = os.path.abspath(facts.path)
+    folder = os.path.dirname(here)
+    for launch_folder, written in launches:
+        if not (here == written or here.endswith("/" + written)):
+            continue
+        if _related(folder, launch_folder):
+            return True
+    return False
+
+
+def _related(one: str, other: str) -> bool:
+    return one == other or one.startswith(other + os.sep) or other.startswith(one + os.sep)
 
 
 def has_own_evidence(facts: ScriptFacts) -> bool:
@@ -149,8 +205,7 @@ def _configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> b
 
 def is_launched(facts: ScriptFacts) -> bool:
     """Whether a launch line of the tree starts this file with several processes."""
-    launched = facts.project.__dict__.get("_launched_names", frozenset())
-    return os.path.basename(facts.path) in launched
+    return _named_by(facts, facts.project.__dict__.get("_launched", frozenset()))
 
 
 def _programs_distributed(facts: ScriptFacts) -> bool:

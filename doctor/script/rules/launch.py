@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import launched_by_legacy_launcher
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
@@ -115,7 +116,9 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
-        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere.
+        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere; or,
+        whatever the script reads, when a launch file of the tree starts it with
+        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first).
     Why it matters:
         Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
         only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
@@ -126,7 +129,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
     declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if "--local-rank" in declared or _local_rank_from_env(facts):
+    if "--local-rank" in declared:
+        return
+    if _local_rank_from_env(facts) and not launched_by_legacy_launcher(facts):
         return
     if facts.methods_called("parse_known_args"):
         return
