@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ddp_doctor import exitcodes
 from ddp_doctor.cli import DoctorError, ReportOptions, emit, report_options
-from ddp_doctor.model import Report
+from ddp_doctor.model import Finding, Report
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.runner import CheckOptions, CheckOutcome
 
 FORMATS = ("text", "table", "json", "sarif", "github")
 
@@ -26,10 +30,20 @@ FORMATS = ("text", "table", "json", "sarif", "github")
     metavar="PATTERN",
     help="Skip paths matching this gitignore-style pattern (repeatable).",
 )
+@click.option("--fix", is_flag=True, help="Apply the safe fixes to the files, then report.")
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff, also the fixes that change behaviour.",
+)
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; change nothing.")
 def check_command(
     paths: tuple[str, ...],
     report_options: ReportOptions,
     exclude: tuple[str, ...],
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
 ) -> None:
     """Find DDP and DataParallel mistakes in training scripts without running them.
 
@@ -44,8 +58,13 @@ def check_command(
     from ddp_doctor.script.runner import CheckOptions, check_paths
 
     chosen = report_options.selector
+    options = CheckOptions(chosen.select, chosen.ignore, exclude)
     try:
-        outcome = check_paths(list(paths), CheckOptions(chosen.select, chosen.ignore, exclude))
+        outcome = check_paths(list(paths), options)
+        if diff:
+            sys.exit(_show_diff(outcome.findings, unsafe_fixes, report_options.redact))
+        if fix:
+            outcome = _apply_fixes(list(paths), options, outcome, unsafe_fixes)
     except ConfigError as error:
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
@@ -60,6 +79,40 @@ def check_command(
             err=True,
         )
     sys.exit(report_options.exit_code(report))
+
+
+def _show_diff(findings: list[Finding], unsafe: bool, redact: bool) -> int:
+    """Print what --fix would change; exit 1 when it would change something, as ruff does.
+    Secrets in the shown lines are redacted (unless --no-redact) and control characters
+    escaped, as in every other output."""
+    from ddp_doctor.script.fixes import plan_fixes, visible
+
+    planned = plan_fixes(findings, unsafe=unsafe)
+    for fix in planned:
+        text = fix.diff()
+        if redact:
+            from ddp_doctor.redact import Redactor
+
+            text = Redactor().text(text)
+        click.echo(visible(text), nl=False)
+    count = sum(len(fix.fixed) for fix in planned)
+    click.echo(f"Would fix {count} finding(s) in {len(planned)} file(s).", err=True)
+    return 1 if planned else 0
+
+
+def _apply_fixes(
+    paths: list[str], options: CheckOptions, outcome: CheckOutcome, unsafe: bool
+) -> CheckOutcome:
+    """Write the fixes and check again: the report shows what is left."""
+    from ddp_doctor.script.fixes import plan_fixes, write_fixes
+    from ddp_doctor.script.runner import check_paths
+
+    planned = plan_fixes(outcome.findings, unsafe=unsafe)
+    count = write_fixes(planned)
+    if not planned:
+        return outcome
+    click.echo(f"Fixed {count} finding(s) in {len(planned)} file(s).", err=True)
+    return check_paths(paths, options)
 
 
 def render_check(report: Report, options: ReportOptions, checked: int) -> str:
