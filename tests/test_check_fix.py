@@ -108,3 +108,31 @@ def test_plain_check_does_not_import_libcst() -> None:
         [sys.executable, "-c", probe, script], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def apply_sarif(text: str, replacements: list[dict]) -> str:
+    """Apply SARIF whole-line replacements (as this tool writes them), last first."""
+    lines = text.splitlines(keepends=True)
+    for change in sorted(replacements, key=lambda r: -r["deletedRegion"]["startLine"]):
+        region = change["deletedRegion"]
+        start, end = region["startLine"] - 1, region["endLine"] - 1
+        lines[start:end] = [change["insertedContent"]["text"]]
+    return "".join(lines)
+
+
+def test_sarif_carries_the_fix_that_fix_applies(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(work)
+    document = json.loads(check("--format", "sarif", "local_rank_load_destroy.py").stdout)
+    results = document["runs"][0]["results"]
+    fixed = {r["ruleId"] for r in results if r.get("fixes")}
+    assert {"DDP103", "DDP104", "DDP118", "DDP121"} <= fixed
+    text = Path("local_rank_load_destroy.py").read_text(encoding="utf-8")
+    load = next(r for r in results if r["ruleId"] == "DDP118")
+    change = load["fixes"][0]["artifactChanges"][0]
+    assert change["artifactLocation"]["uri"] == "local_rank_load_destroy.py"
+    patched = apply_sarif(text, change["replacements"])
+    ast.parse(patched)
+    assert 'torch.load("init.pt", map_location="cpu")' in patched
+    assert len(patched.splitlines()) == len(text.splitlines())

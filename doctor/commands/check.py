@@ -12,6 +12,7 @@ from ddp_doctor.cli import DoctorError, ReportOptions, emit, report_options
 from ddp_doctor.model import Finding, Report
 
 if TYPE_CHECKING:
+    from ddp_doctor.script.fixes import FindingFix
     from ddp_doctor.script.runner import CheckOptions, CheckOutcome
 
 FORMATS = ("text", "table", "json", "sarif", "github")
@@ -68,7 +69,8 @@ def check_command(
     except ConfigError as error:
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
-    emit(render_check(report, report_options, outcome.checked), report_options.output)
+    text = render_check(report, report_options, outcome.checked, unsafe_fixes)
+    emit(text, report_options.output)
     if outcome.checked == 0 and outcome.skipped:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
@@ -100,6 +102,27 @@ def _show_diff(findings: list[Finding], unsafe: bool, redact: bool) -> int:
     return 1 if planned else 0
 
 
+def _sarif_fixes(report: Report, unsafe: bool, redact: bool) -> dict[int, FindingFix]:
+    from dataclasses import replace
+
+    from ddp_doctor.script.fixes import fixes_by_finding
+
+    found = fixes_by_finding(report.findings, unsafe=unsafe)
+    if not redact:
+        return found
+    from ddp_doctor.redact import Redactor
+
+    redactor = Redactor()
+    return {
+        number: replace(
+            fix,
+            path=redactor.text(fix.path),
+            replacements=tuple(replace(r, text=redactor.text(r.text)) for r in fix.replacements),
+        )
+        for number, fix in found.items()
+    }
+
+
 def _apply_fixes(
     paths: list[str], options: CheckOptions, outcome: CheckOutcome, unsafe: bool
 ) -> CheckOutcome:
@@ -115,9 +138,13 @@ def _apply_fixes(
     return check_paths(paths, options)
 
 
-def render_check(report: Report, options: ReportOptions, checked: int) -> str:
-    """The report in any of check's formats; secrets out unless --no-redact."""
+def render_check(
+    report: Report, options: ReportOptions, checked: int, unsafe_fixes: bool = False
+) -> str:
+    """The report in any of check's formats; secrets out unless --no-redact. SARIF carries
+    each fixable finding's fix (the unsafe ones too with --unsafe-fixes)."""
     fmt = options.fmt
+    fixes = _sarif_fixes(report, unsafe_fixes, options.redact) if fmt == "sarif" else {}
     if fmt in ("text", "sarif", "github") and options.redact:
         from ddp_doctor.render import secrets_out
 
@@ -129,7 +156,7 @@ def render_check(report: Report, options: ReportOptions, checked: int) -> str:
     if fmt == "sarif":
         from ddp_doctor.render.sarif import render_sarif
 
-        return render_sarif(report)
+        return render_sarif(report, fixes)
     if fmt == "github":
         from ddp_doctor.render.github import render_github
 

@@ -65,6 +65,48 @@ def plan_fixes(findings: Iterable[Finding], *, unsafe: bool = False) -> list[Fil
     return planned
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """Whole lines start_line..end_line (1-based) replaced by `text`; an insertion when
+    end_line < start_line (the text goes before start_line)."""
+
+    start_line: int
+    end_line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class FindingFix:
+    path: str
+    safe: bool
+    replacements: tuple[Replacement, ...]
+
+
+def fixes_by_finding(findings: Iterable[Finding], *, unsafe: bool = False) -> dict[int, FindingFix]:
+    """For SARIF: each fixable finding's own edit, by its index in `findings`, as line
+    replacements of the file as it is now."""
+    found: dict[int, FindingFix] = {}
+    for number, finding in enumerate(findings):
+        where = finding.location
+        if where is None or ":cell " in where.path or not fixable(finding.code, unsafe):
+            continue
+        fix = _fix_file(where.path, [finding])
+        if fix is not None:
+            safe = finding.code in SAFE_FIXES
+            found[number] = FindingFix(where.path, safe, line_replacements(fix.old, fix.new))
+    return found
+
+
+def line_replacements(old: str, new: str) -> tuple[Replacement, ...]:
+    before, after = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    out = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            out.append(Replacement(i1 + 1, i2, "".join(after[j1:j2])))
+    return tuple(out)
+
+
 def write_fixes(planned: Iterable[FileFix]) -> int:
     """Write the fixed files; how many findings they fixed."""
     count = 0
