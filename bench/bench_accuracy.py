@@ -6,6 +6,7 @@ Run by hand, not by CI:
     python bench/bench_accuracy.py --no-fetch   # score the tree already under bench/corpus/accuracy
     python bench/bench_accuracy.py --json out.json
     python bench/bench_accuracy.py --per-file   # also every labelled file checked alone
+    python bench/bench_accuracy.py --corpus github [--per-file]   # bench/github_corpus by half
 
 After the labelled corpus, the single-process corpus of bench/single_corpus/ (laid out by
 `python bench/single_corpus.py --clones DIR`) is checked per project folder; each warning or
@@ -35,6 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuracy_corpus import TREE, Entry, fetch_corpus, load_manifest
+from github_corpus import MANIFEST as GITHUB_MANIFEST
+from github_corpus import TREE as GITHUB_TREE
+from github_corpus import halves
 from single_corpus import TREE as SINGLE_TREE
 from single_corpus import load_single
 
@@ -197,14 +201,14 @@ def report(outcome: Outcome, entries: list[Entry], title: str) -> None:
         print(f"\nfindings in files outside the manifest: {outcome.unlabelled_findings}")
 
 
-def scored(entries: list[Entry], targets: list[Path]) -> Outcome:
+def scored(entries: list[Entry], targets: list[Path], root: Path = TREE) -> Outcome:
     """Scores of one `check` run per target (a project folder, or a file alone)."""
     places: dict[tuple[str, str], list[int]] = defaultdict(list)
     failures = []
     for target in targets:
-        findings, failure = run_check(target)
+        findings, failure = run_check(target, root)
         if failure:
-            failures.append(f"{target.relative_to(TREE)}: {failure}")
+            failures.append(f"{target.relative_to(root)}: {failure}")
         for place, lines in findings_by_place(findings).items():
             places[place].extend(lines)
     outcome = score(entries, places)
@@ -239,6 +243,27 @@ def single_process_report() -> None:
         print(f"  {alarm}")
 
 
+def github_report(per_file: bool) -> None:
+    """The GitHub corpus (bench/github_corpus/), each half of the split apart: half A may
+    have been used to tune the rules, half B is held out."""
+    entries = load_manifest(GITHUB_MANIFEST)
+    half_of = halves()
+    (GITHUB_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    present = [entry for entry in entries if (GITHUB_TREE / entry.id).is_file()]
+    if not present:
+        print("github corpus: not laid out (python bench/github_corpus.py --clones DIR)")
+        return
+    for half, title in (("A", "half A (tuning)"), ("B", "half B (held out)")):
+        chosen = [entry for entry in present if half_of.get(entry.id) == half]
+        folders = sorted({GITHUB_TREE / entry.project for entry in chosen})
+        report(scored(chosen, folders, GITHUB_TREE), chosen, f"{title}, checked per folder")
+        print("\n")
+        if per_file:
+            alone = scored(chosen, sorted(GITHUB_TREE / e.id for e in chosen), GITHUB_TREE)
+            report(alone, chosen, f"{title}, every file checked alone")
+            print("\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-fetch", action="store_true", help="score the tree already laid out")
@@ -246,8 +271,18 @@ def main() -> None:
     parser.add_argument(
         "--per-file", action="store_true", help="also check every labelled file alone and score it"
     )
+    parser.add_argument(
+        "--corpus",
+        choices=("pypi", "github"),
+        default="pypi",
+        help="pypi: bench/check_corpus (the default); github: bench/github_corpus by half",
+    )
     parser.add_argument("--json", type=Path, help="also write the scores and lists as JSON here")
     args = parser.parse_args()
+    if args.corpus == "github":
+        github_report(args.per_file)
+        single_process_report()
+        return
 
     entries = load_manifest()
     if args.project:
