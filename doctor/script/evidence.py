@@ -33,6 +33,8 @@ from ddp_doctor.script.textscan import code_lines
 if TYPE_CHECKING:
     from ddp_doctor.script.project import Project
 
+# Opinions about what every data-parallel rank does alike: not for RPC programs.
+PER_RANK_OPINIONS = frozenset({"DDP119", "DDP122", "DDP127"})
 # Rules that judge what runs on which rank, launch flags or per-rank device pinning.
 NEEDS_DISTRIBUTED = frozenset(
     {
@@ -299,3 +301,55 @@ def _program_mates(project: Project) -> dict[int, frozenset[int]]:
     frozen = {key: frozenset(value) for key, value in mates.items()}
     project.__dict__["_program_mates"] = (len(project.files), frozen)
     return frozen
+
+
+def program_files(facts: ScriptFacts) -> list[ScriptFacts]:
+    """Every file of the programs this file belongs to (its own imports when no entry point
+    of the tree imports it): where a fact about the whole program (LOCAL_RANK read, print
+    silenced off rank 0, RPC or tensor parallel set up) may be found."""
+    cached = facts.__dict__.get("_program_files")
+    if cached is not None:
+        return cached
+    project = facts.project
+    mates = _program_mates(project).get(id(facts))
+    if mates is None:
+        found = imported_closure(facts)
+    else:
+        by_id = {id(f): f for f in project.files.values()}
+        found = [by_id[i] for i in mates if i in by_id] or [facts]
+    facts.__dict__["_program_files"] = found
+    return found
+
+
+_RPC_INIT = "torch.distributed.rpc.init_rpc"
+_DATA_PARALLEL_WRAPS = (
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.distributed.fsdp.",
+    "torch.utils.data.DistributedSampler",
+)
+_TENSOR_PARALLEL = (
+    "torch.distributed.tensor.parallel.",
+    "torch.distributed.tensor.distribute_tensor",
+    "torch.distributed._tensor.distribute_tensor",
+)
+
+
+def rpc_only(facts: ScriptFacts) -> bool:
+    """An RPC program (workers, parameter servers, observers) with no data-parallel wrap: not
+    one process per GPU doing the same work, so the per-rank opinions do not apply."""
+    files = program_files(facts)
+    qualified = [f.resolve(site) or "" for f in files if f.is_python for site in f.calls]
+    return any(q == _RPC_INIT for q in qualified) and not any(
+        q.startswith(_DATA_PARALLEL_WRAPS) for q in qualified
+    )
+
+
+def uses_tensor_parallel(facts: ScriptFacts) -> bool:
+    """parallelize_module or distribute_tensor in the program: ranks of one tensor-parallel
+    group must draw the same random numbers."""
+    return any(
+        (f.resolve(site) or "").startswith(_TENSOR_PARALLEL)
+        for f in program_files(facts)
+        if f.is_python
+        for site in f.calls
+    )

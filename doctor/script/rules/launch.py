@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evidence import launched_by_legacy_launcher
+from ddp_doctor.script.evidence import launched_by_legacy_launcher, program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
@@ -116,7 +116,8 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
-        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere; or,
+        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
+        program (the script and the modules of the tree it imports or that import it); or,
         whatever the script reads, when a launch file of the tree starts it with
         torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first).
     Why it matters:
@@ -131,7 +132,8 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
     if "--local-rank" in declared:
         return
-    if _local_rank_from_env(facts) and not launched_by_legacy_launcher(facts):
+    reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
+    if reads_env and not launched_by_legacy_launcher(facts):
         return
     if facts.methods_called("parse_known_args"):
         return

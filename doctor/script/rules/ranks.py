@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like, is_wrapper_test
@@ -232,8 +233,11 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    quiet_print = facts.print_overridden or bool(
-        facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
+    quiet_print = any(
+        f.print_overridden
+        or bool(f.calls_by_key.get("setup_for_distributed") or f.calls_by_key.get("setup_print"))
+        for f in program_files(facts)
+        if f.is_python
     )
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
