@@ -22,7 +22,9 @@ anywhere in that file, or at one of the label's `also` places in another file of
 it is a miss otherwise. A code that fires in a file where it is not labelled is one false
 positive for that (file, code), with all its lines listed. Findings within +-2 lines of a
 labelled line are reported as "on the line"; the others as "elsewhere in the file".
-Every miss and false positive is listed with file:line. The exit code is always 0.
+A finding that `check` reports on an entry point for a cause in a helper module (evidence
+`related`) is scored at the helper's line, where the label sits. Every miss and false positive
+is listed with file:line. The exit code is always 0.
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def findings_by_place(findings: list[dict[str, object]]) -> dict[tuple[str, str]
     places: dict[tuple[str, str], list[int]] = defaultdict(list)
     for finding in findings:
         location = finding.get("location") or {}
+        related = (finding.get("evidence") or {}).get("related")  # type: ignore[union-attr]
+        if related:  # reported on the entry point, caused in a helper: scored at the cause
+            location = related[0]
         path = location.get("path")  # type: ignore[union-attr]
         if not path:
             continue

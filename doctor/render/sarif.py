@@ -86,9 +86,30 @@ def _result(
                 }
             }
         ]
+    related = finding.evidence.get("related")
+    if isinstance(related, list) and related:
+        result["relatedLocations"] = [
+            _related(number, place) for number, place in enumerate(related)
+        ]
     if fix is not None:
         result["fixes"] = [_fix(fix)]
     return result
+
+
+def _related(number: int, place: object) -> dict[str, Any]:
+    """Where the cause is when the finding is reported on the entry point that reaches it."""
+    spot = place if isinstance(place, dict) else {}
+    region: dict[str, Any] = {"startLine": int(spot.get("line") or 1)}
+    if spot.get("column"):
+        region["startColumn"] = int(spot["column"])
+    return {
+        "id": number,
+        "physicalLocation": {
+            "artifactLocation": {"uri": _uri(str(spot.get("path", "")))},
+            "region": region,
+        },
+        "message": {"text": "the cause, in the helper module"},
+    }
 
 
 def _fix(fix: FindingFix) -> dict[str, Any]:

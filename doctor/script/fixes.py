@@ -56,6 +56,8 @@ def plan_fixes(findings: Iterable[Finding], *, unsafe: bool = False) -> list[Fil
         where = finding.location
         if where is None or ":cell " in where.path or not fixable(finding.code, unsafe):
             continue
+        if finding.evidence.get("related"):
+            continue  # reported on the entry point, caused in a helper: the edit is not here
         by_path[where.path].append(finding)
     planned = []
     for path, group in sorted(by_path.items()):
@@ -89,6 +91,8 @@ def fixes_by_finding(findings: Iterable[Finding], *, unsafe: bool = False) -> di
     for number, finding in enumerate(findings):
         where = finding.location
         if where is None or ":cell " in where.path or not fixable(finding.code, unsafe):
+            continue
+        if finding.evidence.get("related"):
             continue
         fix = _fix_file(where.path, [finding])
         if fix is not None:

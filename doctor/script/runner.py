@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
 from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_rules, unreadable
+from ddp_doctor.script.chains import helper_findings
 from ddp_doctor.script.config import Config, ConfigFinder
 from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
@@ -78,6 +79,11 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
         for found, facts in prepared:
             rules = selections.rules_for(found.path, configs.for_file(found.path))
             outcome.findings.extend(judge(facts, rules))
+
+        def judge_helper(helper: ScriptFacts) -> list[Finding]:
+            return judge(helper, selections.rules_for(helper.path, configs.for_file(helper.path)))
+
+        outcome.findings.extend(helper_findings([f for _, f in prepared], judge_helper))
     finally:
         project.close()
     outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
