@@ -82,6 +82,21 @@ _NOT_EVIDENCE = frozenset(
         "torch.distributed.is_torchelastic_launched",
     }
 )
+# Every evidence call's qualified name holds one of these: a text pre-filter for files without.
+_EVIDENCE_WORDS = (
+    "distributed",
+    "Distributed",
+    "spawn",
+    "start_processes",
+    "SyncBatchNorm",
+    "deepspeed",
+    "fairscale",
+    "horovod",
+    "Accelerator",
+    "notebook_launcher",
+    "Trainer",
+    "Fabric",
+)
 _FRAMEWORK_CALLS = frozenset({"accelerate.Accelerator", "accelerate.notebook_launcher"})
 _TRAINERS = ("lightning", "pytorch_lightning")
 _TRAINER_KEYWORDS = frozenset({"strategy", "devices", "gpus", "num_nodes"})
@@ -187,6 +202,8 @@ def _own_evidence(facts: ScriptFacts) -> bool:
         return True  # a launch file is judged by its own (launch-line) rules
     if LAUNCHER_VARIABLES & facts.env_names(writes=False):
         return True
+    if not any(word in facts.source for word in _EVIDENCE_WORDS):
+        return is_launched(facts)  # no name any evidence call could have
     for site in facts.calls:
         qualified = facts.resolve(site)
         if qualified is None or qualified in _NOT_EVIDENCE:
@@ -278,12 +295,15 @@ def shares_a_program(one: ScriptFacts, other: ScriptFacts) -> bool:
 
 def is_entry_point(facts: ScriptFacts) -> bool:
     """A file that is run, not imported: a `__main__` guard, a loop or a call at module level
-    under it, or a launch line of the tree that starts it."""
-    if not facts.is_python:
-        return False
-    if any(site.ctx.main_guard for site in facts.calls) or is_launched(facts):
-        return True
-    return any(loop.ctx is not None and loop.ctx.module_level for loop in facts.loops)
+    under it, or a launch line of the tree that starts it (once per file)."""
+    cached = facts.__dict__.get("_entry_point")
+    if cached is None:
+        cached = facts.__dict__["_entry_point"] = facts.is_python and (
+            any(site.ctx.main_guard for site in facts.calls)
+            or is_launched(facts)
+            or any(loop.ctx is not None and loop.ctx.module_level for loop in facts.loops)
+        )
+    return cached
 
 
 def _program_mates(project: Project) -> dict[int, frozenset[int]]:
@@ -337,19 +357,43 @@ _TENSOR_PARALLEL = (
 def rpc_only(facts: ScriptFacts) -> bool:
     """An RPC program (workers, parameter servers, observers) with no data-parallel wrap: not
     one process per GPU doing the same work, so the per-rank opinions do not apply."""
-    files = program_files(facts)
-    qualified = [f.resolve(site) or "" for f in files if f.is_python for site in f.calls]
-    return any(q == _RPC_INIT for q in qualified) and not any(
-        q.startswith(_DATA_PARALLEL_WRAPS) for q in qualified
-    )
+    kinds = set().union(*(_call_kinds(f) for f in program_files(facts)))
+    return "rpc" in kinds and "data-parallel" not in kinds
 
 
 def uses_tensor_parallel(facts: ScriptFacts) -> bool:
     """parallelize_module or distribute_tensor in the program: ranks of one tensor-parallel
     group must draw the same random numbers."""
-    return any(
-        (f.resolve(site) or "").startswith(_TENSOR_PARALLEL)
-        for f in program_files(facts)
-        if f.is_python
-        for site in f.calls
-    )
+    return any("tensor-parallel" in _call_kinds(f) for f in program_files(facts))
+
+
+_KIND_KEYS = (
+    "init_rpc",
+    "DistributedDataParallel",
+    "FullyShardedDataParallel",
+    "fully_shard",
+    "DistributedSampler",
+    "parallelize_module",
+    "distribute_tensor",
+)
+
+
+def _call_kinds(facts: ScriptFacts) -> frozenset[str]:
+    """What the file's calls set up: "rpc", "data-parallel", "tensor-parallel" (once per file)."""
+    cached = facts.__dict__.get("_call_kinds")
+    if cached is not None:
+        return cached
+    kinds: set[str] = set()
+    if facts.is_python:
+        for site in (s for key in _KIND_KEYS for s in facts.calls_by_key.get(key, ())):
+            qualified = facts.resolve(site)
+            if qualified is None or not qualified.startswith("torch."):
+                continue
+            if qualified == _RPC_INIT:
+                kinds.add("rpc")
+            elif qualified.startswith(_DATA_PARALLEL_WRAPS):
+                kinds.add("data-parallel")
+            elif qualified.startswith(_TENSOR_PARALLEL):
+                kinds.add("tensor-parallel")
+    frozen = facts.__dict__["_call_kinds"] = frozenset(kinds)
+    return frozen
