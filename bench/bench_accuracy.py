@@ -5,6 +5,12 @@ Run by hand, not by CI:
     python bench/bench_accuracy.py              # fetches the corpus on first use, then scores
     python bench/bench_accuracy.py --no-fetch   # score the tree already under bench/corpus/accuracy
     python bench/bench_accuracy.py --json out.json
+    python bench/bench_accuracy.py --per-file   # also every labelled file checked alone
+    python bench/bench_accuracy.py --corpus github [--per-file]   # bench/github_corpus by half
+
+After the labelled corpus, the single-process corpus of bench/single_corpus/ (laid out by
+`python bench/single_corpus.py --clones DIR`) is checked per project folder; each warning or
+error there is printed as a false alarm.
 
 The corpus is described in bench/check_corpus/manifest.json and README.md beside it: pinned
 PyPI releases are downloaded (pip download --no-deps), the labelled files are copied to
@@ -16,7 +22,9 @@ anywhere in that file, or at one of the label's `also` places in another file of
 it is a miss otherwise. A code that fires in a file where it is not labelled is one false
 positive for that (file, code), with all its lines listed. Findings within +-2 lines of a
 labelled line are reported as "on the line"; the others as "elsewhere in the file".
-Every miss and false positive is listed with file:line. The exit code is always 0.
+A finding that `check` reports on an entry point for a cause in a helper module (evidence
+`related`) is scored at the helper's line, where the label sits. Every miss and false positive
+is listed with file:line. The exit code is always 0.
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accuracy_corpus import TREE, Entry, fetch_corpus, load_manifest
+from github_corpus import MANIFEST as GITHUB_MANIFEST
+from github_corpus import TREE as GITHUB_TREE
+from github_corpus import halves
+from single_corpus import TREE as SINGLE_TREE
+from single_corpus import load_single
 
 NEAR = 2  # a finding this many lines from a labelled line counts as on it
 CHECK_TIMEOUT_S = 600
@@ -64,13 +77,14 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
 
 
-def run_check(project: Path) -> tuple[list[dict[str, object]], str | None]:
-    """Findings of `check` over one project folder, paths relative to TREE; or why not."""
+def run_check(project: Path, root: Path = TREE) -> tuple[list[dict[str, object]], str | None]:
+    """Findings of `check` over one project folder (or one file), paths relative to `root`;
+    or why not."""
     command = [sys.executable, "-m", "ddp_doctor", "check", "--format", "json"]
-    command += ["--select", "DDP1", project.name]
+    command += ["--select", "DDP1", project.relative_to(root).as_posix()]
     try:
         done = subprocess.run(
-            command, cwd=TREE, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+            command, cwd=root, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
         return [], f"check timed out after {CHECK_TIMEOUT_S} s"
@@ -88,6 +102,9 @@ def findings_by_place(findings: list[dict[str, object]]) -> dict[tuple[str, str]
     places: dict[tuple[str, str], list[int]] = defaultdict(list)
     for finding in findings:
         location = finding.get("location") or {}
+        related = (finding.get("evidence") or {}).get("related")  # type: ignore[union-attr]
+        if related:  # reported on the entry point, caused in a helper: scored at the cause
+            location = related[0]
         path = location.get("path")  # type: ignore[union-attr]
         if not path:
             continue
@@ -148,10 +165,10 @@ def ratio(value: float | None) -> str:
     return "   -" if value is None else f"{value:.2f}"
 
 
-def report(outcome: Outcome, entries: list[Entry]) -> None:
+def report(outcome: Outcome, entries: list[Entry], title: str) -> None:
     labels = sum(len(entry.fire) for entry in entries)
     projects = len({entry.project for entry in entries})
-    print(f"corpus: {len(entries)} files from {projects} projects, {labels} labels")
+    print(f"corpus: {len(entries)} files from {projects} projects, {labels} labels; {title}")
     print()
     print(f"{'rule':8s} {'TP':>4s} {'FP':>4s} {'FN':>4s} {'precision':>10s} {'recall':>7s}")
     total = RuleScore()
@@ -189,12 +206,88 @@ def report(outcome: Outcome, entries: list[Entry]) -> None:
         print(f"\nfindings in files outside the manifest: {outcome.unlabelled_findings}")
 
 
+def scored(entries: list[Entry], targets: list[Path], root: Path = TREE) -> Outcome:
+    """Scores of one `check` run per target (a project folder, or a file alone)."""
+    places: dict[tuple[str, str], list[int]] = defaultdict(list)
+    failures = []
+    for target in targets:
+        findings, failure = run_check(target, root)
+        if failure:
+            failures.append(f"{target.relative_to(root)}: {failure}")
+        for place, lines in findings_by_place(findings).items():
+            places[place].extend(lines)
+    outcome = score(entries, places)
+    outcome.failures = failures
+    return outcome
+
+
+def single_process_report() -> None:
+    """Warnings and errors on the single-process corpus: every one is a false alarm."""
+    entries = load_single()
+    present = [entry for entry in entries if (SINGLE_TREE / entry.id).is_file()]
+    print(f"\nsingle-process corpus: {len(present)} of {len(entries)} files laid out", end="")
+    if not present:
+        print(" (python bench/single_corpus.py --clones DIR lays them out)")
+        return
+    (SINGLE_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    alarms, infos = [], 0
+    for project in sorted({entry.project for entry in present}):
+        findings, failure = run_check(SINGLE_TREE / project, SINGLE_TREE)
+        if failure:
+            alarms.append(f"{project}: {failure}")
+        for finding in findings:
+            if finding.get("severity") in ("warning", "error"):
+                where = finding.get("location") or {}
+                alarms.append(
+                    f"{finding['code']} {where.get('path')}:{where.get('line')}"  # type: ignore[union-attr]
+                )
+            else:
+                infos += 1
+    print(f"; false alarms (warnings and errors): {len(alarms)}; infos: {infos}")
+    for alarm in alarms:
+        print(f"  {alarm}")
+
+
+def github_report(per_file: bool) -> None:
+    """The GitHub corpus (bench/github_corpus/), each half of the split apart: half A may
+    have been used to tune the rules, half B is held out."""
+    entries = load_manifest(GITHUB_MANIFEST)
+    half_of = halves()
+    (GITHUB_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    present = [entry for entry in entries if (GITHUB_TREE / entry.id).is_file()]
+    if not present:
+        print("github corpus: not laid out (python bench/github_corpus.py --clones DIR)")
+        return
+    for half, title in (("A", "half A (tuning)"), ("B", "half B (held out)")):
+        chosen = [entry for entry in present if half_of.get(entry.id) == half]
+        folders = sorted({GITHUB_TREE / entry.project for entry in chosen})
+        report(scored(chosen, folders, GITHUB_TREE), chosen, f"{title}, checked per folder")
+        print("\n")
+        if per_file:
+            alone = scored(chosen, sorted(GITHUB_TREE / e.id for e in chosen), GITHUB_TREE)
+            report(alone, chosen, f"{title}, every file checked alone")
+            print("\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-fetch", action="store_true", help="score the tree already laid out")
     parser.add_argument("--project", action="append", help="only this project (repeatable)")
+    parser.add_argument(
+        "--per-file", action="store_true", help="also check every labelled file alone and score it"
+    )
+    parser.add_argument(
+        "--corpus",
+        choices=("pypi", "github"),
+        default="pypi",
+        help="pypi: bench/check_corpus (the default); github: bench/github_corpus by half",
+    )
     parser.add_argument("--json", type=Path, help="also write the scores and lists as JSON here")
     args = parser.parse_args()
+    if args.corpus == "github":
+        github_report(args.per_file)
+        single_process_report()
+        return
 
     entries = load_manifest()
     if args.project:
@@ -207,17 +300,14 @@ def main() -> None:
     if len(present) < len(entries):
         print(f"corpus: {len(entries) - len(present)} labelled files are missing", file=sys.stderr)
 
-    places: dict[tuple[str, str], list[int]] = defaultdict(list)
-    failures = []
-    for project in sorted({entry.project for entry in present}):
-        findings, failure = run_check(TREE / project)
-        if failure:
-            failures.append(f"{project}: {failure}")
-        for place, lines in findings_by_place(findings).items():
-            places[place].extend(lines)
-    outcome = score(present, places)
-    outcome.failures = failures
-    report(outcome, present)
+    folders = sorted({TREE / entry.project for entry in present})
+    outcome = scored(present, folders)
+    report(outcome, present, "checked per folder, as users run it")
+    if args.per_file:
+        print("\n")
+        alone = scored(present, sorted(TREE / entry.id for entry in present))
+        report(alone, present, "every file checked alone")
+    single_process_report()
     if args.json:
         scores = {
             code: {"tp": r.tp, "fp": r.fp, "fn": r.fn, "on_line": r.on_line}

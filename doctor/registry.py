@@ -187,4 +187,6 @@ def _split_entries(entries: Iterable[str]) -> Iterable[str]:
 
 
 def _matches(entry: str, code: Code) -> bool:
-    return code.code.upper().startswith(entry.upper()) or code.name == entry.lower()
+    """A code, a code prefix, a rule name, or ALL (every code, as in ruff)."""
+    upper = entry.upper()
+    return upper == "ALL" or code.code.upper().startswith(upper) or code.name == entry.lower()

@@ -173,7 +173,16 @@ def test_unknown_selector_is_a_usage_error(project: Path) -> None:
 # suppression and config ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("comment", ["# ddp-doctor: ignore[DDP113]", "# ddp-doctor: ignore"])
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# ddp-doctor: ignore[DDP113]",
+        "# ddp-doctor: ignore",
+        "# noqa: DDP113",
+        "# noqa",
+        "# NOQA:E501,DDP113",
+    ],
+)
 def test_suppression_comment(project: Path, comment: str) -> None:
     lines = BUGGY.splitlines()
     lines[SAMPLER_LINE - 1] += "  " + comment
@@ -181,9 +190,10 @@ def test_suppression_comment(project: Path, comment: str) -> None:
     assert "DDP113" not in codes(check("train.py", "--format", "json"))
 
 
-def test_suppression_of_another_code_keeps_the_finding(project: Path) -> None:
+@pytest.mark.parametrize("comment", ["# ddp-doctor: ignore[DDP116]", "# noqa: E501 F401"])
+def test_suppression_of_another_code_keeps_the_finding(project: Path, comment: str) -> None:
     lines = BUGGY.splitlines()
-    lines[SAMPLER_LINE - 1] += "  # ddp-doctor: ignore[DDP116]"
+    lines[SAMPLER_LINE - 1] += "  " + comment
     (project / "train.py").write_text("\n".join(lines) + "\n")
     assert "DDP113" in codes(check("train.py", "--format", "json"))
 
@@ -244,7 +254,7 @@ def test_launch_files_are_scanned_as_text(monkeypatch: pytest.MonkeyPatch) -> No
         ("train_legacy.sh", 3, "DDP124"),
         ("train_legacy.sh", 6, "DDP102"),  # and line 7: one finding per file
         ("job.yaml", 4, "DDP102"),
-        ("README.md", 4, "DDP102"),
+        ("README.md", 8, "DDP102"),  # the code block, not the prose at 4
     }
     legacy = next(f for f in document["findings"] if f["location"]["line"] == 6)
     assert legacy["evidence"]["also_lines"] == [7]
@@ -328,9 +338,16 @@ def test_missing_path_with_good_file_checks_the_rest(project: Path) -> None:
     assert result.exit_code == 1 and set(codes(result)) >= {"DDP911", "DDP113"}
 
 
-def test_empty_folder_exits_2(project: Path) -> None:
+def test_folder_without_python_is_a_note_and_exit_0(project: Path) -> None:
     (project / "empty").mkdir()
-    assert check("empty").exit_code == 2
+    (project / "empty" / "weights.bin").write_bytes(b"\0" * 16)
+    result = check("empty")
+    assert result.exit_code == 0
+    assert "note:" in result.output
+
+
+def test_nothing_readable_exits_2(project: Path) -> None:
+    assert check("missing_folder").exit_code == 2
 
 
 def test_no_traceback_and_no_torch_import(project: Path) -> None:
@@ -344,3 +361,15 @@ def test_no_traceback_and_no_torch_import(project: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and done.stderr.endswith("no-torch")
+
+
+def test_opinions_are_out_of_the_default_selection(project: Path) -> None:
+    (project / "seeded.py").write_text(
+        "import torch\nimport torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\ntorch.manual_seed(0)\n"
+        "for step in range(3):\n    print(step)\ndist.destroy_process_group()\n"
+    )
+    assert not {"DDP119", "DDP122"} & set(codes(check("seeded.py", "--format", "json")))
+    everything = set(codes(check("seeded.py", "--format", "json", "--select", "ALL")))
+    assert {"DDP119", "DDP122"} <= everything
+    assert "DDP122" in codes(check("seeded.py", "--format", "json", "--select", "DDP122"))

@@ -164,10 +164,15 @@ def test_project(project: Path) -> None:
 
 
 def test_a_file_checked_alone_reads_the_modules_it_imports() -> None:
-    """utils/dist.py is read for context (its set_device counts) but not reported on."""
+    """utils/dist.py is read for context (its set_device counts); a mistake in it is reported
+    on train.py's call that reaches it, with the helper's line as related location."""
     pinned = check_paths([str(SCRIPTS / "projects" / "pinned_in_helper" / "train.py")])
     assert pinned.checked == 1 and not pinned.findings
     unpinned = check_paths([str(SCRIPTS / "projects" / "unpinned_helper" / "train.py")])
     assert {(Path(f.location.path).name, f.code) for f in unpinned.findings} == {
-        ("train.py", "DDP127")
+        ("train.py", "DDP127"),
+        ("train.py", "DDP107"),
     }
+    (helper_finding,) = [f for f in unpinned.findings if f.code == "DDP107"]
+    related = helper_finding.evidence["related"][0]
+    assert (Path(str(related["path"])).name, related["line"]) == ("dist.py", 8)

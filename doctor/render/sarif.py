@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ddp_doctor import strict_json
 from ddp_doctor.model import Finding, Report, Severity
 from ddp_doctor.registry import RuleSpec, lookup
 
+if TYPE_CHECKING:
+    from ddp_doctor.script.fixes import FindingFix
+
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/ddp-doctor/"
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
-def render_sarif(report: Report) -> str:
-    return strict_json.dumps(sarif_document(report), indent=2, ensure_ascii=False) + "\n"
+def render_sarif(report: Report, fixes: Mapping[int, FindingFix] | None = None) -> str:
+    """`fixes`, by index of the finding in the report: each becomes the result's `fixes`."""
+    document = sarif_document(report, fixes or {})
+    return strict_json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def sarif_document(report: Report) -> dict[str, Any]:
+def sarif_document(report: Report, fixes: Mapping[int, FindingFix] | None = None) -> dict[str, Any]:
     codes = sorted({f.code for f in report.findings})
     specs = [spec for code in codes if (spec := lookup(code)) is not None]
     index = {spec.code: number for number, spec in enumerate(specs)}
@@ -37,7 +43,10 @@ def sarif_document(report: Report) -> dict[str, Any]:
                         "rules": [_rule(spec) for spec in specs],
                     }
                 },
-                "results": [_result(f, index) for f in report.findings],
+                "results": [
+                    _result(f, index, (fixes or {}).get(number))
+                    for number, f in enumerate(report.findings)
+                ],
             }
         ],
     }
@@ -54,7 +63,9 @@ def _rule(spec: RuleSpec) -> dict[str, Any]:
     }
 
 
-def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
+def _result(
+    finding: Finding, index: dict[str, int], fix: FindingFix | None = None
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "level": _LEVELS[finding.severity],
@@ -75,7 +86,59 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
                 }
             }
         ]
+    related = finding.evidence.get("related")
+    if isinstance(related, list) and related:
+        result["relatedLocations"] = [
+            _related(number, place) for number, place in enumerate(related)
+        ]
+    if fix is not None:
+        result["fixes"] = [_fix(fix)]
     return result
+
+
+def _related(number: int, place: object) -> dict[str, Any]:
+    """Where the cause is when the finding is reported on the entry point that reaches it."""
+    spot = place if isinstance(place, dict) else {}
+    region: dict[str, Any] = {"startLine": int(spot.get("line") or 1)}
+    if spot.get("column"):
+        region["startColumn"] = int(spot["column"])
+    return {
+        "id": number,
+        "physicalLocation": {
+            "artifactLocation": {"uri": _uri(str(spot.get("path", "")))},
+            "region": region,
+        },
+        "message": {"text": "the cause, in the helper module"},
+    }
+
+
+def _fix(fix: FindingFix) -> dict[str, Any]:
+    """SARIF's fix object: whole-line regions (startLine..endLine) replaced, or an empty
+    region at a line's start where lines are inserted before it."""
+    replacements = []
+    for change in fix.replacements:
+        if change.end_line < change.start_line:
+            region = {
+                "startLine": change.start_line,
+                "startColumn": 1,
+                "endLine": change.start_line,
+                "endColumn": 1,
+            }
+        else:
+            region = {
+                "startLine": change.start_line,
+                "startColumn": 1,
+                "endLine": change.end_line + 1,
+                "endColumn": 1,
+            }
+        replacements.append({"deletedRegion": region, "insertedContent": {"text": change.text}})
+    kind = "safe" if fix.safe else "unsafe (--unsafe-fixes)"
+    return {
+        "description": {"text": f"ddp-doctor check --fix: {kind}"},
+        "artifactChanges": [
+            {"artifactLocation": {"uri": _uri(fix.path)}, "replacements": replacements}
+        ],
+    }
 
 
 def _uri(path: str) -> str:

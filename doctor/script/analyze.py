@@ -14,6 +14,12 @@ from collections.abc import Sequence
 
 from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
+from ddp_doctor.script.evidence import (
+    NEEDS_DISTRIBUTED,
+    PER_RANK_OPINIONS,
+    rpc_only,
+    runs_distributed,
+)
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import PYTHON, Candidate, read_text
 from ddp_doctor.script.hits import merge_causes
@@ -59,6 +65,10 @@ def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:
 
 def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
     """Every rule on one file: suppressed lines dropped, then one finding per cause."""
+    if facts.is_python and not runs_distributed(facts):
+        rules = [spec for spec in rules if spec.code not in NEEDS_DISTRIBUTED]
+    elif facts.is_python and rpc_only(facts):
+        rules = [spec for spec in rules if spec.code not in PER_RANK_OPINIONS]
     table = suppressions(facts.source)
     findings: list[Finding] = []
     for spec in rules:

@@ -7,12 +7,14 @@ Python files are parsed; shell, YAML, Makefile and Markdown files are scanned as
 
 from __future__ import annotations
 
+import ast
 import errno
 import io
 import itertools
 import os
 import re
 import tokenize
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,7 +23,19 @@ from ddp_doctor.script.ignore import IgnoreRules
 
 PYTHON = "python"
 TEXT = "text"
-TEXT_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".md", ".slurm", ".sbatch", ".mk")
+NOTEBOOK = "notebook"  # a Jupyter .ipynb: its code cells are read as one script
+TEXT_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".yaml",
+    ".yml",
+    ".md",
+    ".markdown",
+    ".rst",
+    ".slurm",
+    ".sbatch",
+    ".mk",
+)
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
 MAX_BYTES = 10 * 1024 * 1024
 # Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense
@@ -47,6 +61,8 @@ def kind_of(path: str) -> str | None:
     name = os.path.basename(path)
     if name.endswith(".py"):
         return PYTHON
+    if name.endswith(".ipynb"):
+        return NOTEBOOK
     if name.endswith(TEXT_SUFFIXES) or name in TEXT_NAMES:
         return TEXT
     return None
@@ -74,13 +90,30 @@ def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Un
 
 
 def _sniff_kind(path: str) -> str:
-    """An explicit file with no known suffix: Python if its #! line says so, else text."""
+    """An explicit file with no known suffix: Python if its #! line says so or its text parses
+    as Python, else text (scanned for launch lines)."""
     try:
         with open_regular(path) as stream:
-            first = stream.readline(200)
+            data = stream.read(MAX_BYTES)
     except OSError:
         return TEXT
-    return PYTHON if first.startswith(b"#!") and b"python" in first else TEXT
+    first = data.split(b"\n", 1)[0][:200]
+    if first.startswith(b"#!"):
+        return PYTHON if b"python" in first else TEXT
+    return PYTHON if _parses(data) else TEXT
+
+
+def _parses(data: bytes) -> bool:
+    """Whether the bytes are a Python module with at least one statement."""
+    if b"\0" in data or not data.strip():
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return bool(tree.body)
 
 
 def _walk(root: str, excludes: IgnoreRules) -> Iterator[Candidate | Unreadable]:

@@ -29,6 +29,19 @@ from ddp_doctor.script.region import distributed_region, single_process
 from ddp_doctor.script.values import Values
 
 _CUDA_DEVICE_PREFIX = "cuda"
+# torch.cuda's device calls, and torch.accelerator's (the device-generic API that
+# pytorch/examples uses since torch 2.6: CUDA wherever a GPU is)
+_DEVICE_API_KEYS = frozenset(
+    {
+        "is_available",
+        "device_count",
+        "set_device",
+        "synchronize",
+        "current_accelerator",
+        "set_device_index",
+        "set_device_idx",
+    }
+)
 _RPC = ("torch.distributed.rpc.init_rpc", "torch.distributed.rpc.")
 _RPC_KEYS = ("init_rpc", "rpc_sync", "rpc_async", "remote")
 
@@ -152,9 +165,10 @@ class Flow(Pins):
         if any(wrap.argument(1, "device_ids") is not None for wrap in self.ddp_wraps):
             return True
         return any(
-            (name := facts.qualname(site.node.func)) is not None and name.startswith("torch.cuda.")
+            (name := facts.qualname(site.node.func)) is not None
+            and name.startswith(("torch.cuda.", "torch.accelerator."))
             for site in facts.calls
-            if site.key in ("is_available", "device_count", "set_device", "synchronize")
+            if site.key in _DEVICE_API_KEYS
         ) or any(self.is_cuda_device_literal(site) for site in facts.calls_by_key.get("to", ()))
 
     def is_cuda_device_literal(self, site: CallSite) -> bool:

@@ -75,6 +75,9 @@ def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | No
         kinds = {classify(value, flags) for value in test.values} - {None}
         return kinds.pop() if len(kinds) == 1 else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        held = _none_test(test, flags)
+        if held is not None:
+            return held
         return _classify_compare(test.left, test.ops[0], test.comparators[0])
     if is_main_process_predicate(test):
         return ZERO
@@ -85,6 +88,39 @@ def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | No
         text = dotted(test)
         return flags.get(text) if text is not None else None
     return None
+
+
+def held_only_on(value: ast.expr, flags: Mapping[str, str] | None = None) -> str | None:
+    """`SummaryWriter() if rank == 0 else None`: a value that is set (truthy) only on rank 0
+    (ZERO) or only off it (NONZERO); the guard it holds is then tested as `writer is None`."""
+    if not isinstance(value, ast.IfExp):
+        return None
+    polarity = classify(value.test, flags)
+    if polarity is None:
+        return None
+    if _is_none(value.orelse) and not _is_none(value.body):
+        return polarity
+    if _is_none(value.body) and not _is_none(value.orelse):
+        return flip(polarity)
+    return None
+
+
+def _none_test(test: ast.Compare, flags: Mapping[str, str] | None) -> str | None:
+    """`writer is None` / `writer is not None` on a value held only on some ranks."""
+    if not flags or not _is_none(test.comparators[0]):
+        return None
+    text = dotted(test.left)
+    held = flags.get(text) if text is not None else None
+    if held is None:
+        return None
+    op = test.ops[0]
+    if isinstance(op, ast.IsNot):
+        return held
+    return flip(held) if isinstance(op, ast.Is) else None
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def rank_zero_predicate(

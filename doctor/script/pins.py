@@ -26,9 +26,34 @@ _PINNING_LIBRARIES = (
     "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
     "torchtune.training.get_device",
 )
+# torch's own calls that pin the process's device: CUDA's, and the device-generic
+# torch.accelerator API that pytorch/examples uses since torch 2.6 (set_device_idx was its
+# first name); `torch.get_device_module(t).set_device(i)` has no qualified name and is caught
+# by its method name below.
+_TORCH_PINS = frozenset(
+    {
+        names.SET_DEVICE,
+        "torch.accelerator.set_device_index",
+        "torch.accelerator.set_device_idx",
+        "torch.xpu.set_device",
+        "torch.mps.set_device",
+    }
+)
+# Context managers: they pin the device only as `with torch.cuda.device(i):`.
+_CONTEXT_PINS = frozenset({"torch.cuda.device", "torch.accelerator.device_index"})
 _DIST_INITS = frozenset({"init", "setup", "init_distributed", "init_distributed_mode"})
 _PIN_KEYS = frozenset(
-    {"set_device", "device", "init_process_group", "Accelerator", "Fabric", "get_device"}
+    {
+        "set_device",
+        "set_device_index",
+        "set_device_idx",
+        "device_index",
+        "device",
+        "init_process_group",
+        "Accelerator",
+        "Fabric",
+        "get_device",
+    }
 )
 
 
@@ -133,7 +158,9 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     ):
         return False
     qualified = facts.resolve(site)
-    if qualified in (names.SET_DEVICE, "torch.cuda.device"):
+    if qualified in _CONTEXT_PINS:
+        return id(site.node) in with_items(facts)  # a bare call pins nothing
+    if qualified in _TORCH_PINS:
         return True
     if qualified is not None and qualified.startswith(_PINNING_LIBRARIES):
         return True
@@ -149,6 +176,24 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
         return False
     module = qualified.rpartition(".")[0]
     return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
+
+
+def with_items(facts: ScriptFacts) -> frozenset[int]:
+    """ids of the expressions a `with` statement of the file enters (computed once)."""
+    cached = facts.__dict__.get("_with_items")
+    if cached is None:
+        found = (
+            {
+                id(item.context_expr)
+                for node in ast.walk(facts.tree)
+                if isinstance(node, (ast.With, ast.AsyncWith))
+                for item in node.items
+            }
+            if facts.tree is not None
+            else set()
+        )
+        cached = facts.__dict__["_with_items"] = frozenset(found)
+    return cached
 
 
 def _runs_first(pin: ast.AST, at: ast.AST) -> bool:

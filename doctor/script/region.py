@@ -12,6 +12,7 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
+from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched
 from ddp_doctor.script.facts import SINGLE, CallSite, Function
 
 _DISTRIBUTED_MARKS = frozenset(
@@ -51,6 +52,7 @@ def distributed_region(graph: CallGraph) -> set[Function]:
                 parents.add(unit)
                 seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
 
+    seeds |= _started_by_a_launcher(graph)
     parents |= _parent_only(graph, parents, seeds)
 
     def passes_up(edge: Edge) -> bool:
@@ -60,6 +62,19 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     region = graph.closure(callers, up=False)
     graph.__dict__["_distributed_region"] = region
     return region
+
+
+def _started_by_a_launcher(graph: CallGraph) -> set[Function]:
+    """Code that a launcher runs once per process with no call that marks it: a file a launch
+    line of the tree starts (torchrun train.py), a function that reads LOCAL_RANK or RANK."""
+    started: set[Function] = set()
+    for facts in graph.files():
+        if is_launched(facts):
+            started.add(facts.module_unit)
+        for access in facts.env:
+            if not access.writes and access.name in LAUNCHER_VARIABLES:
+                started.add(graph.unit(facts, access.ctx))
+    return started
 
 
 def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function]) -> set[Function]:

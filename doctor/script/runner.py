@@ -10,13 +10,20 @@ from dataclasses import dataclass, field
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
 from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_rules, unreadable
+from ddp_doctor.script.chains import helper_findings
 from ddp_doctor.script.config import Config, ConfigFinder
+from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
-from ddp_doctor.script.files import Candidate, Unreadable, discover, read_text
+from ddp_doctor.script.files import NOTEBOOK, PYTHON, Candidate, Unreadable, discover, read_text
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
 
 _DOCTOR_PREFIX = "DDP9"
+# Opinions, not mistakes: selectable (--select DDP119, --select ALL, or any select that names
+# them or their prefix) but left out of the default selection, as ruff leaves its
+# opinionated rules out of its default set.
+OPINION_CODES = ("DDP119", "DDP122")
 
 
 @dataclass(frozen=True)
@@ -54,37 +61,57 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     selections = _Selections(options)
     project = new_project(_roots(paths), load=load_for_context)
     prepared: list[tuple[Candidate, ScriptFacts]] = []
+    notebooks: dict[str, NotebookScript] = {}
     for found in discover(list(paths), excludes):
         if isinstance(found, Unreadable):
             outcome.skipped += 1
             outcome.findings.append(unreadable(found.path, found.reason))
             continue
-        facts = _prepare_file(found, outcome)
+        facts = _prepare_file(found, outcome, notebooks)
         if facts is not None:
             if facts.is_python:
                 project.add(facts)
             else:  # launch lines of a shell script or Makefile: a tree of their own
                 project_of([facts])
             prepared.append((found, facts))
+    note_launchers(project, [facts for _, facts in prepared if not facts.is_python])
     try:
         for found, facts in prepared:
             rules = selections.rules_for(found.path, configs.for_file(found.path))
             outcome.findings.extend(judge(facts, rules))
+
+        def judge_helper(helper: ScriptFacts) -> list[Finding]:
+            return judge(helper, selections.rules_for(helper.path, configs.for_file(helper.path)))
+
+        outcome.findings.extend(helper_findings([f for _, f in prepared], judge_helper))
     finally:
         project.close()
     outcome.findings = [f for f in outcome.findings if selections.keeps(f, configs)]
+    for path, script in notebooks.items():
+        outcome.findings = in_cells(outcome.findings, path, script)
     outcome.findings.sort(key=_order)
     return outcome
 
 
-def _prepare_file(candidate: Candidate, outcome: CheckOutcome) -> ScriptFacts | None:
+def _prepare_file(
+    candidate: Candidate, outcome: CheckOutcome, notebooks: dict[str, NotebookScript]
+) -> ScriptFacts | None:
     text = read_text(candidate)
     if isinstance(text, Unreadable):
         outcome.skipped += 1
         outcome.findings.append(unreadable(text.path, text.reason))
         return None
+    kind = candidate.kind
+    if kind == NOTEBOOK:
+        script = notebook_script(text)
+        if isinstance(script, str):
+            outcome.skipped += 1
+            outcome.findings.append(unreadable(candidate.path, script))
+            return None
+        notebooks[candidate.path] = script
+        text, kind = script.source, PYTHON
     outcome.checked += 1
-    prepared = prepare(candidate.path, text, candidate.kind)
+    prepared = prepare(candidate.path, text, kind)
     if isinstance(prepared, Finding):
         outcome.findings.append(prepared)
         return None
@@ -122,6 +149,8 @@ class _Selections:
     def selector(self, path: str, config: Config) -> Selector:
         select = self.options.select or config.select
         ignore = (*config.ignore, *config.ignores_for(path), *self.options.ignore)
+        if not select:
+            ignore = (*OPINION_CODES, *ignore)
         return Selector(_split(select), _split(ignore))
 
     def rules_for(self, path: str, config: Config) -> list[RuleSpec]:

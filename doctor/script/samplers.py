@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import shares_a_program
 from ddp_doctor.script.facts import CallSite, Context, Loop, ScriptFacts
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.origins import CALL, Origin
@@ -162,10 +163,12 @@ class SamplerFlow:
 
     @cached_property
     def set_epoch_calls(self) -> list[tuple[ScriptFacts, CallSite]]:
-        """set_epoch calls anywhere in the tree (a trainer module may call it)."""
+        """set_epoch calls of this file's programs (a trainer module it imports may call it;
+        an unrelated script beside it may not)."""
         return [
             (facts, call)
             for facts in self.flow.graph.files()
+            if shares_a_program(self.facts, facts)
             for call in facts.methods_called("set_epoch")
         ]
 

@@ -48,3 +48,48 @@ def renamed_nccl_variables(lines: Sequence[str]) -> Iterator[tuple[int, int, str
             continue
         for match in _RENAMED.finditer(line):
             yield number, match.start(), match.group(1)
+
+
+DOCUMENT_SUFFIXES = (".md", ".markdown", ".rst")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_RST_BLOCK = re.compile(r"(::\s*$)|^\s*\.\.\s+(code-block|code|sourcecode)::")
+
+
+def code_lines(path: str, lines: Sequence[str]) -> list[str]:
+    """The lines a launch scan reads: all of a shell script or YAML file; of a Markdown or
+    reStructuredText document only its code blocks (fenced, or RST literal and code-block
+    directives), prose blanked so that line numbers stay true. A CHANGELOG line that names the
+    launcher in a sentence is not a launch line."""
+    if not path.lower().endswith(DOCUMENT_SUFFIXES):
+        return list(lines)
+    return _rst_code(lines) if path.lower().endswith(".rst") else _fenced(lines)
+
+
+def _fenced(lines: Sequence[str]) -> list[str]:
+    kept, inside = [], False
+    for line in lines:
+        if _FENCE.match(line):
+            inside = not inside
+            kept.append("")
+            continue
+        kept.append(line if inside else "")
+    return kept
+
+
+def _rst_code(lines: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    block_indent: int | None = None  # indentation of the paragraph that opened the block
+    opened = False
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if opened and line.strip() and indent > (block_indent or 0):
+            kept.append(line)
+            continue
+        if opened and not line.strip():
+            kept.append("")
+            continue
+        opened = False
+        kept.append("")
+        if _RST_BLOCK.search(line):
+            opened, block_indent = True, indent
+    return kept

@@ -63,7 +63,8 @@ class _Walker:
         text = dotted(target)
         if text is None:
             return
-        polarity = guards.classify(value, self._flags(ctx))
+        flags = self._flags(ctx)
+        polarity = guards.held_only_on(value, flags) or guards.classify(value, flags)
         scope: object = ctx.class_name if text.startswith("self.") else ctx.function
         if polarity is not None:
             self.flags.setdefault(scope, {})[text] = polarity

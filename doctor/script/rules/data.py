@@ -10,6 +10,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
+from ddp_doctor.script.evidence import uses_tensor_parallel
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
@@ -278,7 +279,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         seeding call in the script uses the rank. Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
-        comparison needs the same data on every rank). Reported once, at the first call.
+        comparison needs the same data on every rank), and so are tensor-parallel programs
+        (parallelize_module, distribute_tensor: the ranks of a group must draw the same
+        numbers). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -290,7 +293,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.manual_seed(42 + dist.get_rank())
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess or _is_test_file(facts.path):
+    if not flow.is_multiprocess or _is_test_file(facts.path) or uses_tensor_parallel(facts):
         return
     workers = _spawned_code(facts)
     seeds = [

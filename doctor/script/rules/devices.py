@@ -50,7 +50,8 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         dist.init_process_group("nccl")
     """
     flow = flow_of(facts)
-    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment or flow.is_rpc:
+    rpc_only = flow.is_rpc and not flow.ddp_wraps  # a DDP trainer of an RPC job still pins
+    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment or rpc_only:
         return
     for init in flow.init_calls:
         if _is_gloo(init) or init.ctx.launch == SINGLE:

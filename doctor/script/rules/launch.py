@@ -8,11 +8,17 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import launched_by_legacy_launcher, program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
 from ddp_doctor.script.placement import device_sources
-from ddp_doctor.script.textscan import is_launcher_path, launch_in_string, launch_mentions
+from ddp_doctor.script.textscan import (
+    code_lines,
+    is_launcher_path,
+    launch_in_string,
+    launch_mentions,
+)
 from ddp_doctor.script.values import Values
 
 _LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
@@ -30,7 +36,8 @@ _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefil
 def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         `-m torch.distributed.launch` or its file path torch/distributed/launch.py in shell,
-        YAML, Makefile and Markdown files and in Python strings (also built as
+        YAML and Makefile files, in the code blocks of Markdown and RST documents (not their
+        prose), and in Python strings (also built as
         os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
         "/distributed/launch.py"), and imports of the module. One finding per file, the
         other lines listed.
@@ -45,7 +52,8 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
     """
     if not facts.is_python:
         skip_comments = facts.path.endswith(_TEXT_COMMENTS)
-        for line, column, text in launch_mentions(facts.lines, skip_comments=skip_comments):
+        lines = code_lines(facts.path, facts.lines)
+        for line, column, text in launch_mentions(lines, skip_comments=skip_comments):
             yield _launch_hit(facts, text, location(facts, line=line, column=column))
         return
     for constant in facts.strings:
@@ -108,7 +116,10 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
-        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere.
+        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
+        program (the script and the modules of the tree it imports or that import it); or,
+        whatever the script reads, when a launch file of the tree starts it with
+        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first).
     Why it matters:
         Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
         only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
@@ -119,7 +130,10 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
     declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if "--local-rank" in declared or _local_rank_from_env(facts):
+    if "--local-rank" in declared:
+        return
+    reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
+    if reads_env and not launched_by_legacy_launcher(facts):
         return
     if facts.methods_called("parse_known_args"):
         return

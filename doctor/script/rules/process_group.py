@@ -8,11 +8,19 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.callgraph import DEPTH
-from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.callgraph import DEPTH, CallGraph
+from ddp_doctor.script.evidence import is_entry_point
+from ddp_doctor.script.facts import (
+    DISTRIBUTED,
+    SINGLE,
+    CallSite,
+    Context,
+    Function,
+    ScriptFacts,
+    text_of,
+)
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
-from ddp_doctor.script.origins import CONSTANT
 from ddp_doctor.script.textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
@@ -81,12 +89,14 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 )
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        init_process_group with the backend "nccl" (literally, or through names that only ever
-        hold it) where no availability check (torch.cuda.is_available(),
+        init_process_group with the backend "nccl" (literally, as dist.Backend.NCCL, or through
+        names that only ever hold either) where no availability check (torch.cuda.is_available(),
         dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
         backend's own expression, and none in a condition around the call or around the
         assignment of the backend, here or in a caller. A check that only sizes the world
-        (world_size = torch.cuda.device_count()) is no fallback.
+        (world_size = torch.cuda.device_count()) is no fallback. A GPU requirement stated
+        before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
+        test skipped without GPUs) counts as the choice: the script says it needs GPUs.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -112,16 +122,32 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
 def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
     """Every value the backend may hold is the constant "nccl", and no check chose it."""
     values = facts.project.values
-    if isinstance(node, ast.Constant):
-        return node.value == "nccl"
+    if isinstance(node, ast.Constant) or _is_nccl_member(facts, node):
+        return _is_nccl(facts, node)
     origins = values.origins(facts, node, init.ctx)
-    if not origins or any(o.kind != CONSTANT or o.node.value != "nccl" for o in origins):  # type: ignore[union-attr]
+    if not origins or not all(
+        o.facts is not None and isinstance(o.node, ast.expr) and _is_nccl(o.facts, o.node)
+        for o in origins
+    ):
         return False
     for origin in origins:
         assignment = flow_of(origin.facts).assignment_of(origin.node)  # type: ignore[arg-type]
         if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _is_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
+    """The constant "nccl", or the enum member `dist.Backend.NCCL` (a str subclass)."""
+    if isinstance(node, ast.Constant):
+        return node.value == "nccl"
+    return _is_nccl_member(facts, node)
+
+
+def _is_nccl_member(facts: ScriptFacts, node: ast.expr) -> bool:
+    if not isinstance(node, ast.Attribute) or node.attr != "NCCL":
+        return False
+    return facts.qualname(node) in ("torch.distributed.Backend.NCCL", "torch.distributed.NCCL")
 
 
 def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
@@ -221,7 +247,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         A script that calls init_process_group and never destroy_process_group: not itself,
         not through a helper of the checked tree (a `cleanup()` in utils/dist.py), not in a
         caller. A one-process group (for SyncBatchNorm without DDP) is not ended by a destroy
-        that runs only under `if is_ddp:`.
+        that runs only under `if is_ddp:`, and no group is ended by a destroy in a function of
+        the script that nothing calls (a helper module's functions are its API and count).
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -249,14 +276,33 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
     for init in inits:
         single = init.ctx.launch == SINGLE or _one_process(init)
         key, direct = ("destroys-single", _destroys_single) if single else ("destroys", _destroys)
-        reach = graph.reaching(key, direct)
+        reach = set(graph.reaching(key, direct)) & live_units(graph, facts, inits)
         if any(graph.unit(facts, site.ctx) in reach for site in facts.calls):
             return
         starters = {graph.unit(facts, init.ctx)}
-        if graph.closure(starters, up=True, depth=DEPTH) & set(reach):
+        if graph.closure(starters, up=True, depth=DEPTH) & reach:
             continue  # a caller (in another module) ends the group: run() { setup(); destroy() }
         yield hit(facts, init.node, "init_process_group has no matching destroy_process_group()")
         return
+
+
+def live_units(graph: CallGraph, facts: ScriptFacts, inits: list[CallSite]) -> set[Function]:
+    """Code that runs: module code, methods (a framework may call them), every function of a
+    module that is imported rather than run (its API: `setup()` and `cleanup()` of a helper
+    module), the functions that init the group (the rule's premise is that they run), and
+    what those call or are handed. A function of a script that nothing calls (a `cleanup()`
+    left unused in train.py) is not."""
+    cached = graph.__dict__.get("_live_units")
+    if cached is None:
+        roots = [
+            unit
+            for other in graph.files()
+            for unit in (other.module_unit, *other.functions)
+            if unit is other.module_unit or unit.class_name is not None or not is_entry_point(other)
+        ]
+        cached = graph.__dict__["_live_units"] = graph.closure(roots, up=False)
+    starters = {graph.unit(facts, init.ctx) for init in inits}
+    return cached | graph.closure(graph.closure(starters, up=True, depth=DEPTH), up=False)
 
 
 def _destroys(facts: ScriptFacts, site: CallSite) -> bool:

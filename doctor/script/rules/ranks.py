@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like, is_wrapper_test
@@ -120,16 +121,31 @@ def _unwrapped_here(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> b
             return True
     text = names.access_path(receiver)
     for assignment in facts.assignments_by_target.get(text or "", ()):
-        value = assignment.value
-        unwraps = (isinstance(value, ast.Attribute) and value.attr == "module") or (
-            isinstance(value, ast.Call) and "unwrap" in (names.last_identifier(value.func) or "")
-        )
         if (
-            unwraps
+            _is_unwrap(assignment.value)
             and assignment.ctx.function is call.ctx.function
             and (position(assignment) < position(call))
         ):
             return True
+    return False
+
+
+def _is_unwrap(value: ast.expr) -> bool:
+    """`m.module`, `unwrap_model(m)`, `getattr(m, "module", m)`, and a conditional unwrap
+    `m.module if ddp else m` (the wrapper's arm unwraps, the other holds the plain model)."""
+    if isinstance(value, ast.Attribute) and value.attr == "module":
+        return True
+    if isinstance(value, ast.Call):
+        called = names.last_identifier(value.func) or ""
+        if "unwrap" in called:
+            return True
+        first = value.args[1] if called == "getattr" and len(value.args) >= 2 else None
+        return isinstance(first, ast.Constant) and first.value == "module"
+    if isinstance(value, ast.IfExp):
+        arms = (value.body, value.orelse)
+        for unwrapped, plain in (arms, arms[::-1]):
+            if isinstance(unwrapped, ast.Attribute) and unwrapped.attr == "module":
+                return names.dotted(unwrapped.value) == names.dotted(plain)
     return False
 
 
@@ -217,8 +233,11 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    quiet_print = facts.print_overridden or bool(
-        facts.calls_by_key.get("setup_for_distributed") or facts.calls_by_key.get("setup_print")
+    quiet_print = any(
+        f.print_overridden
+        or bool(f.calls_by_key.get("setup_for_distributed") or f.calls_by_key.get("setup_print"))
+        for f in program_files(facts)
+        if f.is_python
     )
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):

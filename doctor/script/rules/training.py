@@ -124,8 +124,9 @@ def dataparallel_input_off_first_device(facts: ScriptFacts) -> Iterator[Hit]:
         In a script that runs a model with nn.DataParallel, tensors (inputs, targets) moved
         with .to()/.cuda() to a literal GPU (directly or through a name or a torch.device)
         other than the wrapper's first device: device_ids[0], or cuda:0 when device_ids is
-        not given (output_device, when given, is also accepted). The model itself is left to
-        DDP109.
+        not given (output_device, when given, is also accepted). And the model (or the
+        wrapper) moved to a literal GPU other than device_ids[0] and never to device_ids[0]:
+        DataParallel needs the module's parameters there. A model left on the CPU is DDP109's.
     Why it matters:
         DataParallel gathers the outputs on device_ids[0]. A target on another GPU meets them
         in the loss: "Expected all tensors to be on the same device, but found at least two
@@ -142,6 +143,7 @@ def dataparallel_input_off_first_device(facts: ScriptFacts) -> Iterator[Hit]:
     if not accepted:
         return
     models = _models(facts, wraps)
+    yield from _module_off_first_device(facts, wraps, models)
     for name in ("to", "cuda"):
         for move in facts.methods_called(name):
             device = move.argument(0, "device")
@@ -150,7 +152,7 @@ def dataparallel_input_off_first_device(facts: ScriptFacts) -> Iterator[Hit]:
             index = device_index(facts, device, move.ctx)
             if index is None or index in accepted:
                 continue
-            if facts.project.values.origins(facts, move.receiver, move.ctx) & models:
+            if _moves_model(facts, move, models):
                 continue
             first = min(accepted)
             yield hit(
@@ -162,7 +164,47 @@ def dataparallel_input_off_first_device(facts: ScriptFacts) -> Iterator[Hit]:
             )
 
 
-def _first_devices(facts: ScriptFacts, wraps: list[CallSite]) -> set[int]:
+def _moves_model(facts: ScriptFacts, move: CallSite, models: set[Origin]) -> bool:
+    receiver = move.receiver
+    if receiver is None:
+        return False
+    return bool(facts.project.values.origins(facts, receiver, move.ctx) & models)
+
+
+def _module_off_first_device(
+    facts: ScriptFacts, wraps: list[CallSite], models: set[Origin]
+) -> Iterator[Hit]:
+    """The model sent to a literal GPU that is not device_ids[0] (and never to it)."""
+    firsts = _first_devices(facts, wraps, with_output=False)
+    if len(firsts) != 1:
+        return
+    first = next(iter(firsts))
+    wrong: list[tuple[CallSite, int]] = []
+    for name in ("to", "cuda"):
+        for move in facts.methods_called(name):
+            device = move.argument(0, "device")
+            if device is None or not _moves_model(facts, move, models):
+                continue
+            index = device_index(facts, device, move.ctx)
+            if index == first:
+                return  # moved where DataParallel wants it (too)
+            if index is not None:
+                wrong.append((move, index))
+    for move, index in sorted(wrong, key=lambda pair: position(pair[0]))[:1]:
+        yield hit(
+            facts,
+            move.node,
+            f"{text_of(move.node)} puts the model on cuda:{index}, but DataParallel needs its "
+            f"parameters on cuda:{first} (device_ids[0]): forward fails with 'module must have "
+            f"its parameters and buffers on device cuda:{first}'",
+            {"device": index, "first_device": first},
+            cause="module placement",
+        )
+
+
+def _first_devices(
+    facts: ScriptFacts, wraps: list[CallSite], *, with_output: bool = True
+) -> set[int]:
     """The devices every DataParallel of the file gathers on; empty when they disagree or
     cannot be told."""
     found: set[int] = set()
@@ -178,7 +220,7 @@ def _first_devices(facts: ScriptFacts, wraps: list[CallSite]) -> set[int]:
             accepted.add(first)
         else:
             return set()
-        output = wrap.argument(2, "output_device")
+        output = wrap.argument(2, "output_device") if with_output else None
         if output is not None:
             chosen = device_index(facts, output, wrap.ctx)
             if chosen is None:

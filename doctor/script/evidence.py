@@ -1,0 +1,399 @@
+"""Whether a program runs as several processes: the evidence every rank rule needs first.
+
+A rule about ranks, launch flags or device pinning has no meaning in a one-process script:
+`torch.save` on "every rank" of a single-GPU script is one save, a `--local_rank` option of an
+evaluation script is a GPU index. Such rules run only on a file whose program shows that it is
+distributed. A program is an entry point with the modules of the tree it imports; a file is
+judged with every program it belongs to (a helper module is distributed when one of the
+programs that import it is). Evidence is:
+
+- a call of the process-group, DDP/FSDP/FSDP2, DeviceMesh/DTensor, DistributedSampler,
+  mp.spawn, torch.distributed.elastic or collective APIs, accelerate's Accelerator, a
+  Lightning Trainer or Fabric given a strategy, devices or several nodes, DeepSpeed;
+- a read of the variables a launcher sets per process (LOCAL_RANK, RANK, WORLD_SIZE);
+- a launch line in the tree (shell, SLURM batch, YAML, Makefile, Markdown code block) that
+  starts the file with torchrun, torch.distributed.launch/run, `accelerate launch`,
+  `deepspeed` or mpirun.
+
+Predicates such as `dist.is_available()` or `dist.is_initialized()` are not evidence: library
+helpers ask them in every program, distributed or not. Nor are `torch.cuda.set_device` and
+DataParallel: they run in one process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from ddp_doctor.script.facts import CallSite, ScriptFacts
+from ddp_doctor.script.textscan import code_lines
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.project import Project
+
+# Opinions about what every data-parallel rank does alike: not for RPC programs.
+PER_RANK_OPINIONS = frozenset({"DDP119", "DDP122", "DDP127"})
+# Rules that judge what runs on which rank, launch flags or per-rank device pinning.
+NEEDS_DISTRIBUTED = frozenset(
+    {
+        "DDP103",
+        "DDP104",
+        "DDP105",
+        "DDP106",
+        "DDP107",
+        "DDP108",
+        "DDP111",
+        "DDP112",
+        "DDP113",
+        "DDP114",
+        "DDP115",
+        "DDP116",
+        "DDP117",
+        "DDP118",
+        "DDP119",
+        "DDP120",
+        "DDP121",
+        "DDP122",
+        "DDP127",
+    }
+)
+
+_DISTRIBUTED_PREFIXES = (
+    "torch.distributed.",
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.utils.data.DistributedSampler",
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    "torch.nn.SyncBatchNorm",
+    "deepspeed.initialize",
+    "deepspeed.init_distributed",
+    "fairscale.nn.",
+    "horovod.",
+)
+_NOT_EVIDENCE = frozenset(
+    {
+        "torch.distributed.is_available",
+        "torch.distributed.is_initialized",
+        "torch.distributed.is_nccl_available",
+        "torch.distributed.is_gloo_available",
+        "torch.distributed.is_mpi_available",
+        "torch.distributed.is_torchelastic_launched",
+    }
+)
+# Every evidence call's qualified name holds one of these: a text pre-filter for files without.
+_EVIDENCE_WORDS = (
+    "distributed",
+    "Distributed",
+    "spawn",
+    "start_processes",
+    "SyncBatchNorm",
+    "deepspeed",
+    "fairscale",
+    "horovod",
+    "Accelerator",
+    "notebook_launcher",
+    "Trainer",
+    "Fabric",
+)
+_FRAMEWORK_CALLS = frozenset({"accelerate.Accelerator", "accelerate.notebook_launcher"})
+_TRAINERS = ("lightning", "pytorch_lightning")
+_TRAINER_KEYWORDS = frozenset({"strategy", "devices", "gpus", "num_nodes"})
+LAUNCHER_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+_LAUNCH_LINE = re.compile(
+    r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b|\baccelerate\s+launch\b"
+    r"|\bdeepspeed\s|\bmpirun\b|\bsrun\b.*\bpython"
+)
+_LEGACY_LAUNCH = re.compile(r"torch\.distributed\.launch\b|torch/distributed/launch\.py")
+_SHELL_PREFIX = re.compile(r"\$\([^)]*\)/|\$\{[^}]*\}/|\$\w+/")
+_SCRIPT_NAME = re.compile(r"([\w./-]+\.py)\b")
+
+
+def runs_distributed(facts: ScriptFacts) -> bool:
+    """Whether some program this file belongs to shows that it runs as several processes."""
+    cached = facts.__dict__.get("_runs_distributed")
+    if cached is None:
+        cached = facts.__dict__["_runs_distributed"] = _programs_distributed(facts)
+    return cached
+
+
+def launched_names(lines: Iterable[str]) -> set[str]:
+    """File names (no folder) of the scripts that launch lines start with several processes."""
+    return {os.path.basename(path) for path in launched_paths(lines)}
+
+
+def launched_paths(lines: Iterable[str]) -> set[str]:
+    """The script paths as launch lines write them, less shell prefixes (`$(dirname "$0")/`,
+    `${ROOT}/`, `./`): `tools/train.py`, `train.py`."""
+    found: set[str] = set()
+    for line in _logical_lines(lines):
+        if line.lstrip().startswith("#") or not _LAUNCH_LINE.search(line):
+            continue
+        for written in _SCRIPT_NAME.findall(_SHELL_PREFIX.sub("", line)):
+            found.add(written.removeprefix("./").lstrip("/"))
+    return found
+
+
+def _logical_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Shell lines with their backslash continuations joined."""
+    pending = ""
+    for line in lines:
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
+    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...),
+    and which of them the deprecated torch.distributed.launch starts: (launch file's folder,
+    the script's path as written)."""
+    started: set[tuple[str, str]] = set()
+    legacy: set[tuple[str, str]] = set()
+    for facts in text_files:
+        folder = os.path.dirname(os.path.abspath(facts.path))
+        lines = list(_logical_lines(code_lines(facts.path, facts.source.splitlines())))
+        started |= {(folder, p) for p in launched_paths(lines)}
+        old = [line for line in lines if _LEGACY_LAUNCH.search(line)]
+        legacy |= {(folder, p) for p in launched_paths(old)}
+    project.__dict__["_launched"] = frozenset(started)
+    project.__dict__["_legacy_launched"] = frozenset(legacy)
+
+
+def launched_by_legacy_launcher(facts: ScriptFacts) -> bool:
+    """Whether a launch line of the tree starts this file with torch.distributed.launch,
+    which passes `--local-rank=N` on torch >= 2.0."""
+    return _named_by(facts, facts.project.__dict__.get("_legacy_launched", frozenset()))
+
+
+def _named_by(facts: ScriptFacts, launches: frozenset[tuple[str, str]]) -> bool:
+    """A launch names this file: the written path ends the file's path, and the launch file
+    sits in the script's folder, above it or below it (tools/dist_train.sh starting
+    tools/train.py; scripts/run.sh starting train.py from the root)."""
+    if not launches:
+        return False
+    here = os.path.abspath(facts.path)
+    folder = os.path.dirname(here)
+    for launch_folder, written in launches:
+        if not (here == written or here.endswith("/" + written)):
+            continue
+        if _related(folder, launch_folder):
+            return True
+    return False
+
+
+def _related(one: str, other: str) -> bool:
+    return one == other or one.startswith(other + os.sep) or other.startswith(one + os.sep)
+
+
+def has_own_evidence(facts: ScriptFacts) -> bool:
+    cached = facts.__dict__.get("_own_evidence")
+    if cached is None:
+        cached = facts.__dict__["_own_evidence"] = _own_evidence(facts)
+    return cached
+
+
+def _own_evidence(facts: ScriptFacts) -> bool:
+    if not facts.is_python:
+        return True  # a launch file is judged by its own (launch-line) rules
+    if LAUNCHER_VARIABLES & facts.env_names(writes=False):
+        return True
+    if not any(word in facts.source for word in _EVIDENCE_WORDS):
+        return is_launched(facts)  # no name any evidence call could have
+    for site in facts.calls:
+        qualified = facts.resolve(site)
+        if qualified is None or qualified in _NOT_EVIDENCE:
+            continue
+        if qualified.startswith(_DISTRIBUTED_PREFIXES) or qualified in _FRAMEWORK_CALLS:
+            return True
+        if _configured_trainer(facts, site, qualified):
+            return True
+    return is_launched(facts)
+
+
+def _configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> bool:
+    """A Lightning Trainer or Fabric given a strategy, devices or nodes."""
+    if not qualified.startswith(_TRAINERS) or site.key not in ("Trainer", "Fabric"):
+        return False
+    return any(kw.arg in _TRAINER_KEYWORDS for kw in site.node.keywords)
+
+
+def is_launched(facts: ScriptFacts) -> bool:
+    """Whether a launch line of the tree starts this file with several processes."""
+    return _named_by(facts, facts.project.__dict__.get("_launched", frozenset()))
+
+
+def _programs_distributed(facts: ScriptFacts) -> bool:
+    """Evidence in this file's own imports, or in a program of the tree that imports it."""
+    if not facts.is_python:
+        return True
+    return id(facts) in _distributed_files(facts.project)
+
+
+def _distributed_files(project: Project) -> frozenset[int]:
+    """Ids of the files that belong to a program with evidence (computed once per tree)."""
+    cached = project.__dict__.get("_distributed_files")
+    if cached is not None and cached[0] == len(project.files):
+        return cached[1]
+    found: set[int] = set()
+    for program in list(project.files.values()):
+        closure = imported_closure(program)
+        if any(has_own_evidence(f) for f in closure):
+            found.update(id(f) for f in closure)
+    result = frozenset(found)
+    project.__dict__["_distributed_files"] = (len(project.files), result)
+    return result
+
+
+def imported_closure(facts: ScriptFacts) -> list[ScriptFacts]:
+    """The file and every module of the tree it imports, directly or through others."""
+    cached = facts.__dict__.get("_imported_closure")
+    if cached is not None:
+        return cached
+    seen: dict[int, ScriptFacts] = {id(facts): facts}
+    todo = [facts]
+    while todo:
+        current = todo.pop()
+        for module in _imported_modules(current):
+            if id(module) not in seen:
+                seen[id(module)] = module
+                todo.append(module)
+    closure = facts.__dict__["_imported_closure"] = list(seen.values())
+    return closure
+
+
+def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
+    if not facts.is_python:
+        return
+    project = facts.project
+    for ref in set(facts.imports.refs.values()):
+        if ref.module and not ref.module.startswith(("torch", "os", "sys")):
+            found = project.module(facts, ref.module, ref.level)
+            if found is not None:
+                yield found
+        if ref.name:  # `from . import helper`, `from utils import dist`
+            dotted = f"{ref.module}.{ref.name}" if ref.module else ref.name
+            found = project.module(facts, dotted, ref.level)
+            if found is not None:
+                yield found
+
+
+def shares_a_program(one: ScriptFacts, other: ScriptFacts) -> bool:
+    """Whether `other` may run in a program with `one`: both in the closure of an entry point
+    of the tree (a script with a `__main__` guard, top-level loops or a launch line). A module
+    no entry point imports (a library's data module) may be used by any program of the tree.
+    Unrelated scripts in one folder never speak for each other."""
+    if one is other:
+        return True
+    mates = _program_mates(one.project).get(id(one))
+    return mates is None or id(other) in mates
+
+
+def is_entry_point(facts: ScriptFacts) -> bool:
+    """A file that is run, not imported: a `__main__` guard, a loop or a call at module level
+    under it, or a launch line of the tree that starts it (once per file)."""
+    cached = facts.__dict__.get("_entry_point")
+    if cached is None:
+        cached = facts.__dict__["_entry_point"] = facts.is_python and (
+            any(site.ctx.main_guard for site in facts.calls)
+            or is_launched(facts)
+            or any(loop.ctx is not None and loop.ctx.module_level for loop in facts.loops)
+        )
+    return cached
+
+
+def _program_mates(project: Project) -> dict[int, frozenset[int]]:
+    """id of each file an entry point imports -> ids of the files of those programs."""
+    cached = project.__dict__.get("_program_mates")
+    if cached is not None and cached[0] == len(project.files):
+        return cached[1]
+    mates: dict[int, set[int]] = {}
+    for program in list(project.files.values()):
+        if not is_entry_point(program):
+            continue
+        closure = {id(f) for f in imported_closure(program)}
+        for member in closure:
+            mates.setdefault(member, set()).update(closure)
+    frozen = {key: frozenset(value) for key, value in mates.items()}
+    project.__dict__["_program_mates"] = (len(project.files), frozen)
+    return frozen
+
+
+def program_files(facts: ScriptFacts) -> list[ScriptFacts]:
+    """Every file of the programs this file belongs to (its own imports when no entry point
+    of the tree imports it): where a fact about the whole program (LOCAL_RANK read, print
+    silenced off rank 0, RPC or tensor parallel set up) may be found."""
+    cached = facts.__dict__.get("_program_files")
+    if cached is not None:
+        return cached
+    project = facts.project
+    mates = _program_mates(project).get(id(facts))
+    if mates is None:
+        found = imported_closure(facts)
+    else:
+        by_id = {id(f): f for f in project.files.values()}
+        found = [by_id[i] for i in mates if i in by_id] or [facts]
+    facts.__dict__["_program_files"] = found
+    return found
+
+
+_RPC_INIT = "torch.distributed.rpc.init_rpc"
+_DATA_PARALLEL_WRAPS = (
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.distributed.fsdp.",
+    "torch.utils.data.DistributedSampler",
+)
+_TENSOR_PARALLEL = (
+    "torch.distributed.tensor.parallel.",
+    "torch.distributed.tensor.distribute_tensor",
+    "torch.distributed._tensor.distribute_tensor",
+)
+
+
+def rpc_only(facts: ScriptFacts) -> bool:
+    """An RPC program (workers, parameter servers, observers) with no data-parallel wrap: not
+    one process per GPU doing the same work, so the per-rank opinions do not apply."""
+    kinds = set().union(*(_call_kinds(f) for f in program_files(facts)))
+    return "rpc" in kinds and "data-parallel" not in kinds
+
+
+def uses_tensor_parallel(facts: ScriptFacts) -> bool:
+    """parallelize_module or distribute_tensor in the program: ranks of one tensor-parallel
+    group must draw the same random numbers."""
+    return any("tensor-parallel" in _call_kinds(f) for f in program_files(facts))
+
+
+_KIND_KEYS = (
+    "init_rpc",
+    "DistributedDataParallel",
+    "FullyShardedDataParallel",
+    "fully_shard",
+    "DistributedSampler",
+    "parallelize_module",
+    "distribute_tensor",
+)
+
+
+def _call_kinds(facts: ScriptFacts) -> frozenset[str]:
+    """What the file's calls set up: "rpc", "data-parallel", "tensor-parallel" (once per file)."""
+    cached = facts.__dict__.get("_call_kinds")
+    if cached is not None:
+        return cached
+    kinds: set[str] = set()
+    if facts.is_python:
+        for site in (s for key in _KIND_KEYS for s in facts.calls_by_key.get(key, ())):
+            qualified = facts.resolve(site)
+            if qualified is None or not qualified.startswith("torch."):
+                continue
+            if qualified == _RPC_INIT:
+                kinds.add("rpc")
+            elif qualified.startswith(_DATA_PARALLEL_WRAPS):
+                kinds.add("data-parallel")
+            elif qualified.startswith(_TENSOR_PARALLEL):
+                kinds.add("tensor-parallel")
+    frozen = facts.__dict__["_call_kinds"] = frozenset(kinds)
+    return frozen

@@ -1,0 +1,63 @@
+"""Every file a user points at is read or reported (issue 20, item 4): notebooks by their code
+cells with cell:line locations, explicit suffix-less files as Python when they parse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from ddp_doctor.script.notebook import notebook_script
+from ddp_doctor.script.runner import CheckOptions, check_paths
+from ddp_doctor.script.textscan import code_lines
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "notebooks"
+SCRIPT = (
+    "import torch.distributed as dist\n"
+    "from torch.utils.data import DataLoader, DistributedSampler\n"
+    "dist.init_process_group('gloo')\n"
+    "loader = DataLoader(range(9), sampler=DistributedSampler(range(9)))\n"
+    "for epoch in range(3):\n"
+    "    for batch in loader:\n"
+    "        pass\n"
+)
+
+
+def places(path: Path) -> list[tuple[str, str, int | None]]:
+    outcome = check_paths([str(path)], CheckOptions(select=("DDP1", "DDP9")))
+    return [(f.code, f.location.path, f.location.line) for f in outcome.findings if f.location]
+
+
+def test_notebook_set_epoch_missing_found_at_cell_and_line(tmp_path: Path) -> None:
+    shutil.copy(NOTEBOOKS / "set_epoch_missing.ipynb", tmp_path / "nb.ipynb")
+    found = [p for p in places(tmp_path) if p[0] == "DDP113"]
+    assert found == [("DDP113", str(tmp_path / "nb.ipynb") + ":cell 3", 2)]
+
+
+def test_notebook_cells_in_order_magics_commented() -> None:
+    text = (NOTEBOOKS / "set_epoch_missing.ipynb").read_text(encoding="utf-8")
+    script = notebook_script(text)
+    assert not isinstance(script, str)
+    assert script.numbers == (2, 3, 5)
+    assert script.source.splitlines()[0] == "# %matplotlib inline"
+    assert "The epoch loop" not in script.source
+
+
+def test_malformed_notebook_is_ddp911(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    (tmp_path / "list.ipynb").write_text(json.dumps({"cells": 3}), encoding="utf-8")
+    codes = {code for code, _, _ in places(tmp_path)}
+    assert codes == {"DDP911"}
+
+
+def test_explicit_file_without_suffix_read_as_python(tmp_path: Path) -> None:
+    (tmp_path / "train").write_text(SCRIPT, encoding="utf-8")
+    assert "DDP113" in {code for code, _, _ in places(tmp_path / "train")}
+
+
+def test_documents_scanned_in_code_blocks_only() -> None:
+    markdown = ["Do not run python -m torch.distributed.launch.", "```", "torchrun a.py", "```"]
+    assert code_lines("CHANGELOG.md", markdown) == ["", "", "torchrun a.py", ""]
+    rst = ["Run it::", "", "    torchrun b.py", "", "Prose about torch.distributed.launch."]
+    assert code_lines("docs/run.rst", rst) == ["", "", "    torchrun b.py", "", ""]
+    assert code_lines("run.sh", markdown) == markdown
