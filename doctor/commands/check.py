@@ -47,7 +47,8 @@ def check_command(
     except ConfigError as error:
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
-    emit(render_check(report, report_options, outcome.checked), report_options.output)
+    text = render_check(report, report_options, outcome.checked)
+    emit(text, report_options.output, report_options.fmt, report_options.redact)
     if outcome.checked == 0:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
