@@ -5,6 +5,7 @@ limit is DDP908, never "No problems found"; every numeric option is finite and b
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,3 +112,37 @@ def test_trace_numbers_are_finite_and_bounded(args: list[str]) -> None:
     result = CliRunner().invoke(cli.cli, ["trace", *args, "--", "python", "x.py"])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+SMALL_SHM_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+from fakes import job_fault
+from ddp_doctor.cli import main
+with job_fault("1:allreduce:exit"):
+    main(["run", "--format", "json", "--sizes", "1K:64K:8", "--iters", "2", "--timeout", "60"])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_failed_job_in_a_64_mib_dev_shm_exits_1_beside_ddp008(tmp_path: Path) -> None:
+    """As in a default docker container: /dev/shm a 64 MiB tmpfs (a mount namespace of its
+    own), and a rank that fails. The job's error stands beside DDP008, and the exit is 1."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare for a mount namespace")
+    program = tmp_path / "small_shm_run.py"
+    program.write_text(SMALL_SHM_RUN.format(tests=str(ROOT / "tests")))
+    script = f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} {program}"
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=200
+    )
+    codes = [f["code"] for f in json.loads(done.stdout)["findings"]]
+    assert "DDP008" in codes, done.stderr[-2000:]
+    errors = [f for f in json.loads(done.stdout)["findings"] if f["severity"] == "error"]
+    assert errors, codes  # DDP308, or the more specific DDP307 for the rank that exited
+    assert done.returncode == 1

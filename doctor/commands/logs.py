@@ -162,8 +162,11 @@ def _skip_to_last_part(stream: BinaryIO) -> int:
     if size <= MAX_FILE_LOG_BYTES or stream.read(2) == GZIP_MAGIC:
         stream.seek(0)
         return 0
+    from ddp_doctor.logscan.reader import skip_to_line_start
+    from ddp_doctor.logscan.scanner import MAX_LINE_BYTES
+
     stream.seek(size - MAX_FILE_LOG_BYTES)
-    stream.readline()  # the rest of a cut line
+    skip_to_line_start(stream, MAX_LINE_BYTES)  # the rest of a cut line, never read whole
     return stream.tell()
 
 

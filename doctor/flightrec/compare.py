@@ -105,7 +105,7 @@ def _first_divergence(
     last = {rank: max(line, default=0) for rank, line in timelines.items()}
     window_start = max((min(line) for line in timelines.values() if line), default=0)
     common_end = min(last.values())
-    for seq in range(window_start, common_end + 1):
+    for seq in _present(timelines, window_start, common_end):  # never range(): ids are input
         entries = {rank: line[seq] for rank, line in timelines.items() if seq in line}
         if len(entries) < len(timelines):
             continue  # a gap in some rank's buffer: nothing to compare
@@ -116,6 +116,12 @@ def _first_divergence(
     if common_end < max(last.values()):
         return _never_reached(group, desc, common_end + 1, timelines, last)
     return _not_completed(group, desc, common_end, timelines)
+
+
+def _present(timelines: dict[int, dict[int, Entry]], low: int, high: int) -> list[int]:
+    """The sequence ids some rank recorded between low and high, in order: as many as the
+    entries present, however far apart they are (ids 0 and 10^15 are two, not 10^15)."""
+    return sorted({seq for line in timelines.values() for seq in line if low <= seq <= high})
 
 
 def _mismatch(group: str, desc: str, seq: int, entries: dict[int, Entry]) -> Divergence | None:
