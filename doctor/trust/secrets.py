@@ -37,7 +37,7 @@ _DIAGNOSTIC_PREFIXES = (
     "NVIDIA_", "UCX_", "FI_", "KMP_", "MKL_", "HIP_", "ROCR_", "HSA_", "PYTORCH_",
 )  # fmt: skip
 _DIAGNOSTIC_NAMES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"}
-_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 # A value: quoted (also with JSON's escaped quotes), or a run of characters that ends at
 # space, a separator, a quote or a backslash (so JSON text stays valid when it goes).
@@ -47,19 +47,23 @@ _VALUE = (
 _SCHEME = r"(?:(?i:Bearer|Basic|Token|Digest|Negotiate|ApiKey|Key|SSWS)[ \t]+)?"
 # NAME=value, NAME = value, NAME: value; the name maybe quoted ("password": "x").
 _PAIR = re.compile(
-    r"""(?<![\w.-])(?P<open>\\?["']?)(?P<name>[A-Za-z_][\w.-]{0,127})(?P=open)"""
+    r"""(?<![\w.-])(?P<open>\\?["']?)(?P<name>[A-Za-z0-9_][\w.-]{0,127})(?P=open)"""
     r"""(?P<sep>[ \t]{0,8}(?::=|=|:)[ \t]{0,8})(?!<redacted>)"""
     rf"(?=(?P<value>{_SCHEME}{_VALUE}))"
 )
 # --name value and --name=value on a command line.
 _FLAG = re.compile(
-    r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]{0,127})(?P<sep>[ \t]{1,8}|=)(?!<redacted>)(?!-)"
+    r"(?<![\w-])(?P<name>--?[A-Za-z0-9][\w-]{0,127})(?P<sep>[ \t]{1,8}|=)(?!<redacted>)(?!-)"
     rf"(?=(?P<value>{_VALUE}))"
 )
 _COOKIE = re.compile(
     r"\b((?:Set-)?Cookie:[ \t]{0,8})(?!<redacted>)[^\n\"\\]{1,8192}", re.IGNORECASE
 )
 _BARE_SCHEME = re.compile(r"\b(Bearer|Basic)[ \t]+(?!<redacted>)[\w.~+/=-]{1,4096}", re.IGNORECASE)
+# A password with a raw "/" (not valid in a URL, still written): user, colon, to the first "@".
+_URL_PASSWORD = re.compile(
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#@:\"<>\\]{1,256}:)(?!<redacted>)[^\s@\"<>\\]{1,256}@"
+)
 URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://)([^\s/?#\"<>\\]{1,2048})@")
 _TOKEN_LIKE = re.compile(r"(?=.*\d)(?=.*[A-Za-z])[\w.~+=-]{16,}")
 _SHAPES = re.compile(
@@ -148,7 +152,8 @@ def redact_url_credentials(text: str) -> str:
     loses the token; a plain user name (ssh://git@host) stays."""
     if "://" not in text:
         return text
-    return URL_USERINFO.sub(_redact_userinfo, text)
+    text = URL_USERINFO.sub(_redact_userinfo, text)
+    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def _redact_userinfo(match: re.Match[str]) -> str:
@@ -156,9 +161,17 @@ def _redact_userinfo(match: re.Match[str]) -> str:
     user, colon, _ = userinfo.partition(":")
     if colon:
         return f"{scheme}{user}:{REDACTED}@"
-    if _TOKEN_LIKE.fullmatch(userinfo):
+    if _TOKEN_LIKE.fullmatch(userinfo) or _mixed(userinfo):
         return f"{scheme}{REDACTED}@"
     return match.group(0)
+
+
+def _mixed(userinfo: str) -> bool:
+    """A lone user-info of 8+ characters mixing upper case, lower case and digits is a token,
+    not a user name (git, ubuntu, alice2)."""
+    return len(userinfo) >= 8 and all(
+        any(test(c) for c in userinfo) for test in (str.isupper, str.islower, str.isdigit)
+    )
 
 
 def _replacement(value: str) -> str:
