@@ -62,6 +62,8 @@ def render_check(report: Report, options: ReportOptions, checked: int) -> str:
         from ddp_doctor.render import secrets_out
 
         report = secrets_out(report)
+    if fmt in ("text", "table", "github"):
+        report = _paths_shown_escaped(report)
     if fmt == "text":
         from ddp_doctor.render.text import render_text
 
@@ -83,3 +85,18 @@ def render_check(report: Report, options: ReportOptions, checked: int) -> str:
         redact_hosts=options.redact_hosts,
         redact=options.redact,
     )
+
+
+def _paths_shown_escaped(report: Report) -> Report:
+    """File names on a terminal line, escaped: a newline or ESC in a name shows as text."""
+    from dataclasses import replace
+
+    from ddp_doctor.trust.inert import shown_path
+
+    findings = tuple(
+        replace(f, location=replace(f.location, path=shown_path(f.location.path)))
+        if f.location is not None
+        else f
+        for f in report.findings
+    )
+    return replace(report, findings=findings)

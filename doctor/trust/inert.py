@@ -58,3 +58,10 @@ def json_text(text: str) -> str:
 def inert(text: str, fmt: str) -> str:
     """The last pass for a rendered output in this format."""
     return json_text(text) if fmt in JSON_FORMATS else terminal_text(text)
+
+
+def shown_path(path: str) -> str:
+    """A file name as a terminal line may show it: newlines, controls and undecodable bytes
+    (surrogate escapes) written as escapes, so a name cannot start a line of its own."""
+    text = path.encode("utf-8", "backslashreplace").decode("utf-8")
+    return escape_controls(text).replace("\n", "\\n").replace("\t", "\\t")
