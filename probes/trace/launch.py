@@ -35,7 +35,8 @@ from ddp_doctor.probes.job.payload import (
     process_start_time,
 )
 from ddp_doctor.probes.job.results import torch_exit_codes
-from ddp_doctor.probes.runner import descendants, has_exited, kill_group, tracked
+from ddp_doctor.probes.orphans import adopt_orphans, end_orphans
+from ddp_doctor.probes.runner import descendants, has_exited, kill_group, live_pids, tracked
 from ddp_doctor.probes.trace.forensics import alive, collect_forensics, live_ranks
 from ddp_doctor.probes.trace.journals import (
     RankProcess,
@@ -78,9 +79,11 @@ class TraceConfig:
 
 def run_trace(config: TraceConfig, progress: Progress | None = None) -> TraceFacts:
     workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-trace-"))
+    adopt_orphans()  # a rank's setsid grandchild is re-parented here and ends with the job
     try:
         return TraceSession(config, workdir, progress).run()
     finally:
+        end_orphans(keep=live_pids())
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -125,7 +128,7 @@ class TraceSession:
 
     def _environment(self) -> dict[str, str]:
         payload = install_payload(self.workdir / "payload")
-        env = patient_environment(os.environ, payload)
+        env = patient_environment(os.environ, payload, self.workdir)  # the watchdog removes it
         env[TRACE_VARIABLE] = str(self.workdir)
         size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
         if size is None:
