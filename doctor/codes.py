@@ -154,7 +154,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP904", "probe-failed", WARNING, "facts", "rules.doctor_self", "A probe ran but could not measure, so the checks that need it were skipped."),
     Code("DDP905", "job-launch-failed", ERROR, "facts", "rules.doctor_self", "The doctor could not start its job: no usable temporary folder, or no process could be spawned."),
     Code("DDP906", "job-cut-by-timeout", ERROR, "facts", "rules.doctor_self", "--timeout ended the job while its ranks were still within their own time limits."),
-    Code("DDP907", "log-over-limit", WARNING, "doctor", "rules.doctor_self", "The log is bigger than `logs` reads (4 GiB of a file, 256 MiB of stdin): only part of it was diagnosed."),
+    Code("DDP907", "log-over-limit", WARNING, "doctor", "rules.doctor_self", "The log (or folder) is bigger than `logs` reads (4 GiB of a file, 256 MiB of stdin, 10,000 files): only part of it was diagnosed."),
     Code("DDP908", "trace-run-unfinished", ERROR, "job-output", "rules.trace_outcome", "The traced run was stopped at its time limit, or failed, and no other finding names why."),
     Code("DDP910", "script-syntax-error", ERROR, "doctor", "script.rules.doctor", "A Python file does not parse, so no rule could check it."),
     Code("DDP911", "file-unreadable", WARNING, "doctor", "script.rules.doctor", "A path given to `check` could not be read as text, so it was skipped."),

@@ -126,3 +126,23 @@ def test_closed_standard_streams_give_one_line_and_the_report_code() -> None:
         timeout=60,
     )
     assert no_stderr.returncode == 1 and b"DDP" in no_stderr.stdout
+
+
+def test_logs_dir_reports_what_its_limits_left_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddp_doctor.logscan import inputs
+
+    monkeypatch.setattr(inputs, "MAX_FILES", 3)
+    monkeypatch.setattr(inputs, "MAX_DEPTH", 2)
+    for index in range(5):
+        (tmp_path / f"rank{index}.log").write_bytes(LOG.read_bytes())
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "rank9.log").write_bytes(LOG.read_bytes())
+    result = CliRunner().invoke(cli.cli, ["logs", "--format", "json", str(tmp_path)])
+    import json
+
+    (note,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "DDP907"]
+    assert note["evidence"]["files_past_limit"] == 2
+    assert note["evidence"]["folders_too_deep"] == 1
