@@ -24,6 +24,7 @@ import netns
 import pytest
 from click.testing import CliRunner
 from fakes import job_fault
+from fault_cases_trust import TRUST_CASES
 
 from ddp_doctor import cli
 
@@ -356,6 +357,11 @@ def _url_credentials(tmp_path: Path) -> int:
         assert secret not in shown.stdout + shown.stderr, fmt
         assert "trainer:<redacted>@" in shown.stdout, fmt
     return done.returncode
+
+
+# --- issue 19: trust under hostile input (tests/fault_cases_trust.py) -------------------------
+
+CASES.update(TRUST_CASES)
 
 
 # --- the matrix ------------------------------------------------------------------------------

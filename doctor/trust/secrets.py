@@ -17,6 +17,7 @@ Every pattern is linear on any text: bounded repetitions, no nested quantifiers.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -47,13 +48,13 @@ _VALUE = (
 _SCHEME = r"(?:(?i:Bearer|Basic|Token|Digest|Negotiate|ApiKey|Key|SSWS)[ \t]+)?"
 # NAME=value, NAME = value, NAME: value; the name maybe quoted ("password": "x").
 _PAIR = re.compile(
-    r"""(?<![\w.-])(?P<open>\\?["']?)(?P<name>[A-Za-z0-9_][\w.-]{0,127})(?P=open)"""
+    r"""(?<![\w.-])(?P<open>\\?["']?)(?P<name>[A-Za-z0-9_][\w.-]{0,127}+)(?P=open)"""
     r"""(?P<sep>[ \t]{0,8}(?::=|=|:)[ \t]{0,8})(?!<redacted>)"""
     rf"(?=(?P<value>{_SCHEME}{_VALUE}))"
 )
 # --name value and --name=value on a command line.
 _FLAG = re.compile(
-    r"(?<![\w-])(?P<name>--?[A-Za-z0-9][\w-]{0,127})(?P<sep>[ \t]{1,8}|=)(?!<redacted>)(?!-)"
+    r"(?<![\w-])(?P<name>--?[A-Za-z0-9][\w-]{0,127}+)(?P<sep>[ \t]{1,8}|=)(?!<redacted>)(?!-)"
     rf"(?=(?P<value>{_VALUE}))"
 )
 _COOKIE = re.compile(
@@ -62,9 +63,9 @@ _COOKIE = re.compile(
 _BARE_SCHEME = re.compile(r"\b(Bearer|Basic)[ \t]+(?!<redacted>)[\w.~+/=-]{1,4096}", re.IGNORECASE)
 # A password with a raw "/" (not valid in a URL, still written): user, colon, to the first "@".
 _URL_PASSWORD = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#@:\"<>\\]{1,256}:)(?!<redacted>)[^\s@\"<>\\]{1,256}@"
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}+://[^\s/?#@:\"<>\\]{1,256}:)(?!<redacted>)[^\s@\"<>\\]{1,256}@"
 )
-URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}://)([^\s/?#\"<>\\]{1,2048})@")
+URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}+://)([^\s/?#\"<>\\]{1,2048})@")
 _TOKEN_LIKE = re.compile(r"(?=.*\d)(?=.*[A-Za-z])[\w.~+=-]{16,}")
 _SHAPES = re.compile(
     "|".join(
@@ -88,6 +89,7 @@ _PEM = re.compile(
 _HIGH_ENTROPY = re.compile(r"[A-Za-z0-9+/=_-]{32,4096}")
 
 
+@functools.lru_cache(maxsize=4096)  # a log repeats its names on every line
 def is_secret_name(name: str) -> bool:
     """Whether a variable, key or flag name means its value is a secret."""
     bare = name.lstrip("-").strip("\"'\\")
@@ -118,11 +120,15 @@ def redact_secrets(text: str) -> str:
     """The text with every secret this module knows replaced by <redacted>."""
     if not text:
         return text
-    text = _PEM.sub(lambda m: f"-----BEGIN {m.group('kind')}----- {REDACTED}", text)
+    lowered = text.lower()  # cheap guards: most texts hold no PEM block, cookie or scheme
+    if "private key-----" in lowered:
+        text = _PEM.sub(lambda m: f"-----BEGIN {m.group('kind')}----- {REDACTED}", text)
     text = redact_url_credentials(text)
     text = _SHAPES.sub(REDACTED, text)
-    text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _COOKIE.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+    if "bearer" in lowered or "basic" in lowered:
+        text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    if "cookie" in lowered:
+        text = _COOKIE.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     text = _named_values(_FLAG, text, secret_only=True)
     return _named_values(_PAIR, text, secret_only=False)
 
