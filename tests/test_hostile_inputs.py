@@ -101,3 +101,46 @@ def test_sequence_ids_far_apart_compare_as_the_entries_present(tmp_path: Path) -
         (tmp_path / file_name).write_bytes(data)
     result, seconds, _ = measured(lambda: doctor("logs", "--format", "json", str(tmp_path)))
     assert seconds < TIME_BOUND_S and result.exit_code in (0, 1)
+
+
+# The README's "Limits on input" rows and the test that holds each (issue 19, item 7).
+LIMIT_ROWS = {
+    "a file `check` reads": "test_limits.py",
+    "`pyproject.toml` / `.gitignore` that `check` reads": "test_limits.py",
+    "a log file for `logs` (after gzip and UTF-16 decoding)": "test_limits.py",
+    "a log on stdin (`logs -`)": "test_fault_matrix.py",
+    "a report for `diagnose`": "test_limits.py",
+    "numbers and counts in a report": "test_hostile_inputs.py",
+    "a flight-recorder dump (`logs`)": "test_hostile_inputs.py",
+    "a log line": "test_output_writes.py",
+    "`logs DIR`": "test_output_writes.py",
+    "a SLURM host list": "test_fault_matrix.py",
+    "numeric options": "test_exit_truth.py",
+}
+
+
+def test_every_limit_row_is_held_by_a_test_and_states_the_code_s_limits() -> None:
+    from ddp_doctor.flightrec import safe_pickle
+    from ddp_doctor.logscan import inputs
+    from ddp_doctor.readings import hostlist
+    from ddp_doctor.report_io import MAX_NODES, MAX_RANKS
+
+    readme = (hostile.ROOT / "README.md").read_text()
+    table = readme[readme.index("### Limits on input") : readme.index("### `ddp-doctor explain")]
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")]
+    assert set(rows[1:]) == set(LIMIT_ROWS)  # the header row first
+    for row, test_file in LIMIT_ROWS.items():
+        assert (hostile.ROOT / "tests" / test_file).exists(), row
+    for figure in (
+        f"{MAX_NODES:,}",
+        f"{MAX_RANKS:,}",
+        f"{safe_pickle.MAX_COPIED:,}",
+        f"{safe_pickle.MAX_ELEMENTS:,}",
+        f"{safe_pickle.MAX_INT_BITS} bits",
+        f"nesting {safe_pickle.MAX_DEPTH} deep",
+        f"{inputs.MAX_FILES:,} files",
+        f"{inputs.MAX_DEPTH} levels",
+        f"{hostlist.MAX_HOSTS:,} hosts",
+        f"{hostlist.MAX_DIGITS} digits",
+    ):
+        assert figure in table, figure
