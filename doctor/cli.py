@@ -263,6 +263,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as error:
         _stop_children()
         sys.exit(_os_error_exit(error))
+    except RuntimeError as error:
+        _stop_children()
+        if "can't start new thread" not in str(error):
+            _say(f"ddp-doctor: internal error: {type(error).__name__}: {error}")
+        else:
+            _say("ddp-doctor: error: no thread could be started (a process limit: ulimit -u)")
+        sys.exit(exitcodes.USAGE)
     except Exception as error:  # the last guard: one line, never a traceback
         _stop_children()
         _say(f"ddp-doctor: internal error: {type(error).__name__}: {error}")

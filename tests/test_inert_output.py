@@ -138,3 +138,13 @@ def test_inert_keeps_the_doctors_own_colour_only() -> None:
     assert inert(f"{own}\n  DDP307 x: \x1b[31mred\x1b[0m", "table") == (
         f"{own}\n  DDP307 x: \\x1b[31mred\\x1b[0m"
     )
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "json"])
+def test_a_non_utf8_file_name_in_json_formats_stays_json(fmt: str, tmp_path: Path) -> None:
+    name = os.fsdecode(b"train-\xff.py")
+    (tmp_path / name).write_text("import torch\nmodel = torch.nn.DataParallel(model)\n")
+    result = CliRunner().invoke(cli.cli, ["check", "--format", fmt, str(tmp_path)])
+    assert result.exit_code == 0, result.output  # DDP101 is a warning
+    json.loads(result.stdout)
+    assert ("train-%FF.py" if fmt == "sarif" else "train-\\udcff.py") in result.stdout

@@ -15,11 +15,12 @@ import re
 
 # C0 but newline and tab, DEL, C1, and the characters that reorder or split displayed text.
 _CONTROLS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff]"  # lone surrogates: undecodable bytes of a file name
 )
 # What a JSON encoder leaves raw inside strings (it escapes C0 itself).
 _RAW_IN_JSON = re.compile(
-    "[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+    "[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
 _SGR = r"\x1b\[[0-9;]{0,16}m"
 # The table's severity titles as click.style colours them: "ERROR (2)" and no more.
