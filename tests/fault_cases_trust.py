@@ -25,6 +25,11 @@ LOG = ROOT / "fixtures" / "logs" / "barrier_rank_missing_torch2.log"
 FAST = ["--sizes", "1K:64K:8", "--iters", "2"]
 RAW_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 TRUST_CASES: dict[str, Callable[[Path], int]] = {}
+# Cases that start a real job or a traced run (seconds each): the slow tier only.
+SLOW_CASES = frozenset(
+    {"small-shm-job", "emfile", "python-hangs", "trace-stopped-at-limit", "trace-sigkill",
+     "trace-setsid-grandchild"}
+)  # fmt: skip
 
 
 def case(key: str) -> Callable[[Callable[[Path], int]], Callable[[Path], int]]:

@@ -84,6 +84,7 @@ def test_the_cut_moves_to_a_line_start_without_reading_the_line_whole() -> None:
     assert stream.tell() == 10 + (1 << 20)
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_a_reader_that_goes_away_ends_the_output_with_exit_0() -> None:
     read, write = os.pipe()
     os.close(read)
@@ -99,6 +100,7 @@ def test_a_reader_that_goes_away_ends_the_output_with_exit_0() -> None:
     assert done.returncode == 0 and done.stderr == b""
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_a_full_stdout_is_one_line_and_exit_2() -> None:
     with open("/dev/full", "wb") as full:
         done = subprocess.run(
@@ -111,6 +113,7 @@ def test_a_full_stdout_is_one_line_and_exit_2() -> None:
     assert done.stderr.decode().strip().count("\n") == 0 and b"No space" in done.stderr
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_closed_standard_streams_give_one_line_and_the_report_code() -> None:
     program = "import os, sys, runpy; os.close({fd}); sys.argv = ['ddp-doctor', 'logs', {log!r}]; runpy.run_module('ddp_doctor', run_name='__main__')"
     no_stdout = subprocess.run(
