@@ -10,7 +10,6 @@ import functools
 import importlib
 import os
 import signal
-import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import click
 
 from ddp_doctor import __version__, exitcodes
+from ddp_doctor.trust.output import check_output_writable, emit
 
 if TYPE_CHECKING:  # imported where used: `--help` needs neither
     from ddp_doctor.model import Report
@@ -61,7 +61,7 @@ class OneLineUsageError(click.UsageError):
     def show(self, file: Any = None) -> None:
         message = " ".join(self.format_message().split())
         hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"ddp-doctor: error: {message}{hint}", err=True)
+        _say(f"ddp-doctor: error: {message}{hint}")
 
 
 def _one_line(error: click.UsageError) -> click.UsageError:
@@ -176,7 +176,8 @@ def report_options(
             )
             if chosen.redact_hosts and not chosen.redact:
                 raise click.UsageError("--redact-hosts and --no-redact contradict each other")
-            check_output_writable(chosen.output)  # before any work that could not be saved
+            # before any work that could not be saved; never onto one of the inputs
+            check_output_writable(chosen.output, inputs=kwargs.values())
             return command(*args, report_options=chosen, **kwargs)
 
         for option in reversed(options):
@@ -217,70 +218,6 @@ def make_selector(select: Sequence[str], ignore: Sequence[str]) -> Selector:
         raise click.BadParameter(str(error), param_hint="--select/--ignore") from None
 
 
-def check_output_writable(output: Path | None) -> None:
-    """Fails before any probing when the report could not be written anyway: opens the file
-    for writing (without truncating it; one made only for the test is removed again).
-    Permission bits alone say nothing for root, nor for /proc or /sys."""
-    if output is None:
-        return
-    parent = output.parent if str(output.parent) else Path(".")
-    if not parent.is_dir():
-        raise click.BadParameter(f"folder {str(parent)!r} does not exist", param_hint="--output")
-    existed = os.path.lexists(output)
-    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        descriptor = os.open(output, flags if existed else flags | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as error:
-        raise click.BadParameter(
-            f"cannot write to {str(output)!r}: {_why_not(error)}", param_hint="--output"
-        ) from None
-    mode = os.fstat(descriptor).st_mode
-    if stat.S_ISFIFO(mode):  # closing would end its reader's input: keep it for the report
-        _held_outputs[output] = descriptor
-        return
-    os.close(descriptor)
-    if not existed:
-        with contextlib.suppress(OSError):
-            os.unlink(output)
-    if stat.S_ISDIR(mode):
-        raise click.BadParameter(f"{str(output)!r} is a folder", param_hint="--output")
-
-
-_held_outputs: dict[Path, int] = {}  # --output FIFOs, open from the check to the report
-
-
-def _why_not(error: OSError) -> str:
-    import errno
-
-    if error.errno == errno.ENXIO:  # a FIFO nobody reads: writing would block forever
-        return "a FIFO with no reader"
-    return error.strerror or str(error)
-
-
-def emit(text: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(text, nl=not text.endswith("\n"))
-        return
-    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
-    try:
-        _write_output(output, data)
-    except OSError as error:
-        raise DoctorError(f"cannot write {str(output)!r}: {_why_not(error)}") from None
-    click.echo(f"report written to {output}", err=True)
-
-
-def _write_output(output: Path, data: bytes) -> None:
-    """Writes the report; never blocks on a FIFO that lost its reader (ENXIO instead)."""
-    descriptor = _held_outputs.pop(output, None)
-    if descriptor is None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NONBLOCK", 0)
-        descriptor = os.open(output, flags, 0o644)
-    if hasattr(os, "set_blocking"):
-        os.set_blocking(descriptor, True)
-    with os.fdopen(descriptor, "wb") as stream:
-        stream.write(data)
-
-
 def finish(report: Report, options: ReportOptions) -> None:
     """Renders, writes, and exits with the documented code."""
     import dataclasses
@@ -297,7 +234,7 @@ def finish(report: Report, options: ReportOptions) -> None:
         redact_hosts=options.redact_hosts,
         redact=options.redact,
     )
-    emit(text, options.output)
+    emit(text, options.output, options.fmt, options.redact)
     sys.exit(options.exit_code(report))
 
 
@@ -307,7 +244,7 @@ class DoctorError(click.ClickException):
     exit_code = exitcodes.USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"ddp-doctor: error: {self.message}", err=True)
+        _say(f"ddp-doctor: error: {self.message}")
 
 
 # The command line of this process, as the reader of a report needs it (set by main()).
@@ -317,6 +254,9 @@ INVOCATION: list[str] = []
 def main(argv: Sequence[str] | None = None) -> None:
     import shlex
 
+    from ddp_doctor.trust.streams import guard_standard_streams
+
+    guard_standard_streams()  # before anything could open a file onto a closed descriptor
     args = list(argv) if argv is not None else sys.argv[1:]
     INVOCATION[:] = [shlex.join(["ddp-doctor", *args])]
     _stop_on_signals()
@@ -333,6 +273,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
+    except (RecursionError, MemoryError) as error:
+        _stop_children()
+        _say(f"ddp-doctor: error: the input is too deeply nested or too large ({_what(error)})")
+        sys.exit(exitcodes.USAGE)
+    except OSError as error:
+        _stop_children()
+        sys.exit(_os_error_exit(error))
+    except RuntimeError as error:
+        _stop_children()
+        if "can't start new thread" not in str(error):
+            _say(f"ddp-doctor: internal error: {type(error).__name__}: {error}")
+        else:
+            _say("ddp-doctor: error: no thread could be started (a process limit: ulimit -u)")
+        sys.exit(exitcodes.USAGE)
     except Exception as error:  # the last guard: one line, never a traceback
         _stop_children()
         _say(f"ddp-doctor: internal error: {type(error).__name__}: {error}")
@@ -375,9 +329,40 @@ def _exit_stopped(signum: int) -> None:
 
 
 def _say(line: str) -> None:
-    """One line on stderr, if stderr is still there (a closed terminal is not)."""
+    """One line on stderr, if stderr is still there (a closed terminal is not), with nothing
+    of an input's control characters or undecodable bytes in it."""
+    from ddp_doctor.trust.inert import escape_controls
+
+    text = escape_controls(" ".join(line.split("\n")))
     with contextlib.suppress(OSError, ValueError):
-        click.echo(line, err=True)
+        click.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"), err=True)
+
+
+def _what(error: BaseException) -> str:
+    return type(error).__name__
+
+
+def _os_error_exit(error: OSError) -> int:
+    """A reader that went away (`| head`) ends the output as for any Unix tool: exit 0. A full
+    disk, a vanished working folder, no threads or processes: one line, exit 2."""
+    from ddp_doctor.trust.streams import is_reader_gone, silence_stdout
+
+    if is_reader_gone(error):
+        silence_stdout()
+        return exitcodes.OK
+    why = error.strerror or str(error)
+    if isinstance(error, FileNotFoundError) and not _cwd_exists():
+        why = "the current folder no longer exists"
+    _say(f"ddp-doctor: error: {why}")
+    return exitcodes.USAGE
+
+
+def _cwd_exists() -> bool:
+    try:
+        os.getcwd()
+    except OSError:
+        return False
+    return True
 
 
 def _stop_children() -> None:

@@ -48,7 +48,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP009", "deprecated-nccl-env", WARNING, "facts", "rules.install", "An NCCL_* variable is set that torch has renamed to TORCH_NCCL_*."),
     Code("DDP010", "jupyter-launch", WARNING, "facts", "rules.install", "Distributed training started from a Jupyter notebook kernel."),
     Code("DDP011", "launch-env-invalid", WARNING, "facts", "rules.environment", "RANK, WORLD_SIZE, LOCAL_RANK or MASTER_PORT in the environment are malformed."),
-    Code("DDP012", "python-unusable", ERROR, "facts", "rules.environment", "The Python that trains does not run, or is too old for the doctor's job."),
+    Code("DDP012", "python-unusable", ERROR, "facts", "rules.environment", "The Python that trains does not run, hangs, or is too old for the doctor's job."),
     Code("DDP020", "cuda-visible-devices-invalid", ERROR, "facts", "rules.devices", "CUDA_VISIBLE_DEVICES is malformed or names a GPU that does not exist."),
     Code("DDP021", "device-count-mismatch", ERROR, "facts", "rules.devices", "NVML, CUDA_VISIBLE_DEVICES and torch.cuda.device_count() disagree."),
     Code("DDP022", "device-order-not-pci", WARNING, "facts", "rules.devices", "Different GPU models on one machine, and CUDA_DEVICE_ORDER is not PCI_BUS_ID."),
@@ -162,7 +162,8 @@ CODES: tuple[Code, ...] = (
     Code("DDP904", "probe-failed", WARNING, "facts", "rules.doctor_self", "A probe ran but could not measure, so the checks that need it were skipped."),
     Code("DDP905", "job-launch-failed", ERROR, "facts", "rules.doctor_self", "The doctor could not start its job: no usable temporary folder, or no process could be spawned."),
     Code("DDP906", "job-cut-by-timeout", ERROR, "facts", "rules.doctor_self", "--timeout ended the job while its ranks were still within their own time limits."),
-    Code("DDP907", "log-over-limit", WARNING, "doctor", "rules.doctor_self", "The log is bigger than `logs` reads (4 GiB of a file, 256 MiB of stdin): only part of it was diagnosed."),
+    Code("DDP907", "log-over-limit", WARNING, "doctor", "rules.doctor_self", "The log (or folder) is bigger than `logs` reads (4 GiB of a file, 256 MiB of stdin, 10,000 files): only part of it was diagnosed."),
+    Code("DDP908", "trace-run-unfinished", ERROR, "job-output", "rules.trace_outcome", "The traced run was stopped at its time limit, or failed, and no other finding names why."),
     Code("DDP910", "script-syntax-error", ERROR, "doctor", "script.rules.doctor", "A Python file does not parse, so no rule could check it."),
     Code("DDP911", "file-unreadable", WARNING, "doctor", "script.rules.doctor", "A path given to `check` could not be read as text, so it was skipped."),
 )

@@ -3,7 +3,8 @@
 The passes run in this order, each given the findings so far:
 1. the facts rules (every `@rule` judged on "facts"), each guarded: a rule that raises is DDP903;
 2. the job's output (`rules.job_output`): what the job printed that no facts rule explained;
-3. the traced run (`rules.trace_runtime`), only for `trace`: the codes the user's run confirmed;
+3. the traced run (`rules.trace_runtime`), only for `trace`: the codes the user's run confirmed,
+   then DDP908 where it did not succeed and no error says why (`rules.trace_outcome`);
 4. the other nodes (`run.other_nodes`), only for node 0 of a multi-node run: every other node's
    findings, judged by this same function, which is handed to that pass rather than imported;
 5. the attached job (`rules.attach_hang`), only for `attach`: its verdict as DDP302, DDP304 or
@@ -65,12 +66,15 @@ def _job_output(facts: FactSet, findings: list[Finding], selector: Selector) -> 
 
 
 def _traced_run(facts: FactSet, findings: list[Finding], selector: Selector) -> list[Finding]:
+    from ddp_doctor.rules.trace_outcome import unfinished_run_findings
     from ddp_doctor.rules.trace_runtime import runtime_findings
 
     try:
-        return [*findings, *runtime_findings(facts, findings)]
+        findings = [*findings, *runtime_findings(facts, findings)]
     except Exception as error:
-        return [*findings, rule_crashed("for the traced run", "trace", error)]
+        findings = [*findings, rule_crashed("for the traced run", "trace", error)]
+    assert facts.trace is not None  # passes_for adds this pass only then
+    return [*findings, *unfinished_run_findings(facts.trace, findings)]
 
 
 def _other_nodes(facts: FactSet, findings: list[Finding], selector: Selector) -> list[Finding]:

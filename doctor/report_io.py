@@ -77,6 +77,8 @@ def load_report(path: Path) -> Report:
         ) from None
     except RecursionError:
         raise ReportError(f"{path} is nested too deeply to be a ddp-doctor report") from None
+    except ValueError as error:  # an integer past Python's 4,300 digits
+        raise ReportError(f"{path} is not a ddp-doctor report ({str(error)[:80]})") from None
     return report_from_json(data)
 
 
@@ -85,6 +87,12 @@ def report_from_json(data: Any) -> Report:
         raise ReportError("not a ddp-doctor report: no schema_version")
     if nesting(data) > MAX_NESTING:
         raise ReportError(f"nested deeper than {MAX_NESTING} levels: not a ddp-doctor report")
+    too_big = first_oversized_number(data)
+    if too_big is not None:
+        raise ReportError(f"a number past 64 bits ({too_big}): not a ddp-doctor report")
+    count = first_count_past_bound(data)
+    if count is not None:
+        raise ReportError(f"{count}: not a report of a real job")
     if type(data["schema_version"]) is not int or data["schema_version"] != SCHEMA_VERSION:
         raise ReportError(
             f"report schema_version {data['schema_version']!r} is not {SCHEMA_VERSION}; "
@@ -155,6 +163,49 @@ def nesting(value: Any) -> int:
         deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def first_oversized_number(value: Any) -> str | None:
+    """The first integer outside 64 bits in a JSON value, shortened (no fact is that large, and
+    one of 4,300 digits cannot even be printed)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif type(item) is int and not -(1 << 63) <= item < 1 << 64:
+            return f"{item.bit_length()} bits"
+    return None
+
+
+# Counts that size something (a list of nodes, of ranks, of devices), each checked before any
+# reading or rule iterates over it: a 10 KB report with nnodes = 10^12 once built that range.
+MAX_NODES = 100_000  # as a SLURM host list
+MAX_RANKS = 10_000_000
+COUNT_BOUNDS = {
+    "nnodes": MAX_NODES, "min_nodes": MAX_NODES, "node_rank": MAX_NODES, "group_rank": MAX_NODES,
+    "nproc": MAX_RANKS, "expected_ranks": MAX_RANKS, "world_size": MAX_RANKS,
+    "num_replicas": MAX_RANKS, "rank": MAX_RANKS, "local_rank": MAX_RANKS,
+    "device_count": MAX_NODES, "cpu_count": MAX_RANKS, "restarts": MAX_NODES,
+}  # fmt: skip
+
+
+def first_count_past_bound(value: Any) -> str | None:
+    """The first count (a field of COUNT_BOUNDS) outside [-1, its bound], as `name = value`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                bound = COUNT_BOUNDS.get(key)
+                if bound is not None and type(child) is int and not -1 <= child <= bound:
+                    return f"{key} = {child} is past any real job (at most {bound:,})"
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def _describe(error: Exception) -> str:

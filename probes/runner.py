@@ -116,6 +116,12 @@ def owned_folder(folder: Path) -> Iterator[Path]:
             _FOLDERS.discard(folder)
 
 
+def live_pids() -> list[int]:
+    """The tracked children still registered (each with what runs below it)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
 def kill_children() -> None:
     """Kills every tracked child with its descendants and removes their folders."""
     with _LIVE_LOCK:

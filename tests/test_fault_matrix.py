@@ -24,6 +24,7 @@ import netns
 import pytest
 from click.testing import CliRunner
 from fakes import job_fault
+from fault_cases_trust import SLOW_CASES, TRUST_CASES
 
 from ddp_doctor import cli
 
@@ -358,6 +359,11 @@ def _url_credentials(tmp_path: Path) -> int:
     return done.returncode
 
 
+# --- issue 19: trust under hostile input (tests/fault_cases_trust.py) -------------------------
+
+CASES.update(TRUST_CASES)
+
+
 # --- the matrix ------------------------------------------------------------------------------
 
 
@@ -367,7 +373,13 @@ def test_every_documented_fault_has_a_case_and_every_case_a_row() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("key", sorted(CASES))
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(key, marks=pytest.mark.slow) if key in SLOW_CASES else key
+        for key in sorted(CASES)
+    ],
+)
 def test_fault(key: str, tmp_path: Path) -> None:
     started = time.monotonic()
     assert CASES[key](tmp_path) == documented()[key]

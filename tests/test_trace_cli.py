@@ -186,12 +186,15 @@ def test_issue_acceptance_hang_named_within_the_bound(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_a_healthy_run_stopped_at_the_time_limit_is_no_hang(tmp_path: Path) -> None:
+def test_a_run_stopped_at_the_time_limit_is_no_hang_and_no_success(tmp_path: Path) -> None:
+    """Stopped by --timeout with every rank computing: not a hang (no DDP302), but not
+    "No problems found" either: DDP908 and exit 1 (issue 19: a CI gate must not pass it)."""
     traced = trace(
         tmp_path, [*TORCHRUN, str(TRACE_FIXTURES / "long_training.py")], "--timeout", "20"
     )
     assert traced.trace["outcome"] == "timeout" and traced.seconds < 20 + 5
-    assert traced.findings == [], traced.findings
+    assert [f["code"] for f in traced.findings] == ["DDP908"], traced.findings
+    assert traced.exit_code == 1
     ranks = traced.trace["ranks"]
     assert [r["end"] for r in ranks] == ["stopped", "stopped"]
     assert all(r["steps"] > 0 for r in ranks), ranks  # how far each rank got

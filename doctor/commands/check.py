@@ -70,7 +70,7 @@ def check_command(
         raise DoctorError(str(error)) from None
     report = make_report((), outcome.findings)
     text = render_check(report, report_options, outcome.checked, unsafe_fixes)
-    emit(text, report_options.output)
+    emit(text, report_options.output, report_options.fmt, report_options.redact)
     if outcome.checked == 0 and outcome.skipped:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
@@ -149,6 +149,8 @@ def render_check(
         from ddp_doctor.render import secrets_out
 
         report = secrets_out(report)
+    if fmt in ("text", "table", "github"):
+        report = _paths_shown_escaped(report)
     if fmt == "text":
         from ddp_doctor.render.text import render_text
 
@@ -174,3 +176,18 @@ def render_check(
         redact_hosts=options.redact_hosts,
         redact=options.redact,
     )
+
+
+def _paths_shown_escaped(report: Report) -> Report:
+    """File names on a terminal line, escaped: a newline or ESC in a name shows as text."""
+    from dataclasses import replace
+
+    from ddp_doctor.trust.inert import shown_path
+
+    findings = tuple(
+        replace(f, location=replace(f.location, path=shown_path(f.location.path)))
+        if f.location is not None
+        else f
+        for f in report.findings
+    )
+    return replace(report, findings=findings)

@@ -11,6 +11,7 @@ from ddp_doctor import exitcodes, strict_json
 from ddp_doctor.codes import CODES, Code
 from ddp_doctor.registry import RuleSpec, lookup
 from ddp_doctor.render.columns import plain_table
+from ddp_doctor.trust.output import print_text
 
 
 @click.command("explain")
@@ -27,7 +28,7 @@ def explain_command(code_or_name: str) -> None:
             f"ddp-doctor: error: no rule {code_or_name!r}; `ddp-doctor rules` lists them", err=True
         )
         sys.exit(exitcodes.USAGE)
-    click.echo(explain_text(spec))
+    print_text(explain_text(spec))
 
 
 def explain_text(spec: RuleSpec) -> str:
@@ -67,13 +68,13 @@ def rules_command(fmt: str) -> None:
             }
             for s in specs
         ]
-        click.echo(strict_json.dumps(rows, indent=2))
+        print_text(strict_json.dumps(rows, indent=2))
         return
     if fmt == "markdown":
-        click.echo(rules_markdown(specs))
+        print_text(rules_markdown(specs))
         return
     table = [(s.code, s.name, s.severity.word, s.summary) for s in specs]
-    click.echo(plain_table(table, headers=("code", "name", "severity", "summary")))
+    print_text(plain_table(table, headers=("code", "name", "severity", "summary")))
 
 
 def rules_markdown(specs: Sequence[Code]) -> str:

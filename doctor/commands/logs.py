@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
@@ -23,6 +23,9 @@ from ddp_doctor.cli import (
 from ddp_doctor.inputs import NotRegularFile, describe_size, open_regular
 from ddp_doctor.logscan import LogScan, scan_stream
 from ddp_doctor.model import Finding, make_report
+
+if TYPE_CHECKING:
+    from ddp_doctor.logscan.inputs import PathScan
 
 STDIN = "-"
 # Scanning is linear (4-400 MB/s here, by how many lines may match) and memory stays flat: the
@@ -88,7 +91,32 @@ def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
         f"{scan.lines} lines of {len(scan.logs)} log(s) and {len(scan.dumps)} "
         f"flight-recorder dump(s) in {name}"
     )
-    return scan.findings, subject
+    return [*scan.findings, *_not_read(scan, name)], subject
+
+
+def _not_read(scan: PathScan, name: str) -> list[Finding]:
+    """DDP907 for what the folder's limits left unread: never a silent skip."""
+    from ddp_doctor.logscan.inputs import MAX_DEPTH, MAX_FILES
+    from ddp_doctor.registry import Hit, spec_for
+
+    parts = []
+    if scan.files_past_limit:
+        more = "more than " if scan.files_past_limit > MAX_FILES else ""
+        parts.append(f"{more}{scan.files_past_limit} file(s) after the first {MAX_FILES:,}")
+    if scan.folders_too_deep:
+        parts.append(f"{scan.folders_too_deep} folder(s) deeper than {MAX_DEPTH} levels")
+    if scan.logs_past_bytes:
+        limit = describe_size(MAX_LOG_BYTES)
+        parts.append(f"{scan.logs_past_bytes} log(s) after the first {limit} of text")
+    if not parts:
+        return []
+    message = f"not read in {name}: {'; '.join(parts)}; a root cause there is not in this report"
+    evidence = {
+        "files_past_limit": scan.files_past_limit,
+        "folders_too_deep": scan.folders_too_deep,
+        "logs_past_bytes": scan.logs_past_bytes,
+    }
+    return [spec_for("DDP907").finding(Hit(message, evidence))]
 
 
 def _is_dump(path: Path) -> bool:
@@ -162,8 +190,11 @@ def _skip_to_last_part(stream: BinaryIO) -> int:
     if size <= MAX_FILE_LOG_BYTES or stream.read(2) == GZIP_MAGIC:
         stream.seek(0)
         return 0
+    from ddp_doctor.logscan.reader import skip_to_line_start
+    from ddp_doctor.logscan.scanner import MAX_LINE_BYTES
+
     stream.seek(size - MAX_FILE_LOG_BYTES)
-    stream.readline()  # the rest of a cut line
+    skip_to_line_start(stream, MAX_LINE_BYTES)  # the rest of a cut line, never read whole
     return stream.tell()
 
 

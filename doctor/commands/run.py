@@ -4,9 +4,6 @@ own rendezvous (nodeplan.py, cluster_run.py)."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import click
 
 from ddp_doctor.cli import ReportOptions, finish, report_options
@@ -18,33 +15,12 @@ from ddp_doctor.progress import Progress
 from ddp_doctor.registry import Selector
 from ddp_doctor.run.checkup import collect
 from ddp_doctor.run.nodeplan import LaunchFlags
+from ddp_doctor.trust.numbers import MAX_TIMEOUT_S, FiniteFloat
 
 DEFAULT_MASTER_ADDR = "127.0.0.1"
-MAX_TIMEOUT_S = 86400.0  # a day: past that a bound bounds nothing
 MAX_BUSBW_GBPS = 100000.0  # 100 TB/s; NVLink 5 is 1.8 TB/s
 MAX_SIZE_BYTES = 64 * 1024**3  # one all-reduce buffer per rank; nccl-tests stops at 8-16 GiB
 MAX_SIZES = 64
-
-
-class FiniteFloat(click.ParamType):
-    """A number in [low, high]: nan, inf and absurd values are usage errors (click's
-    FloatRange lets nan and inf through)."""
-
-    name = "float"
-
-    def __init__(self, low: float, high: float) -> None:
-        self.low, self.high = low, high
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number) or not self.low <= number <= self.high:
-            self.fail(f"{value!r} is not a number from {self.low:g} to {self.high:g}", param, ctx)
-        return number
 
 
 @click.command("run")

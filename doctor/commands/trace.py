@@ -10,6 +10,7 @@ from ddp_doctor.cli import EXIT_CODES_HELP, ReportOptions, finish, report_option
 from ddp_doctor.judge import judge
 from ddp_doctor.model import make_report
 from ddp_doctor.progress import Progress
+from ddp_doctor.trust.numbers import MAX_COUNT, MAX_TIMEOUT_S, BoundedInt, FiniteFloat
 
 HEARTBEAT_S = 30.0  # without a terminal (CI): the run's status as a line this often
 
@@ -22,20 +23,22 @@ HEARTBEAT_S = 30.0  # without a terminal (CI): the run's status as a line this o
 @report_options()
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=5.0),
+    type=FiniteFloat(5.0, MAX_TIMEOUT_S),
     default=600.0,
     show_default=True,
     help="Upper bound in seconds for the whole run; where the ranks are is collected before it.",
 )
-@click.option("--steps", type=click.IntRange(min=1), help="Stop each rank after N optimizer steps.")
+@click.option(
+    "--steps", type=BoundedInt(1, MAX_COUNT), help="Stop each rank after N optimizer steps."
+)
 @click.option(
     "--epochs",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, MAX_COUNT),
     help="Stop each rank when a DataLoader would start its epoch N+1.",
 )
 @click.option(
     "--hang-after",
-    type=click.FloatRange(min=1.0),
+    type=FiniteFloat(1.0, MAX_TIMEOUT_S),
     default=None,
     metavar="SECONDS",
     help="Collect stacks when no rank progressed for this long; a rank in a collective then "

@@ -27,7 +27,9 @@ from ddp_doctor.readings.flight_recorder_entries import entry_call
 # A rank's dump holds TORCH_FR_BUFFER_SIZE entries (2000 by default, a few KiB each with
 # stack traces); 32 MiB keeps the decoded objects of one dump within the doctor's memory bound.
 MAX_DUMP_BYTES = 32 << 20
-_RANK_SUFFIX = re.compile(r"(\d+)$")
+_RANK_SUFFIX = re.compile(r"(?<!\d)(\d{1,9})$")  # a rank, not a 5000-digit number
+MAX_RANK = 1 << 24  # more ranks than any job has; a larger number names none
+MAX_RANKS_TEXT = 1 << 20  # pg_config's "ranks" as text: a million characters is 100,000 ranks
 
 
 class DumpError(ValueError):
@@ -73,13 +75,16 @@ def _decode(data: bytes) -> object:
             raise DumpError(str(error)) from None
     try:
         return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DumpError(f"not a complete JSON dump ({error})") from None
+    except RecursionError:
+        raise DumpError("not a flight-recorder dump: nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, bad UTF-8, an integer past Python's limit
+        raise DumpError(f"not a complete JSON dump ({str(error)[:200]})") from None
 
 
 def _rank_of(path: Path, document: Mapping[str, object]) -> int | None:
-    if isinstance(document.get("rank"), int):
-        return int(document["rank"])  # type: ignore[call-overload]
+    rank = document.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        return rank if 0 <= rank < MAX_RANK else None
     stem = path.name.split(".")[0]
     found = _RANK_SUFFIX.search(stem)
     return int(found.group(1)) if found else None
@@ -93,7 +98,7 @@ def _group_ranks(config: object) -> dict[str, tuple[int, ...]]:
     for name, group in config.items():
         ranks = group.get("ranks") if isinstance(group, dict) else None
         if isinstance(ranks, str):
-            ranks = [int(n) for n in re.findall(r"-?\d+", ranks)]
+            ranks = [int(n) for n in re.findall(r"-?\d{1,9}", ranks[:MAX_RANKS_TEXT])]
         if isinstance(ranks, (list, tuple)) and ranks:
             groups[str(name)] = tuple(int(r) for r in ranks if isinstance(r, int))
     return groups

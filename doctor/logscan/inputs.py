@@ -32,6 +32,10 @@ class PathScan:
     logs: list[str] = field(default_factory=list)
     dumps: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # binary or unreadable files
+    # What the limits kept from being read at all (reported as DDP907, never silently):
+    files_past_limit: int = 0  # files after the MAX_FILES-th
+    folders_too_deep: int = 0  # folders below MAX_DEPTH levels
+    logs_past_bytes: int = 0  # logs not read once max_bytes of text were
     bytes: int = 0
     lines: int = 0
     ranks_compared: list[int] = field(default_factory=list)
@@ -50,6 +54,7 @@ def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
                 read = read_into(scanner, stream, max_bytes)
             result.logs.append(str(path))
             if read.truncated:
+                result.logs_past_bytes = len(logs) - logs.index(path) - 1
                 break
         except (OSError, EOFError):
             result.skipped.append(str(path))
@@ -74,7 +79,7 @@ def scan_dumps(paths: list[Path]) -> PathScan:
 def _sort_files(folder: Path, result: PathScan) -> tuple[list[Path], list[Path]]:
     logs: list[Path] = []
     dumps: list[Path] = []
-    for path in _walk(folder):
+    for path in _walk(folder, result):
         try:
             with open_regular(path) as stream:
                 head = stream.read(SAMPLE_BYTES)
@@ -94,21 +99,24 @@ def _sort_files(folder: Path, result: PathScan) -> tuple[list[Path], list[Path]]
     return logs, dumps
 
 
-def _walk(folder: Path) -> list[Path]:
+def _walk(folder: Path, result: PathScan) -> list[Path]:
     """Regular files below folder, sorted, at most MAX_FILES, MAX_DEPTH deep, no symlinks
-    followed out of it."""
+    followed out of it; what the limits leave out is counted in `result`."""
     found: list[Path] = []
     base_depth = len(folder.parts)
     for root, dirs, files in os.walk(folder, onerror=_raise):
         dirs[:] = sorted(d for d in dirs if not Path(root, d).is_symlink())
         if len(Path(root).parts) - base_depth >= MAX_DEPTH:
+            result.folders_too_deep += len(dirs)
             dirs[:] = []
         for name in sorted(files):
             path = Path(root, name)
-            if path.is_file() and not path.is_symlink():
-                found.append(path)
             if len(found) >= MAX_FILES:
-                return found
+                result.files_past_limit += 1
+            elif path.is_file() and not path.is_symlink():
+                found.append(path)
+        if result.files_past_limit > MAX_FILES:  # counting stops too: "more than"
+            break
     return found
 
 

@@ -132,3 +132,20 @@ def _utf16_as_utf8(stream: io.BufferedReader) -> Iterator[bytes]:
     for chunk in _chunks(stream, skip_bom=False):
         yield decoder.decode(chunk).encode("utf-8")
     yield decoder.decode(b"", final=True).encode("utf-8")
+
+
+def skip_to_line_start(stream: BinaryIO, limit: int) -> None:
+    """Moves a stream that was positioned inside a line to the start of the next one, reading
+    at most `limit` bytes in pieces (a cut inside a line of gigabytes never reads it whole;
+    past the limit the scan starts mid-line, as the scanner reads an endless line in pieces)."""
+    start = stream.tell()
+    read = 0
+    while read < limit:
+        piece = stream.read(min(READ_BYTES, limit - read))
+        if not piece:
+            return
+        newline = piece.find(b"\n")
+        if newline >= 0:
+            stream.seek(start + read + newline + 1)
+            return
+        read += len(piece)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import re
 
-MAX_HOSTS = 100_000  # a guard against a typo such as [1-99999999]
+MAX_HOSTS = 100_000  # a guard against a typo such as [1-99999999], applied while expanding
+MAX_DIGITS = 12  # a host number longer than this is no host's
 RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
@@ -20,11 +21,10 @@ class HostListError(ValueError):
 
 
 def expand_hostlist(text: str) -> list[str]:
+    """The limit holds while expanding: each item's count is known before it is built."""
     hosts: list[str] = []
     for item in _split_top_level(text.strip()):
-        hosts.extend(_expand_item(item))
-        if len(hosts) > MAX_HOSTS:
-            raise HostListError(f"host list {text!r} names more than {MAX_HOSTS} hosts")
+        hosts.extend(_expand_item(item, MAX_HOSTS - len(hosts), text))
     return hosts
 
 
@@ -48,23 +48,36 @@ def _split_top_level(text: str) -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
-def _expand_item(item: str) -> list[str]:
+def _expand_item(item: str, room: int, text: str) -> list[str]:
     parts = re.split(r"(\[[^\]]*\])", item)  # literal, [ranges], literal, ...
-    choices = [_expand_brackets(part) if part.startswith("[") else [part] for part in parts]
+    choices = []
+    count = 1
+    for part in parts:
+        choice = _expand_brackets(part, room) if part.startswith("[") else [part]
+        count *= len(choice)
+        if count > room:
+            raise HostListError(f"host list {text[:200]!r} names more than {MAX_HOSTS} hosts")
+        choices.append(choice)
     return ["".join(combination) for combination in itertools.product(*choices)]
 
 
-def _expand_brackets(part: str) -> list[str]:
+def _expand_brackets(part: str, room: int) -> list[str]:
     numbers: list[str] = []
     for piece in part[1:-1].split(","):
         match = RANGE.match(piece.strip())
         if not match:
-            raise HostListError(f"{piece!r} in {part!r} is not a number or a range like 01-04")
+            raise HostListError(
+                f"{piece[:40]!r} in {part[:200]!r} is not a number or a range like 01-04"
+            )
         low, high = match.group(1), match.group(2) or match.group(1)
+        if len(low) > MAX_DIGITS or len(high) > MAX_DIGITS:
+            raise HostListError(f"a host number in {part[:200]!r} has over {MAX_DIGITS} digits")
         if int(high) < int(low):
             raise HostListError(f"range {piece!r} in {part!r} runs backwards")
-        if int(high) - int(low) > MAX_HOSTS:
-            raise HostListError(f"range {piece!r} in {part!r} is too long")
+        if int(high) - int(low) >= room - len(numbers):
+            raise HostListError(
+                f"range {piece!r} in {part[:200]!r} names more than {MAX_HOSTS} hosts"
+            )
         width = len(low)
         numbers.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return numbers

@@ -12,12 +12,17 @@ EVIDENCE_CHARS = 160
 VALUE_CHARS = 200
 
 
+def code(value: object) -> str:
+    """A value as a code span; its own backticks become quotes, so only the span's delimit."""
+    return "`" + str(value).replace("`", "'") + "`"
+
+
 def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The versions and places a maintainer asks for first, from whatever probes ran."""
     facts = {p["probe"]: p.get("facts") or {} for p in document.get("probes", [])}
     rows = []
     if document.get("command"):
-        rows.append(("command", f"`{document['command']}`"))
+        rows.append(("command", code(document["command"])))
     rows.append(("ddp-doctor", f"{document.get('tool_version')}, {document.get('created')}"))
     rejudged = document.get("rejudged")
     if isinstance(rejudged, Mapping):
@@ -27,13 +32,13 @@ def header_rows(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     if python:
         version = python.get("version") or "?"
         rows.append(
-            ("Python", f"{version} at `{python.get('executable')}` ({python.get('chosen_by')})")
+            ("Python", f"{version} at {code(python.get('executable'))} ({python.get('chosen_by')})")
         )
     torch = facts.get("torch", {})
     if torch.get("version"):
         cuda = torch.get("cuda_version") or "none"
         nccl = torch.get("nccl_version") or ("none" if not torch.get("nccl_available") else "?")
-        where = f" at `{torch['location']}`" if torch.get("location") else ""
+        where = f" at {code(torch['location'])}" if torch.get("location") else ""
         rows.append(("torch", f"{torch['version']} (CUDA {cuda}, NCCL {nccl}){where}"))
     host = facts.get("host", {})
     if host:

@@ -3,6 +3,7 @@ and fixes, the job's tables once, and the facts folded in <details>, compact."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ddp_doctor.render.facts_text import compact_facts, evidence_line, header_rows
@@ -16,7 +17,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     findings = document["findings"]
     probes = {probe["probe"]: probe for probe in document["probes"]}
     lines = ["## ddp-doctor report", "", "| | |", "|---|---|"]
-    lines += [f"| {name} | {_cell(value)} |" for name, value in header_rows(document)]
+    lines += [f"| {name} | {_header_cell(value)} |" for name, value in header_rows(document)]
     lines += ["", f"**{_counts(findings)}.**", ""]
     lines += _findings_table(findings) if findings else [_nothing_found(document), ""]
     if probes:
@@ -58,7 +59,7 @@ def _findings_table(findings: list[dict[str, Any]]) -> list[str]:
     ]
     for f in findings:
         fix = f["fix"] or {"text": "", "commands": []}
-        commands = "<br>".join(f"`{_cell(c)}`" for c in fix["commands"])
+        commands = "<br>".join(_code_cell(c) for c in fix["commands"])
         fix_text = _cell(fix["text"]) + (f"<br>{commands}" if commands else "")
         evidence = evidence_line(f.get("evidence") or {})
         lines.append(
@@ -175,8 +176,15 @@ def _fit(lines: list[str], budget: int) -> tuple[list[str], int]:
     return kept, len(lines) - len(kept)
 
 
+def fence_for(body: str) -> str:
+    """A code fence longer than any run of backticks in the body, so no line of it (a job's
+    output holding ```` ```` ````) can close the block and turn the rest into live Markdown."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def _details(title: str, body: str, language: str) -> list[str]:
-    fence = "````" if "```" in body else "```"
+    fence = fence_for(body)
     return [
         "<details>",
         f"<summary>{title}</summary>",
@@ -202,11 +210,33 @@ def _counts(findings: list[dict[str, Any]]) -> str:
     return ", ".join(words)
 
 
+# In a table cell, as GitHub renders it: a "|" ends the cell, HTML is live (a "</details>" or
+# an <img>), "@name" notifies someone, a backtick starts code. Each is written as an entity or
+# escaped, so the cell shows the text and does nothing else.
+_CELL_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "@": "&#64;", "`": "\\`"}
+_CELL_SPECIALS = re.compile("[&<>|@`]")
+
+
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _inline(str(text).strip())
+
+
+def _inline(text: str) -> str:
+    """Cell text on one line, every special character inert."""
+    one_line = re.sub(r"\s+", " ", text)
+    return _CELL_SPECIALS.sub(lambda m: _CELL_ESCAPES[m.group(0)], one_line)
+
+
+def _header_cell(value: str) -> str:
+    """A header value: its code spans (between backticks, header_rows' own) as code, the rest
+    as plain cell text."""
+    parts = value.split("`")
+    return "".join(_code_cell(p) if i % 2 else _inline(p) for i, p in enumerate(parts))
 
 
 def _code_cell(text: str) -> str:
+    """Text in a code span inside a cell: HTML and mentions are inert there; "|" still ends
+    the cell and a backtick would end the span."""
     if not text:
         return ""
-    return "`" + _cell(text).replace("`", "'") + "`"
+    return "`" + " ".join(str(text).split()).replace("|", "\\|").replace("`", "'") + "`"

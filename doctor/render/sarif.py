@@ -145,4 +145,4 @@ def _uri(path: str) -> str:
     """A relative path stays relative (GitHub resolves it against the checkout)."""
     if os.path.isabs(path):
         return Path(path).as_uri()
-    return quote(path.replace(os.sep, "/"))
+    return quote(path.replace(os.sep, "/"), errors="surrogateescape")  # a non-UTF-8 name: %XX

@@ -51,9 +51,10 @@ def probe_timed_out(facts: FactSet) -> Iterator[Hit]:
     Fix: look at what that probe touches (driver, filesystem); raise --timeout if it is only slow.
     """
     for result in facts.results.values():
-        # a job or traced run cut at --timeout keeps its facts; DDP906 and the trace codes
-        # judge those
-        if result.status is ProbeStatus.TIMED_OUT and result.facts is None:
+        # a job or traced run cut at --timeout keeps its facts (DDP906 and the trace codes
+        # judge those); a Python that hangs is DDP012
+        timed_out = result.status is ProbeStatus.TIMED_OUT and result.facts is None
+        if timed_out and result.probe != "python":
             yield Hit(
                 f"probe {result.probe!r} timed out: {result.error}",
                 {"probe": result.probe, "seconds": result.duration_s},
@@ -184,11 +185,14 @@ describe(
     ),
     """What it finds: a log longer than `logs` reads: 4 GiB of a file (after gzip and UTF-16
     decoding), 256 MiB of stdin. Of a plain file only its last 4 GiB were diagnosed (where a
-    failed run ends); of stdin or a compressed file only the first part.
+    failed run ends); of stdin or a compressed file only the first part. For `logs DIR`: the
+    files after the first 10,000, folders deeper than 8 levels, and logs after the first
+    256 MiB of text, which were not read at all.
     Why it matters: scanning is linear (hundreds of MB/s) and its memory flat, but an endless
     stdin would never end: the limits bound the time. A root cause outside the part read is not
     in the report.
     Example: a week of NCCL_DEBUG=INFO output from 512 ranks in one SLURM .out file.
-    Fix: pass the part of the log around the failure (`tail -c 2G FILE > end.log`).
+    Fix: pass the part of the log around the failure (`tail -c 2G FILE > end.log`), or the
+    folder of the failed run's own logs.
     """,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.facts.machine import OLDEST_PATIENT_PYTHON, FactSet
-from ddp_doctor.model import Remediation
+from ddp_doctor.model import ProbeStatus, Remediation
 from ddp_doctor.readings.python_choice import pick_another_python
 from ddp_doctor.registry import Hit, rule
 
@@ -67,13 +67,20 @@ def launch_env_invalid(facts: FactSet) -> Iterator[Hit]:
 )
 def python_unusable(facts: FactSet) -> Iterator[Hit]:
     """What it finds: the Python chosen as the patient (`--python`, the active virtualenv or
-    conda env, or python3 on PATH) is missing, does not start, or is older than the job needs.
+    conda env, or python3 on PATH) is missing, does not start, does not answer within the
+    probe's time (a Python that hangs cannot train either), or is older than the job needs.
     Why it matters: nothing of torch could be examined and no job was launched, so the report
     says nothing about the environment you train in.
     Example: `--python ~/venvs/old/bin/python` naming a deleted venv; a Python 3.7 on PATH.
     Fix: name the interpreter you train with; upgrade a Python that is too old.
     """
     python = facts.python
+    probe = facts.results.get("python")
+    if python is None and probe is not None and probe.status is ProbeStatus.TIMED_OUT:
+        yield Hit(  # a Python that hangs cannot train either: never only a DDP902 warning
+            f"the Python that trains did not answer: {probe.error}",
+            {"probe": "python", "timed_out": True, "seconds": probe.duration_s},
+        )
     if python is None:
         return
     evidence = {"python": python.executable, "chosen_by": python.chosen_by}

@@ -25,7 +25,9 @@ Why it matters: the setup cannot run a minimal DDP job; real training will fail 
 Example: a driver crash inside a collective that prints nothing known.
 Fix: the job's output, with NCCL_DEBUG=INFO for more.""",
 )
-# DDP906 too: a job cut by --timeout is explained by that.
+# DDP906 too: a job cut by --timeout is explained by that. Only an error explains a failed job:
+# a warning (DDP008's small /dev/shm, DDP503's NCCL WARN) may be true and still not the cause,
+# and a failed job must never leave the report without an error (the exit code gates CI).
 EXPLAINING_PREFIXES = ("DDP00", "DDP2", "DDP3", "DDP4", "DDP5", "DDP906")
 # Codes the job's own facts decide better than its texts: a bystander's timeout text must not
 # name it as the crashed rank, and the journals know who never joined or hung. DDP231-DDP234
@@ -45,7 +47,7 @@ def job_output_findings(facts: FactSet, found: Sequence[Finding]) -> list[Findin
     known = {g.code for g in found} | JUDGED_FROM_FACTS
     extra = [f for f in _scan(_job_texts(job)) if f.code not in known]
     explained = any(
-        f.code.startswith(EXPLAINING_PREFIXES) and f.severity >= Severity.WARNING
+        f.code.startswith(EXPLAINING_PREFIXES) and f.severity >= Severity.ERROR
         for f in [*found, *extra]
     )
     if job_failed(job) and not explained:

@@ -35,7 +35,8 @@ from ddp_doctor.probes.job.payload import (
     process_start_time,
 )
 from ddp_doctor.probes.job.results import torch_exit_codes
-from ddp_doctor.probes.runner import descendants, has_exited, kill_group, tracked
+from ddp_doctor.probes.orphans import adopt_orphans, end_orphans
+from ddp_doctor.probes.runner import descendants, has_exited, kill_group, live_pids, tracked
 from ddp_doctor.probes.trace.forensics import alive, collect_forensics, live_ranks
 from ddp_doctor.probes.trace.journals import (
     RankProcess,
@@ -81,9 +82,11 @@ def run_trace(
 ) -> TraceFacts:
     """`show` gets each line of the run's own output as it comes (ranks' lines prefixed)."""
     workdir = Path(tempfile.mkdtemp(prefix="ddp-doctor-trace-"))
+    adopt_orphans()  # a rank's setsid grandchild is re-parented here and ends with the job
     try:
         return TraceSession(config, workdir, progress, show).run()
     finally:
+        end_orphans(keep=live_pids())
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -136,7 +139,7 @@ class TraceSession:
 
     def _environment(self) -> dict[str, str]:
         payload = install_payload(self.workdir / "payload")
-        env = patient_environment(os.environ, payload)
+        env = patient_environment(os.environ, payload, self.workdir)  # the watchdog removes it
         env[TRACE_VARIABLE] = str(self.workdir)
         env.setdefault("PYTHONUNBUFFERED", "1")  # a line shows when printed (torchrun adds no -u)
         size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
