@@ -74,7 +74,27 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _dataparallel(tallies, hints)
     _sigkill_without_memory_error(tallies)
     _system_port(tallies)
+    _consequences_of_a_crash(tallies)
     return tallies
+
+
+CRASHES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error, with its own cause
+AFTER_A_CRASH = ("DDP513", "DDP514", "DDP515")  # what the others see once a rank is gone
+
+
+def _consequences_of_a_crash(tallies: Tallies) -> None:
+    """A rank that crashed takes its transport with it: the IB completions, EFA requests and
+    a stuck watchdog that follow on the other ranks are consequences, reported after it."""
+    crashes = [t for code, t in tallies.items() if code in CRASHES and t.role == Role.CAUSE]
+    if not crashes:
+        return
+    first = min(crashes, key=lambda t: t.first_line)
+    for code in AFTER_A_CRASH:
+        tally = tallies.get(code)
+        if tally is not None and tally.first_line > first.first_line:
+            tally.judge(
+                role=Role.SYMPTOM, note=f"a consequence of {first.code} (line {first.first_line})"
+            )
 
 
 def _progress_that_ended_well(tallies: Tallies, hints: Hints) -> None:

@@ -11,6 +11,7 @@ repo#number) that the anchors were chosen for.
 from __future__ import annotations
 
 from ddp_doctor.logscan.pattern import Pattern
+from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
 from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
@@ -18,6 +19,7 @@ from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
 from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
+    *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,
     *PLATFORM_PATTERNS,
