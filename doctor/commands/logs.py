@@ -22,7 +22,7 @@ from ddp_doctor.cli import (
 )
 from ddp_doctor.inputs import NotRegularFile, describe_size, open_regular
 from ddp_doctor.logscan import LogScan, scan_stream
-from ddp_doctor.model import Finding, make_report
+from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, make_report
 
 STDIN = "-"
 # Scanning is linear (4-400 MB/s here, by how many lines may match) and memory stays flat: the
@@ -51,6 +51,7 @@ def logs_command(
     """
     path = Path(log)
     name = _display_name(log)
+    results: tuple[ProbeResult, ...] = ()
     if log != STDIN and path.is_dir():
         findings, subject = _scan_folder(path)
     elif log != STDIN and _is_dump(path):
@@ -60,7 +61,9 @@ def logs_command(
         _check_scanned(scan, name)
         findings = [*scan.findings, *_truncation(scan, log)]
         subject = f"{scan.lines} lines of {name}"
-    report = make_report((), report_options.selector.filter(findings), subject)
+        if report_options.verbose and scan.facts_read:
+            results = (_facts_read(scan),)
+    report = make_report(results, report_options.selector.filter(findings), subject)
     finish(report, report_options)
 
 
@@ -115,6 +118,14 @@ def _scan_dump(path: Path) -> list[Finding]:
 
 def _span(ranks: list[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+
+
+def _facts_read(scan: LogScan) -> ProbeResult:
+    """What the log said about the run (interfaces, variables, versions, connections), each
+    with its line: -v shows it, the way it shows a live run's probe facts."""
+    from ddp_doctor.logscan.logfacts import FactsRead
+
+    return ProbeResult("log", ProbeStatus.OK, FactsRead(dict(scan.facts_read)), 0.0)
 
 
 def _scan(log: str) -> LogScan:

@@ -10,6 +10,7 @@ repo#number) that the anchors were chosen for.
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.logfacts import FACT_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
@@ -50,4 +51,5 @@ REPLICA_PATTERN = next(p for p in TRAINING_PATTERNS if p.code == "DDP510")
 
 def all_anchors() -> tuple[str, ...]:
     rows = (*PATTERNS, *HINTS)
-    return tuple(anchor for pattern in rows for anchor in pattern.anchors) + BLOCK_STARTS
+    anchors = tuple(anchor for pattern in rows for anchor in pattern.anchors)
+    return anchors + BLOCK_STARTS + FACT_ANCHORS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ddp_doctor.logscan.scanner import READ_BYTES, LogScanner
@@ -28,6 +28,7 @@ class LogScan:
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
     truncated: bool = False  # stopped at max_bytes of text before the stream ended
     skipped_bytes: int = 0  # read from this offset on (a file over its cap: its last part)
+    facts_read: Mapping[str, int] = field(default_factory=dict)  # fact -> its line (logfacts)
 
 
 def scan_stream(
@@ -45,6 +46,7 @@ def scan_stream(
         looks_binary=read.looks_binary,
         invalid_utf8=read.invalid_utf8,
         truncated=read.truncated,
+        facts_read=scanner.log_facts.lines(),
     )
 
 
