@@ -97,3 +97,14 @@ def test_socket_ifname_without_an_address_is_ddp205() -> None:
     findings = scan_text(text)
     assert findings[0].code == "DDP205"
     assert findings[0].evidence["from_log_facts"]["NCCL_SOCKET_IFNAME"] == "eth2"
+
+
+def test_a_host_name_that_does_not_resolve_is_judged_by_the_live_ddp203_rule() -> None:
+    assert shared_rule("DDP203") is rendezvous.master_addr_unresolvable
+    text = (  # pytorch/pytorch#73682, Kubernetes DNS not yet propagated
+        "[W socket.cpp:601] [c10d] The IPv4 network addresses of (worker-0.svc, 29500) cannot "
+        "be retrieved (gai error: -2 - Name or service not known).\n"
+    )
+    findings = scan_text(text)
+    assert [f.code for f in findings] == ["DDP203"]
+    assert findings[0].evidence["address"] == "worker-0.svc"

@@ -3,7 +3,8 @@
 logfacts.py turns lines into facts (the interfaces NCCL chose, variables it reports, NCCL
 versions per host, addresses connected to). Here those facts become the same frozen facts the
 probes produce (HostFacts, PlanFacts, JobFacts) and the registered check functions judge them:
-DDP204 (hostname_is_loopback) and DDP306 (version_skew) are the live run's functions, not a
+DDP203 (master_addr_unresolvable), DDP204 (hostname_is_loopback) and DDP306 (version_skew)
+are the live run's functions, not a
 second pattern table. What no probe rule can judge from a log's partial facts is decided here
 and said so: a link-local or virtual interface NCCL bootstraps over (DDP215, whose live check
 needs the route to the master) and NCCL_SOCKET_IFNAME naming an interface NCCL found no
@@ -18,7 +19,7 @@ from ddp_doctor.logscan.logfacts import Connection, LogFacts
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Severity
 from ddp_doctor.registry import Hit, spec_for
 
-SHARED_CODES = ("DDP204", "DDP306")  # judged by the registered (live) check function
+SHARED_CODES = ("DDP203", "DDP204", "DDP306")  # judged by the registered (live) check function
 VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
 
@@ -33,7 +34,8 @@ def shared_rule(code: str) -> Callable:
 def findings_from_facts(facts: LogFacts) -> list[tuple[Finding, int]]:
     """Findings, each with the log line its main fact came from."""
     found: list[tuple[Finding, int]] = []
-    for judge in (_loopback_host, _versions_differ, _interface_not_routable, _no_address):
+    judges = (_unresolvable, _loopback_host, _versions_differ, _interface_not_routable, _no_address)
+    for judge in judges:
         found.extend(judge(facts))
     return found
 
@@ -56,6 +58,19 @@ def _with(finding: Finding, **changes: object) -> Finding:
     from dataclasses import replace
 
     return replace(finding, **changes)
+
+
+# --- DDP203: a host name that does not resolve ----------------------------------------------
+def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    if facts.unresolved is None:
+        return
+    from ddp_doctor.facts.job import JobFacts, Preflight
+
+    host, error, line = facts.unresolved
+    preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
+    job = JobFacts(launched=False, preflight=preflight)
+    read = {"host": host, "error": error, "line": line}
+    yield from _run("DDP203", _facts(job=job), line, read)
 
 
 # --- DDP204: a peer advertised a loopback address -------------------------------------------

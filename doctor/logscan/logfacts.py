@@ -51,6 +51,17 @@ _OUTCOMES = (
     ("aborted", "Software caused connection abort"),
     ("unreachable", "Network is unreachable"),
 )
+_UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does not resolve
+    "Name or service not known",
+    "Name does not resolve",
+    "nodename nor servname provided",
+    "Temporary failure in name resolution",
+)
+_UNRESOLVED_HOST = (
+    re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
+    re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
+    re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
+)
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -86,6 +97,7 @@ class LogFacts:
     gloo_loopback_fallback: int | None = None  # the line of gloo's warning
     no_family_address: int | None = None  # NCCL's "neither AF_INET(2) nor AF_INET6(10)"
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
+    unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
 
     def read(self, body: str, number: int) -> None:
         """Takes what one line says (called for each line the prefilter passed)."""
@@ -100,6 +112,8 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
+        if self.unresolved is None and "IPv6" not in body:
+            self._unresolved(body, number)
         if "returned Connection" in body:
             self.connect_failures += 1
         self._connections(body, number)
@@ -111,6 +125,15 @@ class LogFacts:
         found = _INTERFACE.findall(body) or _OLD_INTERFACE.findall(body)
         for name, address in found:
             self._put(self.interfaces, name, Interface(name, address, number))
+
+    def _unresolved(self, body: str, number: int) -> None:
+        error = next((text for text in _UNRESOLVED if text in body), None)
+        if error is None:
+            return
+        hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
+        host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
+        if host is not None or "host not found" in body or "gaierror" in body:
+            self.unresolved = (host, error, number)
 
     def _version(self, body: str, number: int) -> None:
         version = _NCCL_VERSION.search(body)
@@ -137,7 +160,8 @@ class LogFacts:
     def worth_judging(self) -> bool:
         """Whether any rule of factrules.py could fire (most logs: no, and nothing loads)."""
         return bool(
-            self.connections
+            self.unresolved
+            or self.connections
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
@@ -158,4 +182,7 @@ class LogFacts:
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
         if self.gloo_loopback_fallback is not None:
             shown["gloo fell back to loopback"] = self.gloo_loopback_fallback
+        if self.unresolved is not None:
+            host, error, line = self.unresolved
+            shown[f"{host or 'a host name'} does not resolve ({error})"] = line
         return shown

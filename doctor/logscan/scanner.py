@@ -255,10 +255,13 @@ def _with_fact_findings(
         return results
     from ddp_doctor.logscan.factrules import findings_from_facts
 
+    by_code = {finding.code: finding for _, finding in results}
     judged = []
     for finding, line in findings_from_facts(facts):
         location = Location(source, line) if source else finding.location
-        judged.append((Role.CAUSE, _replace(finding, location=location)))
+        table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
+        evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
+        judged.append((Role.CAUSE, _replace(finding, location=location, evidence=evidence)))
     if not judged:
         return results
     codes = {finding.code for _, finding in judged}
