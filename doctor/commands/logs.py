@@ -22,6 +22,7 @@ from ddp_doctor.cli import (
 )
 from ddp_doctor.inputs import NotRegularFile, describe_size, open_regular
 from ddp_doctor.logscan import LogScan, scan_stream
+from ddp_doctor.logscan.compressed import compression_of
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, make_report
 
 STDIN = "-"
@@ -40,7 +41,8 @@ def logs_command(
     report_options: ReportOptions,
 ) -> None:
     """Diagnose the log of a failed run: torchrun, NCCL_DEBUG and traceback output, a SLURM
-    .out with ranks interleaved. FILE may be gzipped; - reads stdin.
+    .out with ranks interleaved. FILE may be compressed (gzip, xz, bzip2, zstd) and in any
+    encoding (UTF-8, UTF-16, or detected); - reads stdin.
 
     Every known problem is reported once, the root cause first (torchrun's "Root Cause"
     rank, then the first rank to fail, then the first error in time), with the line number
@@ -146,8 +148,12 @@ def _scan(log: str) -> LogScan:
     except PermissionError:
         raise DoctorError(f"cannot read {name}: permission denied") from None
     except EOFError:
-        raise DoctorError(f"cannot read {name}: the gzip data ends early (truncated)") from None
-    except OSError as error:  # gzip.BadGzipFile, I/O errors
+        raise DoctorError(
+            f"cannot read {name}: the compressed data ends early (truncated)"
+        ) from None
+    except ImportError as error:
+        raise DoctorError(f"cannot read {name}: it needs the {error.name} package") from None
+    except OSError as error:  # damaged gzip/xz/bzip2/zstd data (DecompressError), I/O errors
         raise DoctorError(f"cannot read {name}: {error.strerror or error}") from None
 
 
@@ -163,14 +169,11 @@ def _opened(log: str) -> Iterator[tuple[BinaryIO, int]]:
         yield stream, _skip_to_last_part(stream)
 
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
 def _skip_to_last_part(stream: BinaryIO) -> int:
     """Over its cap, a plain file is read from its last MAX_FILE_LOG_BYTES on, at a line start;
     returns the bytes skipped (a compressed file is read from its start)."""
     size = os.fstat(stream.fileno()).st_size
-    if size <= MAX_FILE_LOG_BYTES or stream.read(2) == GZIP_MAGIC:
+    if size <= MAX_FILE_LOG_BYTES or compression_of(stream.read(10)) is not None:
         stream.seek(0)
         return 0
     stream.seek(size - MAX_FILE_LOG_BYTES)
