@@ -190,7 +190,13 @@ def _check_scanned(scan: LogScan, name: str) -> None:
             f"{name} does not look like a text log (binary data in its first 64 KiB); "
             "give the run's stdout/stderr or SLURM .out file"
         )
-    if scan.invalid_utf8:
+    detected = scan.encoding.rsplit("+", 1)[-1]
+    if detected not in ("utf-8", "utf-16"):
+        click.echo(
+            f"ddp-doctor: note: {name} is not valid UTF-8; read as {detected} (detected)",
+            err=True,
+        )
+    elif scan.invalid_utf8:
         click.echo(
             f"ddp-doctor: note: {name} is not valid UTF-8; bytes that are not were read as "
             "replacement characters",
