@@ -27,6 +27,7 @@ from ddp_doctor.logscan.patterns import (
     ROOT_CAUSE_PATTERN,
     all_anchors,
 )
+from ddp_doctor.logscan.quoting import quote_nccl_warnings
 from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
 from ddp_doctor.logscan.torchrun_block import TorchrunFailureBlock
 from ddp_doctor.model import Finding, Location, Remediation
@@ -95,6 +96,7 @@ class LogScanner:
         """The findings root cause first, each with the role it was given."""
         self._end_file()
         tallies = infer(self._tallies, self._hints)
+        quote_nccl_warnings(tallies, self.log_facts)
         ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
         results = [(tally.role, tally.finding(self.source)) for tally in ordered]
         return _with_fact_findings(results, self.log_facts, self.source)
