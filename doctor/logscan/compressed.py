@@ -5,10 +5,7 @@ by the reader's byte cap on the decompressed text, so a small file that expands 
 
 from __future__ import annotations
 
-import bz2
 import codecs
-import gzip
-import lzma
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -58,13 +55,20 @@ class _Guarded:
 
 
 def _opened(stream: BinaryIO, name: str) -> BinaryIO:
+    """Each decompressor is imported only for a log that needs it (start-up stays short)."""
     if name == "gzip":
+        import gzip
+
         return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
     if name == "xz":
+        import lzma
+
         return lzma.LZMAFile(stream)  # type: ignore[return-value]
     if name == "bzip2":
+        import bz2
+
         return bz2.BZ2File(stream)  # type: ignore[return-value]
-    import zstandard  # only for .zst logs
+    import zstandard
 
     return zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
 
