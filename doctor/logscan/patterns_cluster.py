@@ -116,10 +116,11 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP515",
         "efa-libfabric-error",
-        ("NET/OFI",),
+        # anchored on "WARN" texts (with a C or an e the prefilter already scans for)
+        ("NCCL WARN NET/OFI", "WARN: Function: "),
         "the AWS EFA / libfabric network plugin failed[: {message}]",
         fields={"message": (r"NET/OFI\s+(.+?)\s*$",)},
-        confirm=r"WARN",
+        confirm=r"NET/OFI",
         collect=("message",),
     ),
     # libfabric's EFA provider: "efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message:
@@ -160,8 +161,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "DDP504",
         "host-out-of-memory",
         (
-            "oom_kill event",
-            "OOM Killed",
+            "oom_kill event in StepId",
+            "oom_kill events in StepId",
             "OOMKilled",
             "low on resource: memory",
             "condition: [MemoryPressure]",
