@@ -80,16 +80,25 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
 
 CRASHES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error, with its own cause
 AFTER_A_CRASH = ("DDP513", "DDP514", "DDP515")  # what the others see once a rank is gone
+# A job stopped from outside: every rank's exit, closed connection and timeout after it
+AFTER_A_CANCEL = (*AFTER_A_CRASH, "DDP206", "DDP231", "DDP234", "DDP302", "DDP307")
 
 
 def _consequences_of_a_crash(tallies: Tallies) -> None:
     """A rank that crashed takes its transport with it: the IB completions, EFA requests and
-    a stuck watchdog that follow on the other ranks are consequences, reported after it."""
+    a stuck watchdog that follow on the other ranks are consequences, reported after it. After
+    a cancel (DDP507: a time limit, a preemption, scancel) so is every rank's failure, and
+    slurmstepd's own connection errors."""
+    cancel = tallies.get("DDP507")
+    if cancel is not None and cancel.role == Role.CAUSE:
+        _behind(tallies, cancel, AFTER_A_CANCEL)
     crashes = [t for code, t in tallies.items() if code in CRASHES and t.role == Role.CAUSE]
-    if not crashes:
-        return
-    first = min(crashes, key=lambda t: t.first_line)
-    for code in AFTER_A_CRASH:
+    if crashes:
+        _behind(tallies, min(crashes, key=lambda t: t.first_line), AFTER_A_CRASH)
+
+
+def _behind(tallies: Tallies, first: CodeTally, codes: tuple[str, ...]) -> None:
+    for code in codes:
         tally = tallies.get(code)
         if tally is not None and tally.first_line > first.first_line:
             tally.judge(
