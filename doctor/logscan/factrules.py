@@ -82,7 +82,8 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     fallback = facts.gloo_loopback_fallback
     failed = [c for c in facts.connections if c.address.startswith("127.") and c.outcome]
     chosen = debian[0] if debian else (failed[0] if fallback is not None and failed else None)
-    if chosen is None and fallback is not None and facts.addresses:
+    cluster = facts.addresses or facts.gloo_mesh_failed is not None  # one host never fails it
+    if chosen is None and fallback is not None and cluster:
         chosen = Connection("127.0.0.1", 0, None, fallback)  # gloo's own word, on a cluster
     if chosen is None:
         return
@@ -125,17 +126,18 @@ def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
             f"({peer.outcome}): a link-local address is not routed between hosts"
         )
         line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
-    elif bad and len(facts.interfaces) > 1 and failing:
+    elif bad and len(facts.interfaces) > 1:
         names = ", ".join(f"{i.name} ({i.address})" for i in bad)
         message = (
-            f"NCCL bootstraps over {names}, an interface the other nodes cannot reach "
-            "(loopback, a container bridge or an IPv6 link-local address), and connections fail"
+            f"NCCL bootstraps over {names} beside the host's own interface: other nodes cannot "
+            "reach a loopback, container-bridge or IPv6 link-local address"
+            + (", and connections fail" if failing else "")
         )
         line = bad[0].line
         read = {"interfaces": {i.name: i.address for i in facts.interfaces.values()}}
     else:
         return
-    yield _hit("DDP215", message, line, read, Severity.ERROR)
+    yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
 
 
 def _virtual(name: str) -> bool:

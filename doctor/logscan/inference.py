@@ -200,8 +200,15 @@ def _peer_exited_early(tallies: Tallies) -> None:
         return
     if any(t.role == Role.CAUSE for t in tallies.values() if t is not peer):
         return
-    if all(hit.pattern is NCCL_REMOTE_ERROR for hit in peer.kept):
-        _network_warnings_as_cause(tallies)
+    if all(hit.pattern is NCCL_REMOTE_ERROR for hit in peer.kept) or _connect_failed(tallies):
+        if _network_warnings_as_cause(tallies):
+            peer.judge(severity=Severity.WARNING, note="a consequence of the failed connection")
+        return
+    if all("NCCL WARN" in hit.text for hit in peer.kept):  # NCCL's own socket lost its peer
+        peer.judge(
+            severity=Severity.WARNING,
+            note="NCCL's own socket lost its peer (bootstrap or proxy): the peer's log says why",
+        )
         return
     peer.judge(
         role=Role.CAUSE,
@@ -212,7 +219,7 @@ def _peer_exited_early(tallies: Tallies) -> None:
     )
 
 
-def _network_warnings_as_cause(tallies: Tallies) -> None:
+def _network_warnings_as_cause(tallies: Tallies) -> bool:
     """NCCL's remote error says "a peer exited or the network failed": its NCCL WARN lines
     about sockets or InfiniBand decide for the network."""
     warnings = tallies.get("DDP503")
@@ -223,6 +230,15 @@ def _network_warnings_as_cause(tallies: Tallies) -> None:
             severity=Severity.ERROR,
             note="they came before NCCL lost its peer: the network between the ranks failed",
         )
+        return True
+    return False
+
+
+def _connect_failed(tallies: Tallies) -> bool:
+    """NCCL could not connect before the connection closed: its WARN line says so."""
+    warnings = tallies.get("DDP503")
+    messages = [str(m) for m in (warnings.collected.get("message", []) if warnings else [])]
+    return any("connect" in m.lower() and ("failed" in m or "timeout" in m) for m in messages)
 
 
 def _dataparallel(tallies: Tallies, hints: Hints) -> None:

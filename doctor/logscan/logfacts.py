@@ -19,6 +19,7 @@ MAX_VALUES = 64
 # none here; these are chosen to reuse the prefilter's existing passes (a C or an e in them).
 FACT_ANCHORS: tuple[str, ...] = (
     "NCCL INFO Bootstrap",
+    "NCCL INFO NET : Using interface",  # NCCL <= 2.3
     "NET/Socket : Using",
     "set by environment to",
     "NCCL version",
@@ -26,6 +27,8 @@ FACT_ANCHORS: tuple[str, ...] = (
     "Unable to resolve hostname",
     "is neither AF_INET",
     "returned Connection",
+    "remote=[",
+    "connectFullMesh failed",
 )
 
 # host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
@@ -95,11 +98,12 @@ class LogFacts:
     gloo_loopback_fallback: int | None = None  # the line of gloo's warning
     no_family_address: int | None = None  # NCCL's "neither AF_INET(2) nor AF_INET6(10)"
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
+    gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
 
     def read(self, body: str, number: int) -> None:
         """Takes what one line says (called for each line the prefilter passed)."""
-        if "Using" in body and ("Bootstrap" in body or "NET/Socket" in body):
+        if "Using" in body and ("Bootstrap" in body or "NET/Socket" in body or "NET :" in body):
             self._interfaces(body, number)
         if "set by environment to" in body:
             for name, value in _ENV.findall(body):
@@ -112,8 +116,10 @@ class LogFacts:
             self.no_family_address = number
         if self.unresolved is None and "IPv6" not in body:
             self._unresolved(body, number)
-        if "returned Connection" in body:
+        if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
+        if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
+            self.gloo_mesh_failed = number
         self._connections(body, number)
         for address in _IPV4.findall(body):
             if not address.startswith(("127.", "0.")) and len(self.addresses) < MAX_VALUES:

@@ -178,6 +178,16 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             )
         },
     ),
+    # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
+    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. The
+    #   inference step (inference.py) reads an unexplained SIGKILL as the host's memory.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exit code (137)", "Exit Code:    137", "Exit Code: 137", "exited with code 137"),
+        "a container or task was killed with SIGKILL (exit code 137)",
+        fields={"exitcode": (r"(137)",)},
+    ),
     # The kubelet evicting a pod for disk: "The node was low on resource: ephemeral-storage"
     #   (kubernetes/kubernetes#91600), "The node had condition: [DiskPressure]".
     Pattern(
