@@ -89,11 +89,21 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP514",
         "ib-transport-error",
-        ("collective mismatch error", "Got async event"),
+        (
+            "collective mismatch error",
+            "Got async event",
+            "async fatal event",
+            "Got async error event",
+        ),
         "the InfiniBand transport reported {event}",
         fields={"event": (r"NET/IB ?: ((?:req [\d/]+ tag \w+ peer \S+ )?[^,.]+)",)},
         confirm=r"NET/IB",
     ),
+    # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
+    #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event
+    #   on CQ (...)", "... async fatal event: <str>" (device), "... Got async error event: port
+    #   error" (non-fatal); older builds: "NET/IB : Got async event : local catastrophic error"
+    #   (NVIDIA/nccl#230), "NET/IB : mlx5_0:1 Got async event : ..." (#1710).
     # misc/ibvwrap.cc (all versions): "Call to ibv_modify_qp failed with error Connection timed
     #   out" (NVIDIA/nccl#769), "... Network is unreachable" (NVIDIA/nccl-tests#185); >= 2.19:
     #   "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory" (nccl-tests#206)
