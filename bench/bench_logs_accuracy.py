@@ -15,6 +15,12 @@ root cause), then:
   and `unlabelled` logs) an error-severity code outside `also`, or any finding is a code the
   label lists under `absent`.
 
+A corpus folder may hold `split.json` ({"projects": {"owner/repo": "A" | "B"}, ...}): then
+`--half A|B` measures only the logs of that half's projects (the label's `source` names the
+project). Labels may carry `family:`; the summary then gives top-1, wrong and nothing (no
+finding at all on a log whose label names a code) per family. `--summary-only` prints no
+per-log rows (for the half that is not tuned on).
+
 Labels may name a code by its name (`name:tensors-on-different-devices`); names are resolved
 through `ddp-doctor rules --format json`, and a name not (yet) in the table is a miss.
 Always exits 0.
@@ -38,7 +44,8 @@ TIMEOUT_S = 120
 @dataclass(frozen=True)
 class Label:
     source: str
-    root: str  # a code, "none", "unlabelled: ...", or "name:..." before resolution
+    root: str
+    family: str = "-"  # a code, "none", "unlabelled: ...", or "name:..." before resolution
     also: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
 
@@ -78,6 +85,7 @@ def read_label(path: Path) -> Label:
     return Label(
         source=fields.get("source", "?"),
         root=fields.get("root_cause", "unlabelled: no root_cause line"),
+        family=fields.get("family", "-"),
         also=tuple(fields.get("also", "").split()),
         absent=tuple(fields.get("absent", "").split()),
     )
@@ -162,6 +170,8 @@ def label_text(verdict: Verdict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--half", choices=("A", "B"), help="only this half of split.json")
+    parser.add_argument("--summary-only", action="store_true", help="no per-log rows")
     args = parser.parse_args()
     doctor = doctor_command()
     if doctor is None:
@@ -172,6 +182,7 @@ def main() -> None:
         print(f"no *.log in {args.corpus}")
         return
     names = code_names(doctor)
+    halves = read_split(args.corpus) if args.half else {}
     verdicts = []
     for log in logs:
         label_path = log.with_suffix(".label")
@@ -179,12 +190,18 @@ def main() -> None:
             print(f"{log.name}: no label, skipped")
             continue
         label = read_label(label_path)
+        if args.half and halves.get(project_of(label.source)) != args.half:
+            continue
         findings, error = run_doctor(doctor, log)
         verdict = Verdict(log.stem, label, resolve(label.root, names), findings, error)
         judge(verdict, names)
         verdicts.append(verdict)
-        print_row(verdict)
-    print_summary(verdicts)
+        if not args.summary_only:
+            print_row(verdict)
+    if args.half:
+        print(f"half {args.half} of {args.corpus.name}/split.json")
+    print_summary(verdicts, details=not args.summary_only)
+    print_families(verdicts)
 
 
 def print_row(verdict: Verdict) -> None:
@@ -197,7 +214,37 @@ def print_row(verdict: Verdict) -> None:
         print(f"     WRONG NAME: {reason}")
 
 
-def print_summary(verdicts: list[Verdict]) -> None:
+def read_split(corpus: Path) -> dict[str, str]:
+    """owner/repo -> "A" | "B" from the corpus's split.json ({} when there is none)."""
+    try:
+        return dict(json.loads((corpus / "split.json").read_text(encoding="utf-8"))["projects"])
+    except (OSError, ValueError, KeyError, TypeError):
+        print(f"warning: no readable split.json in {corpus}; --half selects nothing")
+        return {}
+
+
+def project_of(source: str) -> str:
+    """`https://... (owner/repo#12)` -> owner/repo."""
+    start, hash_at = source.rfind("("), source.rfind("#")
+    return source[start + 1 : hash_at] if 0 <= start < hash_at else source
+
+
+def print_families(verdicts: list[Verdict]) -> None:
+    families = sorted({v.label.family for v in verdicts})
+    if families == ["-"]:
+        return
+    print()
+    print(f"{'family':14s} {'logs':>5s} {'top-1':>7s} {'wrong':>6s} {'nothing':>8s}")
+    for family in families:
+        group = [v for v in verdicts if v.label.family == family]
+        top1 = sum(v.top1 for v in group)
+        wrong = sum(bool(v.wrong) for v in group)
+        nothing = sum(1 for v in group if not v.findings and v.root_code is not None)
+        share = 100 * top1 / len(group)
+        print(f"{family:14s} {len(group):5d} {top1:3d} {share:3.0f}% {wrong:6d} {nothing:8d}")
+
+
+def print_summary(verdicts: list[Verdict], details: bool = True) -> None:
     total = len(verdicts)
     if not total:
         return
@@ -209,6 +256,8 @@ def print_summary(verdicts: list[Verdict]) -> None:
     print(f"top-1 accuracy:        {top1}/{total} = {100 * top1 / total:.1f}%")
     print(f"any-position accuracy: {anywhere}/{total} = {100 * anywhere / total:.1f}%")
     print(f"logs with wrong names: {len(wrong)}")
+    if not details:
+        return
     for verdict in wrong:
         print(f"  {verdict.name}: {'; '.join(verdict.wrong)}")
     misses = [v for v in verdicts if not v.top1]

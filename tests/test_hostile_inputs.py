@@ -109,7 +109,7 @@ def test_sequence_ids_far_apart_compare_as_the_entries_present(tmp_path: Path) -
 LIMIT_ROWS = {
     "a file `check` reads": "test_limits.py",
     "`pyproject.toml` / `.gitignore` that `check` reads": "test_limits.py",
-    "a log file for `logs` (after gzip and UTF-16 decoding)": "test_limits.py",
+    "a log file for `logs` (after decompression and decoding)": "test_limits.py",
     "a log on stdin (`logs -`)": "test_fault_matrix.py",
     "a report for `diagnose`": "test_limits.py",
     "numbers and counts in a report": "test_hostile_inputs.py",

@@ -22,7 +22,8 @@ from ddp_doctor.cli import (
 )
 from ddp_doctor.inputs import NotRegularFile, describe_size, open_regular
 from ddp_doctor.logscan import LogScan, scan_stream
-from ddp_doctor.model import Finding, make_report
+from ddp_doctor.logscan.compressed import compression_of
+from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, make_report
 
 if TYPE_CHECKING:
     from ddp_doctor.logscan.inputs import PathScan
@@ -43,7 +44,8 @@ def logs_command(
     report_options: ReportOptions,
 ) -> None:
     """Diagnose the log of a failed run: torchrun, NCCL_DEBUG and traceback output, a SLURM
-    .out with ranks interleaved. FILE may be gzipped; - reads stdin.
+    .out with ranks interleaved. FILE may be compressed (gzip, xz, bzip2, zstd) and in any
+    encoding (UTF-8, UTF-16, or detected); - reads stdin.
 
     Every known problem is reported once, the root cause first (torchrun's "Root Cause"
     rank, then the first rank to fail, then the first error in time), with the line number
@@ -54,6 +56,7 @@ def logs_command(
     """
     path = Path(log)
     name = _display_name(log)
+    results: tuple[ProbeResult, ...] = ()
     if log != STDIN and path.is_dir():
         findings, subject = _scan_folder(path)
     elif log != STDIN and _is_dump(path):
@@ -63,7 +66,9 @@ def logs_command(
         _check_scanned(scan, name)
         findings = [*scan.findings, *_truncation(scan, log)]
         subject = f"{scan.lines} lines of {name}"
-    report = make_report((), report_options.selector.filter(findings), subject)
+        if report_options.verbose and scan.facts_read:
+            results = (_facts_read(scan),)
+    report = make_report(results, report_options.selector.filter(findings), subject)
     finish(report, report_options)
 
 
@@ -145,6 +150,14 @@ def _span(ranks: list[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
 
 
+def _facts_read(scan: LogScan) -> ProbeResult:
+    """What the log said about the run (interfaces, variables, versions, connections), each
+    with its line: -v shows it, the way it shows a live run's probe facts."""
+    from ddp_doctor.logscan.logfacts import FactsRead
+
+    return ProbeResult("log", ProbeStatus.OK, FactsRead(dict(scan.facts_read)), 0.0)
+
+
 def _scan(log: str) -> LogScan:
     name = _display_name(log)
     try:
@@ -163,8 +176,12 @@ def _scan(log: str) -> LogScan:
     except PermissionError:
         raise DoctorError(f"cannot read {name}: permission denied") from None
     except EOFError:
-        raise DoctorError(f"cannot read {name}: the gzip data ends early (truncated)") from None
-    except OSError as error:  # gzip.BadGzipFile, I/O errors
+        raise DoctorError(
+            f"cannot read {name}: the compressed data ends early (truncated)"
+        ) from None
+    except ImportError as error:
+        raise DoctorError(f"cannot read {name}: it needs the {error.name} package") from None
+    except OSError as error:  # damaged gzip/xz/bzip2/zstd data (DecompressError), I/O errors
         raise DoctorError(f"cannot read {name}: {error.strerror or error}") from None
 
 
@@ -180,14 +197,11 @@ def _opened(log: str) -> Iterator[tuple[BinaryIO, int]]:
         yield stream, _skip_to_last_part(stream)
 
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
 def _skip_to_last_part(stream: BinaryIO) -> int:
     """Over its cap, a plain file is read from its last MAX_FILE_LOG_BYTES on, at a line start;
     returns the bytes skipped (a compressed file is read from its start)."""
     size = os.fstat(stream.fileno()).st_size
-    if size <= MAX_FILE_LOG_BYTES or stream.read(2) == GZIP_MAGIC:
+    if size <= MAX_FILE_LOG_BYTES or compression_of(stream.read(10)) is not None:
         stream.seek(0)
         return 0
     from ddp_doctor.logscan.reader import skip_to_line_start
@@ -207,7 +221,13 @@ def _check_scanned(scan: LogScan, name: str) -> None:
             f"{name} does not look like a text log (binary data in its first 64 KiB); "
             "give the run's stdout/stderr or SLURM .out file"
         )
-    if scan.invalid_utf8:
+    detected = scan.encoding.rsplit("+", 1)[-1]
+    if detected not in ("utf-8", "utf-16"):
+        click.echo(
+            f"ddp-doctor: note: {name} is not valid UTF-8; read as {detected} (detected)",
+            err=True,
+        )
+    elif scan.invalid_utf8:
         click.echo(
             f"ddp-doctor: note: {name} is not valid UTF-8; bytes that are not were read as "
             "replacement characters",

@@ -74,7 +74,36 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _dataparallel(tallies, hints)
     _sigkill_without_memory_error(tallies)
     _system_port(tallies)
+    _consequences_of_a_crash(tallies)
     return tallies
+
+
+CRASHES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error, with its own cause
+AFTER_A_CRASH = ("DDP513", "DDP514", "DDP515")  # what the others see once a rank is gone
+# A job stopped from outside: every rank's exit, closed connection and timeout after it
+AFTER_A_CANCEL = (*AFTER_A_CRASH, "DDP206", "DDP231", "DDP234", "DDP302", "DDP307")
+
+
+def _consequences_of_a_crash(tallies: Tallies) -> None:
+    """A rank that crashed takes its transport with it: the IB completions, EFA requests and
+    a stuck watchdog that follow on the other ranks are consequences, reported after it. After
+    a cancel (DDP507: a time limit, a preemption, scancel) so is every rank's failure, and
+    slurmstepd's own connection errors."""
+    cancel = tallies.get("DDP507")
+    if cancel is not None and cancel.role == Role.CAUSE:
+        _behind(tallies, cancel, AFTER_A_CANCEL)
+    crashes = [t for code, t in tallies.items() if code in CRASHES and t.role == Role.CAUSE]
+    if crashes:
+        _behind(tallies, min(crashes, key=lambda t: t.first_line), AFTER_A_CRASH)
+
+
+def _behind(tallies: Tallies, first: CodeTally, codes: tuple[str, ...]) -> None:
+    for code in codes:
+        tally = tallies.get(code)
+        if tally is not None and tally.first_line > first.first_line:
+            tally.judge(
+                role=Role.SYMPTOM, note=f"a consequence of {first.code} (line {first.first_line})"
+            )
 
 
 def _progress_that_ended_well(tallies: Tallies, hints: Hints) -> None:
@@ -171,8 +200,15 @@ def _peer_exited_early(tallies: Tallies) -> None:
         return
     if any(t.role == Role.CAUSE for t in tallies.values() if t is not peer):
         return
-    if all(hit.pattern is NCCL_REMOTE_ERROR for hit in peer.kept):
-        _network_warnings_as_cause(tallies)
+    if all(hit.pattern is NCCL_REMOTE_ERROR for hit in peer.kept) or _connect_failed(tallies):
+        if _network_warnings_as_cause(tallies):
+            peer.judge(severity=Severity.WARNING, note="a consequence of the failed connection")
+        return
+    if all("NCCL WARN" in hit.text for hit in peer.kept):  # NCCL's own socket lost its peer
+        peer.judge(
+            severity=Severity.WARNING,
+            note="NCCL's own socket lost its peer (bootstrap or proxy): the peer's log says why",
+        )
         return
     peer.judge(
         role=Role.CAUSE,
@@ -183,7 +219,7 @@ def _peer_exited_early(tallies: Tallies) -> None:
     )
 
 
-def _network_warnings_as_cause(tallies: Tallies) -> None:
+def _network_warnings_as_cause(tallies: Tallies) -> bool:
     """NCCL's remote error says "a peer exited or the network failed": its NCCL WARN lines
     about sockets or InfiniBand decide for the network."""
     warnings = tallies.get("DDP503")
@@ -194,6 +230,15 @@ def _network_warnings_as_cause(tallies: Tallies) -> None:
             severity=Severity.ERROR,
             note="they came before NCCL lost its peer: the network between the ranks failed",
         )
+        return True
+    return False
+
+
+def _connect_failed(tallies: Tallies) -> bool:
+    """NCCL could not connect before the connection closed: its WARN line says so."""
+    warnings = tallies.get("DDP503")
+    messages = [str(m) for m in (warnings.collected.get("message", []) if warnings else [])]
+    return any("connect" in m.lower() and ("failed" in m or "timeout" in m) for m in messages)
 
 
 def _dataparallel(tallies: Tallies, hints: Hints) -> None:

@@ -148,13 +148,15 @@ def choose_suffixes(anchors: Iterable[str]) -> dict[str, str]:
     character with the lowest scan cost per anchor it newly covers, until all are covered."""
     choices = {anchor: _start_choices(anchor) for anchor in set(anchors)}
     suffixes: dict[str, str] = {}
+    chosen: set[str] = set()  # a character already scanned for costs nothing more to reuse
     while len(suffixes) < len(choices):
         open_anchors = [a for a in choices if a not in suffixes]
         counts: dict[str, int] = {}
         for anchor in open_anchors:
             for char in choices[anchor]:
                 counts[char] = counts.get(char, 0) + 1
-        best = min(sorted(counts), key=lambda c: _scan_cost(c) / counts[c])
+        best = min(sorted(counts), key=lambda c: (c not in chosen, _scan_cost(c) / counts[c]))
+        chosen.add(best)
         for anchor in open_anchors:
             if best in choices[anchor]:
                 suffixes[anchor] = anchor[choices[anchor][best] :]

@@ -10,7 +10,9 @@ repo#number) that the anchors were chosen for.
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.logfacts import FACT_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
+from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
 from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
@@ -18,6 +20,7 @@ from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
 from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
+    *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,
     *PLATFORM_PATTERNS,
@@ -48,4 +51,5 @@ REPLICA_PATTERN = next(p for p in TRAINING_PATTERNS if p.code == "DDP510")
 
 def all_anchors() -> tuple[str, ...]:
     rows = (*PATTERNS, *HINTS)
-    return tuple(anchor for pattern in rows for anchor in pattern.anchors) + BLOCK_STARTS
+    anchors = tuple(anchor for pattern in rows for anchor in pattern.anchors)
+    return anchors + BLOCK_STARTS + FACT_ANCHORS

@@ -74,6 +74,7 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
         (
             "Error while creating shared memory segment",
             "failed to extend /dev/shm",
+            "posix_fallocate failed",  # NCCL <= 2.11 include/shm.h (NVIDIA/nccl#290, #342)
             "insufficient shared memory",
             "killed by signal: Bus error",
             "unable to write to file </torch_",

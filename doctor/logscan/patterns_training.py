@@ -109,7 +109,7 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP508",
         "nccl-system-error",
-        ("unhandled system error",),
+        ("unhandled system error", "unhanled system error"),  # 1.1's typo (pytorch#23363)
         "NCCL failed a system call ('unhandled system error'[, NCCL {nccl_version}])",
         fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
         role=Role.SYMPTOM,
@@ -242,9 +242,11 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP503",
         "nccl-warning",
-        ("NCCL WARN",),
+        # NCCL <= 2.3 wrote "include/socket.h:360 WARN Call to connect failed : ..." without
+        # "NCCL" (NVIDIA/nccl-tests#15)
+        ("NCCL WARN", " WARN Call to", " WARN Connection"),
         "NCCL printed warnings: {message}",
-        fields={"message": (r"NCCL WARN\s*(.+)$",)},
+        fields={"message": (r"WARN\s*(.+)$",)},
         role=Role.NOTE,
         collect=("message",),
     ),

@@ -1,20 +1,25 @@
-"""Reads a log stream of any shape into the scanner: plain, gzip, UTF-16 with a BOM (what
+"""Reads a log stream of any shape into the scanner: plain, gzip/xz/bzip2/zstd, UTF-16 with a BOM (what
 Windows PowerShell's `>` writes), and says what its first bytes looked like."""
 
 from __future__ import annotations
 
 import codecs
-import gzip
 import io
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ddp_doctor.logscan.compressed import (
+    DETECT_BYTES,
+    as_utf8,
+    compression_of,
+    decompressed,
+    detected_encoding,
+)
 from ddp_doctor.logscan.scanner import READ_BYTES, LogScanner
 from ddp_doctor.model import Finding
 
 SAMPLE_BYTES = 64 * 1024
-_GZIP_MAGIC = b"\x1f\x8b"
 _TEXT_CONTROLS = set(b"\t\n\r\f\b\x1b")
 
 
@@ -23,11 +28,12 @@ class LogScan:
     findings: list[Finding]
     bytes: int  # bytes of text scanned (after gzip / UTF-16 decoding)
     lines: int
-    encoding: str  # how it was read: "utf-8", "utf-16", "gzip", "gzip+utf-16"
+    encoding: str  # how it was read: "utf-8", "utf-16", "xz+utf-8", "gzip+cp1252" ...
     looks_binary: bool  # NUL bytes or mostly control bytes at the start
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
     truncated: bool = False  # stopped at max_bytes of text before the stream ended
     skipped_bytes: int = 0  # read from this offset on (a file over its cap: its last part)
+    facts_read: Mapping[str, int] = field(default_factory=dict)  # fact -> its line (logfacts)
 
 
 def scan_stream(
@@ -45,6 +51,7 @@ def scan_stream(
         looks_binary=read.looks_binary,
         invalid_utf8=read.invalid_utf8,
         truncated=read.truncated,
+        facts_read=scanner.log_facts.lines(),
     )
 
 
@@ -59,15 +66,8 @@ class StreamRead:
 def read_into(scanner: LogScanner, stream: BinaryIO, max_bytes: int | None = None) -> StreamRead:
     """Feeds a stream (gzip, UTF-16 or UTF-8) to the scanner, to its end or to `max_bytes` of
     text; says how it read it."""
-    readable = _peekable(stream)
-    encoding = []
-    if readable.peek(2)[:2] == _GZIP_MAGIC:
-        readable = _peekable(gzip.GzipFile(fileobj=readable, mode="rb"))
-        encoding.append("gzip")
-    head = readable.peek(4)[:4]
-    utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
-    encoding.append("utf-16" if utf16 else "utf-8")
-    chunks = _utf16_as_utf8(readable) if utf16 else _chunks(readable, skip_bom=True)
+    readable, encoding = _decompressed(_peekable(stream))
+    chunks = _text_chunks(readable, encoding)
     sample = b""
     truncated = False
     for chunk in chunks:
@@ -80,6 +80,26 @@ def read_into(scanner: LogScanner, stream: BinaryIO, max_bytes: int | None = Non
         if truncated:
             break
     return StreamRead("+".join(encoding), looks_binary(sample), not _valid_utf8(sample), truncated)
+
+
+def _decompressed(readable: io.BufferedReader) -> tuple[io.BufferedReader, list[str]]:
+    """gzip, xz, bzip2 or zstd data, decompressed as it is read (compressed.py)."""
+    name = compression_of(readable.peek(10)[:10])
+    if name is None:
+        return readable, []
+    return _peekable(decompressed(readable, name)), [name]
+
+
+def _text_chunks(readable: io.BufferedReader, encoding: list[str]) -> Iterator[bytes]:
+    """UTF-8 chunks of the text: UTF-16 by its BOM, another encoding by detection."""
+    head = readable.peek(4)[:4]
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding.append("utf-16")
+        return _utf16_as_utf8(readable)
+    detected = detected_encoding(readable.peek(DETECT_BYTES)[:DETECT_BYTES])
+    encoding.append(detected or "utf-8")
+    chunks = _chunks(readable, skip_bom=True)
+    return as_utf8(chunks, detected) if detected else chunks
 
 
 def looks_binary(sample: bytes) -> bool:

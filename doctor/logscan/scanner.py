@@ -16,6 +16,7 @@ from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
+from ddp_doctor.logscan.logfacts import LogFacts
 from ddp_doctor.logscan.ordering import root_cause_order
 from ddp_doctor.logscan.pattern import Pattern, Prefilter, Role
 from ddp_doctor.logscan.patterns import (
@@ -26,9 +27,10 @@ from ddp_doctor.logscan.patterns import (
     ROOT_CAUSE_PATTERN,
     all_anchors,
 )
+from ddp_doctor.logscan.quoting import quote_nccl_warnings
 from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
 from ddp_doctor.logscan.torchrun_block import TorchrunFailureBlock
-from ddp_doctor.model import Finding, Remediation
+from ddp_doctor.model import Finding, Location, Remediation
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
 MAX_OTHER_FAILURES = 16
@@ -54,6 +56,7 @@ class LogScanner:
         self._tallies: dict[str, CodeTally] = {}
         self._hints = Hints()
         self._blocks: list[TorchrunFailureBlock | ReplicaErrorBlock] = []
+        self.log_facts = LogFacts()  # what the lines say about the run (logfacts.py)
 
     def feed(self, data: bytes) -> None:
         self.bytes += len(data)
@@ -93,8 +96,10 @@ class LogScanner:
         """The findings root cause first, each with the role it was given."""
         self._end_file()
         tallies = infer(self._tallies, self._hints)
+        quote_nccl_warnings(tallies, self.log_facts)
         ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
-        return [(tally.role, tally.finding(self.source)) for tally in ordered]
+        results = [(tally.role, tally.finding(self.source)) for tally in ordered]
+        return _with_fact_findings(results, self.log_facts, self.source)
 
     def _end_file(self) -> None:
         if self._pending:
@@ -134,6 +139,7 @@ class LogScanner:
 
     def _handle(self, line: LogLine) -> None:
         self.table_lines += 1
+        self.log_facts.read(line.body, line.number)
         self._feed_blocks(line)
         for hint in HINTS:
             if hint.matches(line.body):
@@ -237,6 +243,40 @@ class LogScanner:
             self._tallies[hit.pattern.code] = CodeTally.start(hit)
         else:
             tally.add(hit)
+
+
+CRASH_CODES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
+
+
+def _with_fact_findings(
+    results: list[tuple[Role, Finding]], facts: LogFacts, source: str | None
+) -> list[tuple[Role, Finding]]:
+    """The probes' rules' findings on the log's facts (factrules.py) replace the table's
+    finding of the same code and come first among the causes, after a rank's own crash."""
+    if not facts.worth_judging():
+        return results
+    from ddp_doctor.logscan.factrules import findings_from_facts
+
+    by_code = {finding.code: finding for _, finding in results}
+    judged = []
+    for finding, line in findings_from_facts(facts):
+        location = Location(source, line) if source else finding.location
+        table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
+        evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
+        judged.append((Role.CAUSE, _replace(finding, location=location, evidence=evidence)))
+    if not judged:
+        return results
+    codes = {finding.code for _, finding in judged}
+    kept = [(role, finding) for role, finding in results if finding.code not in codes]
+    crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
+    rest = [pair for pair in kept if pair not in crashes]
+    return [*crashes, *judged, *rest]
+
+
+def _replace(finding: Finding, **changes: object) -> Finding:
+    from dataclasses import replace
+
+    return replace(finding, **changes)
 
 
 def first_pattern(body: str) -> Pattern | None:

@@ -1,0 +1,166 @@
+"""The probes' own rules judge what a log says.
+
+logfacts.py turns lines into facts (the interfaces NCCL chose, variables it reports, NCCL
+versions per host, addresses connected to). Here those facts become the same frozen facts the
+probes produce (HostFacts, PlanFacts, JobFacts) and the registered check functions judge them:
+DDP203 (master_addr_unresolvable), DDP204 (hostname_is_loopback) and DDP306 (version_skew)
+are the live run's functions, not a
+second pattern table. What no probe rule can judge from a log's partial facts is decided here
+and said so: a link-local or virtual interface NCCL bootstraps over (DDP215, whose live check
+needs the route to the master) and NCCL_SOCKET_IFNAME naming an interface NCCL found no
+address on (DDP205, whose live check needs the host's interface list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ddp_doctor.logscan.logfacts import Connection, LogFacts
+from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Severity
+from ddp_doctor.registry import Hit, spec_for
+
+SHARED_CODES = ("DDP203", "DDP204", "DDP306")  # judged by the registered (live) check function
+VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel")
+FAILED = ("refused", "timed-out", "aborted", "unreachable")
+
+
+def shared_rule(code: str) -> Callable:
+    """The check function a live run uses for `code`: the one that judges log facts too."""
+    check = spec_for(code).check
+    assert check is not None, code
+    return check
+
+
+def findings_from_facts(facts: LogFacts) -> list[tuple[Finding, int]]:
+    """Findings, each with the log line its main fact came from."""
+    found: list[tuple[Finding, int]] = []
+    judges = (_unresolvable, _loopback_host, _versions_differ, _interface_not_routable, _no_address)
+    for judge in judges:
+        found.extend(judge(facts))
+    return found
+
+
+def _facts(**probes: object):  # -> FactSet; imported here: only logs with such facts pay it
+    from ddp_doctor.facts.machine import FactSet
+
+    results = [ProbeResult(name, ProbeStatus.OK, value, 0.0) for name, value in probes.items()]
+    return FactSet.of(results)
+
+
+def _run(code: str, facts: object, line: int, read: dict[str, object]) -> Iterator:
+    spec = spec_for(code)
+    for finding in spec.run(facts):
+        evidence = {**finding.evidence, "line": line, "from_log_facts": read}
+        yield _with(finding, evidence=evidence), line
+
+
+def _with(finding: Finding, **changes: object) -> Finding:
+    from dataclasses import replace
+
+    return replace(finding, **changes)
+
+
+# --- DDP203: a host name that does not resolve ----------------------------------------------
+def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    if facts.unresolved is None:
+        return
+    from ddp_doctor.facts.job import JobFacts, Preflight
+
+    host, error, line = facts.unresolved
+    preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
+    job = JobFacts(launched=False, preflight=preflight)
+    read = {"host": host, "error": error, "line": line}
+    yield from _run("DDP203", _facts(job=job), line, read)
+
+
+# --- DDP204: a peer advertised a loopback address -------------------------------------------
+def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """127.0.1.1 is Debian's /etc/hosts entry for the host name: a rank that connects to it
+    was given another node's host name resolved to loopback. 127.0.0.1 counts when gloo said
+    it fell back to loopback and a connection to it then failed (on one host it would not)."""
+    debian = [c for c in facts.connections if c.address == "127.0.1.1"]
+    fallback = facts.gloo_loopback_fallback
+    failed = [c for c in facts.connections if c.address.startswith("127.") and c.outcome]
+    chosen = debian[0] if debian else (failed[0] if fallback is not None and failed else None)
+    cluster = facts.addresses or facts.gloo_mesh_failed is not None  # one host never fails it
+    if chosen is None and fallback is not None and cluster:
+        chosen = Connection("127.0.0.1", 0, None, fallback)  # gloo's own word, on a cluster
+    if chosen is None:
+        return
+    from ddp_doctor.facts.machine import HostFacts, PlanFacts
+
+    master = next(iter(facts.addresses), "on another node")
+    host = HostFacts("Linux", "", "", "the advertising node's", hostname_address=chosen.address)
+    read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
+    yield from _run(
+        "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read
+    )
+
+
+# --- DDP306: hosts loaded different NCCL versions --------------------------------------------
+def _versions_differ(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    if len({version for version, _ in facts.nccl_versions.values()}) < 2:
+        return
+    from ddp_doctor.facts.job import Identity, JobFacts, Preflight
+
+    identities = tuple(
+        Identity(rank, 0, 0, host, 0, "cuda", nccl_version=version)
+        for rank, (host, (version, _)) in enumerate(sorted(facts.nccl_versions.items()))
+    )
+    job = JobFacts(launched=True, preflight=Preflight(master_addr=""), identities=identities)
+    line = min(line for _, line in facts.nccl_versions.values())
+    read = {host: version for host, (version, _) in facts.nccl_versions.items()}
+    for finding, at in _run("DDP306", _facts(job=job), line, {"nccl_versions": read}):
+        message = finding.message.replace("(rank ", "(host ").replace("(ranks ", "(hosts ")
+        yield _with(finding, message=message + " (as NCCL printed it on each host)"), at
+
+
+# --- DDP215: NCCL bootstraps over an interface other nodes cannot reach ----------------------
+def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    peer = next((c for c in facts.connections if _link_local(c.address) and c.outcome), None)
+    bad = [i for i in facts.interfaces.values() if _virtual(i.name) or _link_local(i.address)]
+    failing = any(c.outcome in FAILED for c in facts.connections) or facts.connect_failures
+    if peer is not None:
+        message = (
+            f"NCCL connected to a peer's IPv6 link-local address {peer.address} "
+            f"({peer.outcome}): a link-local address is not routed between hosts"
+        )
+        line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
+    elif bad and len(facts.interfaces) > 1:
+        names = ", ".join(f"{i.name} ({i.address})" for i in bad)
+        message = (
+            f"NCCL bootstraps over {names} beside the host's own interface: other nodes cannot "
+            "reach a loopback, container-bridge or IPv6 link-local address"
+            + (", and connections fail" if failing else "")
+        )
+        line = bad[0].line
+        read = {"interfaces": {i.name: i.address for i in facts.interfaces.values()}}
+    else:
+        return
+    yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
+
+
+def _virtual(name: str) -> bool:
+    return name == "lo" or name.startswith(VIRTUAL_PREFIXES[1:])
+
+
+def _link_local(address: str) -> bool:
+    return address.lower().startswith("fe80:")
+
+
+# --- DDP205: NCCL_SOCKET_IFNAME names an interface NCCL found no address on ------------------
+def _no_address(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    named = facts.env.get("NCCL_SOCKET_IFNAME")
+    if named is None or facts.no_family_address is None or facts.interfaces:
+        return
+    message = (
+        f"NCCL_SOCKET_IFNAME={named[0]!r} names no interface NCCL found an address on: NCCL "
+        "listed no interface and then tried an address of no family"
+    )
+    read = {"NCCL_SOCKET_IFNAME": named[0], "line": named[1]}
+    yield _hit("DDP205", message, facts.no_family_address, read, None)
+
+
+def _hit(code: str, message: str, line: int, read: dict, severity: Severity | None):
+    hit = Hit(message, {"line": line, "from_log_facts": read}, severity=severity)
+    return spec_for(code).finding(hit), line

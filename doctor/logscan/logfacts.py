@@ -1,0 +1,192 @@
+"""What a log tells about the run, as facts: the bootstrap interfaces NCCL chose, variables it
+reports as set, versions per host, addresses it connected to (and how that went), host names
+that did not resolve. Each fact keeps the line it came from; memory is bounded (a few dozen
+values per kind, however long the log).
+
+The scanner hands every line the prefilter let through (FACT_ANCHORS are among its anchors);
+factrules.py has the probes' own rules judge what was read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MAX_VALUES = 64
+
+# Lines the table's own anchors already pass (connection refused / timed out, NCCL WARN) need
+# none here; these are chosen to reuse the prefilter's existing passes (a C or an e in them).
+FACT_ANCHORS: tuple[str, ...] = (
+    "NCCL INFO Bootstrap",
+    "NCCL INFO NET : Using interface",  # NCCL <= 2.3
+    "NET/Socket : Using",
+    "set by environment to",
+    "NCCL version",
+    "Retry to connect to",
+    "Unable to resolve hostname",
+    "is neither AF_INET",
+    "returned Connection",
+    "remote=[",
+    "connectFullMesh failed",
+)
+
+# host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
+_NCCL_PREFIX = re.compile(r"(?:^|\s)([\w.-]+):\d+:\d+ \[\d+\] NCCL ")
+_INTERFACE = re.compile(
+    r"(?:\[\d+\])?([A-Za-z][\w.-]*):((?:\d{1,3}\.){3}\d{1,3}|[0-9a-fA-F]*:[0-9a-fA-F:]+"
+    r"(?:%[\w.-]+)?)<\d+>"
+)
+_OLD_INTERFACE = re.compile(r"Using interface ([\w.-]+):([\w.:%]+)<\d+>")
+_ENV = re.compile(r"\b((?:NCCL|GLOO|TORCH_NCCL|CUDA|TP)_\w+) set by environment to (\S+)")
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_CONNECT = (
+    re.compile(r"connect \[([^\]]+)\]:(\d+)"),  # gloo: connect [127.0.1.1]:25472
+    re.compile(r"Retry to connect to ([\d.]+):(\d+)"),  # paddle's tcp_utils
+    re.compile(r"Connect to ([\w.:%-]+)<(\d+)>"),  # NCCL socket.cc
+    re.compile(r"remote=\[([^\]]+)\]:(\d+)"),  # gloo connectFullMesh
+)
+_OUTCOMES = (
+    ("refused", "Connection refused"),
+    ("timed-out", "timed out"),
+    ("aborted", "Software caused connection abort"),
+    ("unreachable", "Network is unreachable"),
+)
+_UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does not resolve
+    "Name or service not known",
+    "Name does not resolve",
+    "nodename nor servname provided",
+    "Temporary failure in name resolution",
+)
+_UNRESOLVED_HOST = (
+    re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
+    re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
+    re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
+)
+_IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
+
+
+@dataclass(frozen=True)
+class FactsRead:
+    """The facts a log gave, each with its line: what `logs -v` shows."""
+
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    address: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Connection:
+    address: str
+    port: int
+    outcome: str | None  # refused, timed-out, aborted, unreachable, or None (retrying, unknown)
+    line: int
+
+
+@dataclass
+class LogFacts:
+    interfaces: dict[str, Interface] = field(default_factory=dict)
+    env: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (value, line)
+    nccl_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> ...
+    connections: list[Connection] = field(default_factory=list)
+    addresses: dict[str, int] = field(default_factory=dict)  # non-loopback IPv4 -> first line
+    gloo_loopback_fallback: int | None = None  # the line of gloo's warning
+    no_family_address: int | None = None  # NCCL's "neither AF_INET(2) nor AF_INET6(10)"
+    connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
+    gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
+    unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+
+    def read(self, body: str, number: int) -> None:
+        """Takes what one line says (called for each line the prefilter passed)."""
+        if "Using" in body and ("Bootstrap" in body or "NET/Socket" in body or "NET :" in body):
+            self._interfaces(body, number)
+        if "set by environment to" in body:
+            for name, value in _ENV.findall(body):
+                self._put(self.env, name, (value, number))
+        if "NCCL version" in body:
+            self._version(body, number)
+        if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
+            self.gloo_loopback_fallback = number
+        if "is neither AF_INET" in body and self.no_family_address is None:
+            self.no_family_address = number
+        if self.unresolved is None and "IPv6" not in body:
+            self._unresolved(body, number)
+        if "returned Connection" in body or "Call to connect" in body:
+            self.connect_failures += 1
+        if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
+            self.gloo_mesh_failed = number
+        self._connections(body, number)
+        for address in _IPV4.findall(body):
+            if not address.startswith(("127.", "0.")) and len(self.addresses) < MAX_VALUES:
+                self.addresses.setdefault(address, number)
+
+    def _interfaces(self, body: str, number: int) -> None:
+        found = _INTERFACE.findall(body) or _OLD_INTERFACE.findall(body)
+        for name, address in found:
+            self._put(self.interfaces, name, Interface(name, address, number))
+
+    def _unresolved(self, body: str, number: int) -> None:
+        error = next((text for text in _UNRESOLVED if text in body), None)
+        if error is None:
+            return
+        hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
+        host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
+        if host is not None or "host not found" in body or "gaierror" in body:
+            self.unresolved = (host, error, number)
+
+    def _version(self, body: str, number: int) -> None:
+        version = _NCCL_VERSION.search(body)
+        host = _NCCL_PREFIX.search(body)
+        if version and host:  # a version with no host prefix says nothing about which node
+            self._put(self.nccl_versions, host.group(1), (version.group(1), number))
+
+    def _connections(self, body: str, number: int) -> None:
+        if len(self.connections) >= MAX_VALUES:
+            return
+        outcome = next((name for name, text in _OUTCOMES if text in body), None)
+        for regex in _CONNECT:
+            match = regex.search(body)
+            if match:
+                address, port = match.group(1), int(match.group(2))
+                self.connections.append(Connection(address, port, outcome, number))
+                return
+
+    @staticmethod
+    def _put(table: dict, key: str, value: object) -> None:
+        if key in table or len(table) < MAX_VALUES:
+            table.setdefault(key, value)
+
+    def worth_judging(self) -> bool:
+        """Whether any rule of factrules.py could fire (most logs: no, and nothing loads)."""
+        return bool(
+            self.unresolved
+            or self.connections
+            or len(self.nccl_versions) > 1
+            or self.gloo_loopback_fallback is not None
+            or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
+            or len(self.interfaces) > 1
+        )
+
+    def lines(self) -> dict[str, int]:
+        """Which fact came from which line, for the report (-v shows it)."""
+        shown: dict[str, int] = {}
+        for name, interface in self.interfaces.items():
+            shown[f"interface {name} {interface.address}"] = interface.line
+        for name, (value, line) in self.env.items():
+            shown[f"{name}={value}"] = line
+        for host, (version, line) in self.nccl_versions.items():
+            shown[f"NCCL {version} on {host}"] = line
+        for connection in self.connections[:8]:
+            what = connection.outcome or "tried"
+            shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
+        if self.gloo_loopback_fallback is not None:
+            shown["gloo fell back to loopback"] = self.gloo_loopback_fallback
+        if self.unresolved is not None:
+            host, error, line = self.unresolved
+            shown[f"{host or 'a host name'} does not resolve ({error})"] = line
+        return shown

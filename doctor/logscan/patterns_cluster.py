@@ -1,0 +1,219 @@
+"""Log texts of the cluster around a job: a CUDA fault on a rank, a stuck watchdog, the
+InfiniBand/RoCE and EFA transports, NCCL's own words for known causes, and what schedulers
+print when they stop a job (DDP512-DDP515, and DDP004/DDP203/DDP304/DDP504/DDP507 in their
+NCCL, SLURM, Kubernetes and Ray wordings).
+
+Each wording was checked against its source: NCCL's transport/net_ib.cc (every version's
+"Got completion" WARN), misc/ibvwrap.cc ("Call to ibv_%s failed"), misc/shmutils.cc,
+enqueue.cc; torch's ProcessGroupNCCL.cpp (heartbeat monitor); aws-ofi-nccl's and libfabric's
+WARN lines; slurmstepd, the kubelet and Ray's raylet as users pasted them (issue threads in the
+comments, owner/repo#number).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.logscan.pattern import Pattern
+
+_RANK = (r"\[[Rr]ank ?(\d+)\]", r"\bRank (\d+)\]")
+
+CLUSTER_PATTERNS: tuple[Pattern, ...] = (
+    # torch >= 2.2 heartbeat monitor (ProcessGroupNCCL.cpp): "[PG 0 Rank 1] Heartbeat monitor
+    #   timed out! Process will be terminated after dumping debug info."; "ProcessGroupNCCL's
+    #   watchdog got stuck for 600 seconds without making progress in monitoring enqueued
+    #   collectives." (480 s from 2.4); "First PG on this rank that detected no heartbeat of
+    #   its watchdog." (sgl-project/sglang#1691, hiyouga/LlamaFactory#8549)
+    Pattern(
+        "DDP513",
+        "watchdog-stuck",
+        (
+            "watchdog got stuck for",
+            "Heartbeat monitor timed out",
+            "detected no heartbeat of its watchdog",
+        ),
+        "[rank {rank}: ]ProcessGroupNCCL's watchdog made no progress[ for {seconds} s] and the "
+        "heartbeat monitor killed the process: a NCCL or CUDA call it waits on hangs",
+        fields={"rank": _RANK, "seconds": (r"stuck for (\d+) seconds",)},
+        priority=1,
+    ),
+    # A faulted kernel, however it is reported: RuntimeError: CUDA error: an illegal memory
+    # access was encountered; "Process group watchdog thread terminated with exception: CUDA
+    # error: unspecified launch failure" (deepseek-ai/DeepSeek-MoE#47); NCCL enqueue.cc "NCCL
+    # WARN Cuda failure 700 'an illegal memory access was encountered'"; Triton "Triton Error
+    # [CUDA]: an illegal memory access"; thrust "cudaErrorIllegalAddress".
+    Pattern(
+        "DDP512",
+        "cuda-fault-on-rank",
+        (
+            "an illegal memory access was encountered",
+            "unspecified launch failure",
+            "cudaErrorIllegalAddress",
+            "misaligned address",
+            "an illegal instruction was encountered",
+        ),
+        "[rank {rank}: ]a CUDA kernel faulted ({error}); every later CUDA and NCCL call on "
+        "that rank fails",
+        fields={
+            "rank": _RANK,
+            "error": (
+                r"(illegal memory access|unspecified launch failure|IllegalAddress|"
+                r"misaligned address|illegal instruction)",
+            ),
+        },
+    ),
+    # NCCL 2.4 - 2.6 (net_ib.cc): NET/IB : Got completion with error 12, opcode 1, len 0,
+    #   vendor err 129;  2.7 - 2.19: NET/IB : Got completion from peer 10.0.0.2<54862> with
+    #   error 12, opcode 0, len 0, vendor err 129 [(Recv) localGid ... remoteGids ...];
+    #   2.2x: NET/IB : ... with status=12 opcode=0 len=0 vendor err 129 (Send);  newest:
+    #   NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=...
+    #   (NVIDIA/nccl#426, #928, #1405, #1814). NET/IB "collective mismatch error, local size N
+    #   remote size M" (#615, #969). UCX / libmlx5: "Transport retry count exceeded on
+    #   mlx5_0:1/RoCE" (openucx/ucx#6000), "mlx5: host: got completion with error".
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        (
+            "Got completion from peer",
+            "Got completion with error",
+            "got completion with error",
+            "Transport retry count exceeded",
+        ),
+        "the InfiniBand/RoCE transport failed[: work completion status {status}][ (vendor "
+        "error {vendor_err})][ talking to {peer}]",
+        fields={
+            "status": (r"(?:with error |status=)(?:\w+\()?(\d+)",),
+            "vendor_err": (r"vendor[ _]err[= ]?(\d+)",),
+            "peer": (r"from peer ([^\s<]+)<",),
+        },
+        collect=("peer",),
+    ),
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        (
+            "collective mismatch error",
+            "Got async event",
+            "async fatal event",
+            "Got async error event",
+        ),
+        "the InfiniBand transport reported {event}",
+        fields={"event": (r"NET/IB ?: ((?:req [\d/]+ tag \w+ peer \S+ )?[^,.]+)",)},
+        confirm=r"NET/IB",
+    ),
+    # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
+    #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event
+    #   on CQ (...)", "... async fatal event: <str>" (device), "... Got async error event: port
+    #   error" (non-fatal); older builds: "NET/IB : Got async event : local catastrophic error"
+    #   (NVIDIA/nccl#230), "NET/IB : mlx5_0:1 Got async event : ..." (#1710).
+    # misc/ibvwrap.cc (all versions): "Call to ibv_modify_qp failed with error Connection timed
+    #   out" (NVIDIA/nccl#769), "... Network is unreachable" (NVIDIA/nccl-tests#185); >= 2.19:
+    #   "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory" (nccl-tests#206)
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("Call to ibv_",),
+        "an InfiniBand verbs call failed[: {call}][ ({error})]",
+        fields={
+            "call": (r"Call to (ibv_\w+)",),
+            "error": (r"failed with error (.+?)\s*$",),
+        },
+        confirm=r"Call to ibv_\w+ failed",
+    ),
+    # aws-ofi-nccl: "NCCL WARN NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"
+    #   (aws/aws-ofi-nccl#24; 2019 builds print "WARN: Function: ... NET/OFI ..."), "NET/OFI OFI
+    #   fi_getinfo() call failed: No data available" (#1020), "NET/OFI Request ... completed with
+    #   error. RC: 21" (#161), "NET/OFI Could not find any optimal provider" (NVIDIA/nccl#229).
+    #   Its INFO lines ("NET/OFI Selected Provider is efa") are not errors.
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        # anchored on "WARN" texts (with a C or an e the prefilter already scans for)
+        ("NCCL WARN NET/OFI", "WARN: Function: "),
+        "the AWS EFA / libfabric network plugin failed[: {message}]",
+        fields={"message": (r"NET/OFI\s+(.+?)\s*$",)},
+        confirm=r"NET/OFI",
+        collect=("message",),
+    ),
+    # libfabric's EFA provider: "efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message:
+    #   Invalid address" (aws/aws-ofi-nccl#346), "rxr_cq_write_tx_error: err: 20" (#156),
+    #   "FI_HMEM capability requires RDMA, which this device does not support" (#161)
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("efa_rdm_txe_handle_error", "rxr_cq_write_tx_error", "FI_HMEM capability requires"),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},
+    ),
+    # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
+    #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
+    Pattern(
+        "DDP304",
+        "mismatched-collectives",
+        ("Mismatched collective detected",),
+        "NCCL found ranks calling different collectives[ (at and around rank {rank})]",
+        fields={"rank": (r"around rank (\d+)",)},
+    ),
+    # NCCL enqueue.cc: "NCCL WARN Cuda failure 'named symbol not found'" when its kernels were
+    #   not built for the GPU (NVCC_GENCODE without the GPU's sm_XX; NVIDIA/nccl#1372)
+    Pattern(
+        "DDP004",
+        "gpu-arch-unsupported",
+        ("named symbol not found",),
+        "NCCL's kernels are missing for this GPU ('named symbol not found'): NCCL, or the "
+        "library calling it, was built without the GPU's architecture",
+        confirm=r"Cuda failure|cudaErrorSymbolNotFound|CUDA error",
+    ),
+    # SLURM >= 21.08: "Detected 1 oom_kill event in StepId=11300781.0. Some of the step tasks
+    #   have been OOM Killed." (older: "oom-kill event(s)", patterns_training.py); the kubelet:
+    #   "The node was low on resource: memory." (kubeflow/kubeflow#1261), "Reason: OOMKilled";
+    #   Ray's memory monitor: "N Workers (tasks / actors) killed due to memory pressure (OOM)"
+    #   (ray-project/ray#34695)
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        (
+            "oom_kill event in StepId",
+            "oom_kill events in StepId",
+            "OOMKilled",
+            "low on resource: memory",
+            "condition: [MemoryPressure]",
+            "killed due to memory pressure",
+            "Task was killed due to the node running low on memory",
+        ),
+        "the host or container ran out of memory and was killed by {killer}",
+        fields={
+            "killer": (
+                r"(slurmstepd)",
+                r"(OOMKilled|low on resource: memory|MemoryPressure)",
+                r"(raylet|memory pressure|running low on memory)",
+            )
+        },
+    ),
+    # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
+    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. The
+    #   inference step (inference.py) reads an unexplained SIGKILL as the host's memory.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exit code (137)", "Exit Code:    137", "Exit Code: 137", "exited with code 137"),
+        "a container or task was killed with SIGKILL (exit code 137)",
+        fields={"exitcode": (r"(137)",)},
+    ),
+    # The kubelet evicting a pod for disk: "The node was low on resource: ephemeral-storage"
+    #   (kubernetes/kubernetes#91600), "The node had condition: [DiskPressure]".
+    Pattern(
+        "DDP507",
+        "job-cancelled",
+        ("low on resource: ephemeral-storage", "condition: [DiskPressure]"),
+        "the pod was evicted from outside (the node's disk ran low)",
+    ),
+    # busybox / musl resolvers: "nslookup: can't resolve 'master-0': Name does not resolve"
+    #   (modelscope/ms-swift#6368); glibc's words are in patterns_network.py.
+    Pattern(
+        "DDP203",
+        "master-addr-unresolvable",
+        ("Name does not resolve",),
+        "a host name does not resolve[: {host}]",
+        fields={"host": (r"resolve '([^']+)'",)},
+        unless=("'(null)'",),
+    ),
+)

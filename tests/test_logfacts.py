@@ -1,0 +1,110 @@
+"""Log text becomes facts, and the probes' own rule functions judge them (issue 21, item 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+from unittest import mock
+
+from ddp_doctor import registry
+from ddp_doctor.logscan import LogScanner, scan_text
+from ddp_doctor.logscan.factrules import shared_rule
+from ddp_doctor.rules import collectives, rendezvous
+
+GLOO_127011 = (
+    "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:769] connect "
+    "[127.0.1.1]:25472: Connection refused\n"
+)  # pytorch/examples#812: two nodes, gloo
+
+
+def codes(text: str) -> list[str]:
+    return [finding.code for finding in scan_text(text)]
+
+
+def test_the_log_rules_are_the_live_check_functions() -> None:
+    assert shared_rule("DDP204") is rendezvous.hostname_is_loopback
+    assert shared_rule("DDP306") is collectives.version_skew
+
+
+def test_a_connection_to_127_0_1_1_gets_ddp204_from_the_live_rule() -> None:
+    spec = registry.spec_for("DDP204")
+    calls = []
+
+    def spy(facts):  # the registered function, observed
+        calls.append(facts)
+        return rendezvous.hostname_is_loopback(facts)
+
+    with mock.patch.dict(registry.RULES, {"DDP204": dataclasses.replace(spec, check=spy)}):
+        findings = scan_text(GLOO_127011)
+    assert findings[0].code == "DDP204"
+    assert calls and calls[0].host.hostname_address == "127.0.1.1"
+    assert findings[0].evidence["from_log_facts"]["advertised_address"] == "127.0.1.1"
+
+
+def test_loopback_connections_on_one_host_are_not_ddp204() -> None:
+    text = "[W socket.cpp:558] The client socket has failed to connect to [localhost]:29500\n"
+    assert "DDP204" not in codes(text)
+
+
+def test_gloo_loopback_fallback_on_a_cluster_is_ddp204() -> None:
+    text = (  # vllm-project/vllm#7074
+        "DEBUG parallel_state.py:803] distributed_init_method=tcp://10.41.0.7:34773\n"
+        "(RayWorkerWrapper pid=1978, ip=10.41.0.8) [rank9]:[W ProcessGroupGloo.cpp:721] "
+        "Warning: Unable to resolve hostname to a (local) address. Using the loopback address "
+        "as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME.\n"
+    )
+    assert codes(text)[0] == "DDP204"
+
+
+def test_nccl_versions_that_differ_between_hosts_are_ddp306() -> None:
+    text = (
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
+        "node-b:200:200 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n"
+    )
+    findings = scan_text(text)
+    assert [f.code for f in findings] == ["DDP306"]
+    assert findings[0].evidence["per_host"] == {"node-a": "2.18.1", "node-b": "2.19.3"}
+
+
+def test_one_nccl_version_everywhere_is_silent() -> None:
+    text = (
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
+        "node-b:200:200 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
+    )
+    assert codes(text) == []
+
+
+def test_a_link_local_peer_is_ddp215() -> None:
+    text = (  # NVIDIA/nccl#975
+        "n122:12251:12400 [5] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+        "fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused connection abort\n"
+    )
+    assert codes(text)[0] == "DDP215"
+
+
+def test_a_healthy_bootstrap_gives_facts_and_no_finding() -> None:
+    scanner = LogScanner()
+    scanner.feed(b"node-a:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n")
+    assert scanner.findings() == []
+    assert scanner.log_facts.lines() == {"interface eth0 10.0.0.5": 1}
+
+
+def test_socket_ifname_without_an_address_is_ddp205() -> None:
+    text = (  # NVIDIA/nccl#1837
+        "host:1958:1958 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2\n"
+        "ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor "
+        "AF_INET6(10)\n"
+    )
+    findings = scan_text(text)
+    assert findings[0].code == "DDP205"
+    assert findings[0].evidence["from_log_facts"]["NCCL_SOCKET_IFNAME"] == "eth2"
+
+
+def test_a_host_name_that_does_not_resolve_is_judged_by_the_live_ddp203_rule() -> None:
+    assert shared_rule("DDP203") is rendezvous.master_addr_unresolvable
+    text = (  # pytorch/pytorch#73682, Kubernetes DNS not yet propagated
+        "[W socket.cpp:601] [c10d] The IPv4 network addresses of (worker-0.svc, 29500) cannot "
+        "be retrieved (gai error: -2 - Name or service not known).\n"
+    )
+    findings = scan_text(text)
+    assert [f.code for f in findings] == ["DDP203"]
+    assert findings[0].evidence["address"] == "worker-0.svc"
