@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
+from ddp_doctor.facts.folding import fold_probes, unfold_probes
 from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import FACT_TYPES, FactSet
+from ddp_doctor.facts.runs import RunsError
 from ddp_doctor.inputs import TooLarge, describe_size, read_capped
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Report
 from ddp_doctor.readings.expected_busbw import bandwidth_tables
@@ -35,7 +37,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "created": report.created,
         "command": report.command,
         "subject": report.subject,
-        "probes": [probe_to_json(result) for result in report.probes],
+        "probes": fold_probes([probe_to_json(result) for result in report.probes]),
         "findings": [finding.to_json() for finding in report.findings],
     }
     # Derived from the facts on every write (diagnose recomputes it), never read back.
@@ -88,7 +90,10 @@ def report_from_json(data: Any) -> Report:
             f"report schema_version {data['schema_version']!r} is not {SCHEMA_VERSION}; "
             "use the ddp-doctor version that wrote it"
         )
-    probes = data.get("probes")
+    try:
+        probes = unfold_probes(data.get("probes"))
+    except RunsError as error:
+        raise ReportError(f"malformed report: {error}") from None
     findings = data.get("findings", [])
     if not isinstance(probes, list) or not isinstance(findings, list):
         raise ReportError("not a ddp-doctor report: probes and findings must be lists")

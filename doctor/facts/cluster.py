@@ -94,8 +94,24 @@ class ClusterNode:
     ranks: tuple[int, ...] = ()
     reported: bool = False  # its doctor's facts reached node 0
     applied_fixes: Mapping[str, str] = field(default_factory=dict)
-    # its own probes (host, env, network ...) as `--format json` writes them
+    # its own probes (host, env, network ...) as `--format json` writes them; empty where
+    # the node's group (ClusterFacts.groups) holds them
     probes: tuple[Mapping[str, object], ...] = ()
+    digest: str | None = None  # of its own facts apart from names, addresses and timings
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes alike: the same own facts (apart from names, addresses, timings) and the same
+    fingerprint on every rank, so the first node's facts stand for them all. `summary` is
+    what a reader compares (torch, NCCL, GPUs, driver, Python); `differs` says where this group
+    differs from the largest one."""
+
+    nodes: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
+    summary: Mapping[str, str] = field(default_factory=dict)
+    differs: Mapping[str, str] = field(default_factory=dict)
+    probes: tuple[Mapping[str, object], ...] = ()  # the first node's own probes
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class ClusterFacts:
     node0_host: str | None = None  # the other nodes: where the whole report is printed
     verdict_received: bool = False  # the other nodes: node 0's verdict came back
     verdict: tuple[VerdictFinding, ...] = ()
+    groups: tuple[NodeGroup, ...] = ()  # node 0: nodes alike, the largest group first
 
     @property
     def hostnames(self) -> tuple[str, ...]:

@@ -8,6 +8,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ddp_doctor.facts.folding import fold_cluster
+from ddp_doctor.facts.runs import decode_column, parse_ranges
 from ddp_doctor.render.job_tables import BANDWIDTH_HEADERS, bandwidth_rows
 
 SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
@@ -20,7 +22,10 @@ def render_cluster_text(
     if not cluster.get("whole"):
         parts.append(pointer_line(cluster))
         return "\n".join(parts)
-    if cluster.get("nodes"):
+    cluster = fold_cluster(cluster)  # the same groups in every format
+    if len(cluster.get("groups") or []) > 1 or cluster.get("node_runs"):
+        parts.append(groups_text(cluster))
+    if cluster.get("nodes") or cluster.get("node_runs"):
         parts.append(_nodes_table(cluster, job or {}))
     slowest = slowest_node(job or {})
     if slowest:
@@ -65,6 +70,39 @@ def slowest_node(job: dict[str, Any]) -> str | None:
     )
 
 
+SUMMARY_SHOWN = ("torch", "CUDA", "NCCL", "driver", "Python", "ranks")
+
+
+def groups_text(cluster: dict[str, Any]) -> str:
+    """ "1,023 nodes identical: torch ..., NCCL ...; node-0417 differs: NCCL 2.21.5"."""
+    lines = ["nodes alike (the same facts apart from names, addresses and timings):"]
+    for index, group in enumerate(cluster.get("groups") or []):
+        nodes = _node_numbers(group.get("nodes"))
+        hosts = group.get("hosts")
+        hosts = hosts if isinstance(hosts, list) else decode_column(hosts, len(nodes))
+        named = _compact_hosts(hosts)
+        summary = group.get("summary") or {}
+        if index == 0:
+            shown = ", ".join(f"{k} {summary[k]}" for k in SUMMARY_SHOWN if summary.get(k))
+            count = f"{len(nodes):,} node{'s' if len(nodes) != 1 else ''}"
+            lines.append(f"  {count} identical ({named}): {shown or 'no fingerprint reported'}")
+        else:
+            differs = ", ".join(f"{k} {v}" for k, v in (group.get("differs") or {}).items())
+            who = named if len(nodes) == 1 else f"{len(nodes):,} nodes ({named})"
+            lines.append(f"  {who} differ{'s' if len(nodes) == 1 else ''}: {differs or '-'}")
+    return "\n".join(lines)
+
+
+def _node_numbers(value: Any) -> list[int]:
+    return parse_ranges(value) if isinstance(value, str) else list(value or [])
+
+
+def _compact_hosts(hosts: list[str]) -> str:
+    from ddp_doctor.facts.runs import host_list
+
+    return host_list(hosts) if len(hosts) > 3 else ", ".join(hosts)
+
+
 def _plan_line(nodes: dict[str, Any] | None, cluster: dict[str, Any]) -> str:
     if not nodes:
         return f"cluster: {cluster.get('nnodes')} nodes"
@@ -89,6 +127,21 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
         if node.get("rows")
     }
     rows = []
+    for run in cluster.get("node_runs") or []:
+        numbers = parse_ranges(run["nodes"])
+        hosts = decode_column((run.get("columns") or {}).get("host", {"all": "?"}), len(numbers))
+        speeds = [busbw[n] for n in numbers if n in busbw]
+        fixes = ", ".join(f"{k}={v}" for k, v in (run.get("applied_fixes") or {}).items())
+        rows.append(
+            [
+                run["nodes"],
+                _compact_hosts(hosts),
+                f"{run.get('ranks_per_node')} per node",
+                "yes" if run.get("reported") else "no",
+                fixes or "-",
+                f"{min(speeds):.3f}-{max(speeds):.3f}" if speeds else "-",
+            ]
+        )
     for node in cluster["nodes"]:
         fixes = ", ".join(f"{k}={v}" for k, v in (node.get("applied_fixes") or {}).items())
         rows.append(
