@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
-from ddp_doctor.facts.folding import fold_probes, unfold_probes
+from ddp_doctor.facts.folding import fold_probes, job_facts_of, job_to_json, unfold_probes
 from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import FACT_TYPES, FactSet
-from ddp_doctor.facts.runs import RunsError
 from ddp_doctor.inputs import TooLarge, describe_size, read_capped
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Report
 from ddp_doctor.readings.expected_busbw import bandwidth_tables
@@ -52,7 +51,9 @@ def probe_to_json(result: ProbeResult) -> dict[str, Any]:
         "probe": result.probe,
         "status": result.status.value,
         "duration_s": result.duration_s,
-        "facts": to_jsonable(result.facts),
+        "facts": job_to_json(result.facts)
+        if isinstance(result.facts, JobFacts)
+        else to_jsonable(result.facts),
         "error": result.error,
     }
 
@@ -90,10 +91,7 @@ def report_from_json(data: Any) -> Report:
             f"report schema_version {data['schema_version']!r} is not {SCHEMA_VERSION}; "
             "use the ddp-doctor version that wrote it"
         )
-    try:
-        probes = unfold_probes(data.get("probes"))
-    except RunsError as error:
-        raise ReportError(f"malformed report: {error}") from None
+    probes = data.get("probes")
     findings = data.get("findings", [])
     if not isinstance(probes, list) or not isinstance(findings, list):
         raise ReportError("not a ddp-doctor report: probes and findings must be lists")
@@ -101,12 +99,12 @@ def report_from_json(data: Any) -> Report:
         return Report(
             tool_version=str(data.get("tool_version", "unknown")),
             created=str(data.get("created", "")),
-            probes=tuple(probe_from_json(item) for item in probes),
+            probes=tuple(probe_from_json(item) for item in unfold_probes(probes)),
             findings=tuple(Finding.from_json(item) for item in findings),
             command=_optional_text(data.get("command")),
             subject=_optional_text(data.get("subject")),
         )
-    except (CodecError, KeyError, TypeError, ValueError) as error:
+    except (CodecError, KeyError, TypeError, ValueError) as error:  # RunsError is a ValueError
         raise ReportError(f"malformed report: {_describe(error)}") from None
 
 
@@ -117,7 +115,10 @@ def probe_from_json(data: Any) -> ProbeResult:
     status = ProbeStatus(data["status"])
     facts_type = FACT_TYPES.get(name)
     raw = data.get("facts")
-    facts = from_jsonable(facts_type, raw, name) if facts_type and raw is not None else None
+    if facts_type is JobFacts and isinstance(raw, dict) and "rank_groups" in raw:
+        facts = job_facts_of(raw, lambda cls, value: from_jsonable(cls, value, name))
+    else:
+        facts = from_jsonable(facts_type, raw, name) if facts_type and raw is not None else None
     duration = data.get("duration_s", 0.0)
     if not isinstance(duration, (int, float)):
         raise CodecError(f"{name}: duration_s is not a number")

@@ -192,7 +192,7 @@ def _present(store: Any, keys: list[str]) -> dict[str, str]:
         batch = keys[start : start + BATCH]
         with contextlib.suppress(Exception):
             if store.check(batch):
-                found.update(zip(batch, (v.decode() for v in store.multi_get(batch))))
+                found.update(zip(batch, [v.decode() for v in store.multi_get(batch)], strict=True))
                 continue
         for key in batch:
             with contextlib.suppress(Exception):

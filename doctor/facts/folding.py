@@ -75,7 +75,7 @@ def _rank_shape(rank: dict[str, Any]) -> dict[str, Any]:
 
 def _rank_columns(members: list[dict[str, Any]]) -> dict[str, Any]:
     columns: dict[str, list[Any]] = {key: [m.get(key) for m in members] for key in RANK_COLUMNS}
-    for index, stage in enumerate(members[0].get("stages") or []):
+    for index in range(len(members[0].get("stages") or [])):
         for field in ("error", "running_s"):
             values = [m["stages"][index].get(field) for m in members]
             if any(v is not None for v in values):
@@ -317,9 +317,15 @@ def fold_probes(probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def unfold_probes(probes: Any) -> Any:
+    """The cluster's long form; a folded job stays folded for job_facts_of."""
     if not isinstance(probes, list):
         return probes
-    return [_refolded(probe, 1) for probe in probes]
+    return [
+        _refolded(probe, 1)
+        if isinstance(probe, dict) and probe.get("probe") == "cluster"
+        else probe
+        for probe in probes
+    ]
 
 
 def _refolded(probe: Any, way: int) -> Any:
@@ -329,3 +335,123 @@ def _refolded(probe: Any, way: int) -> Any:
     if not isinstance(facts, dict):
         return probe
     return {**probe, "facts": FOLDS[probe["probe"]][way](facts)}
+
+
+# -- straight to facts: a folded job decoded without building every rank's JSON ---------------
+def job_facts_of(facts: dict[str, Any], decode: Callable[[type, Any], Any]) -> Any:
+    """JobFacts from a folded job's JSON: the whole part through `decode` (codec.from_jsonable),
+    each group's ranks and identities built from its decoded template, shared where alike."""
+    from dataclasses import replace
+
+    from ddp_doctor.facts.job import Identity, JobFacts, RankFacts, StageRecord
+
+    rest = {k: v for k, v in facts.items() if k not in ("rank_groups", "identity_groups")}
+    job = decode(JobFacts, rest)
+    ranks = list(job.ranks)
+    for group in _groups(facts, "rank_groups"):
+        numbers = parse_ranges(group.get("ranks", ""))
+        columns = _columns(group, len(numbers))
+        stage_columns = {k: v for k, v in columns.items() if k not in RANK_COLUMNS}
+        built: dict[str, tuple[StageRecord, ...]] = {}
+        for row, number in enumerate(numbers):
+            key = _canonical([v[row] for v in stage_columns.values()])
+            if key not in built:
+                one = _unfold_ranks({**group, "ranks": str(number), "columns": _row(columns, row)})
+                built[key] = decode(RankFacts, one[0]).stages
+            own = _checked({k: columns[k][row] for k in RANK_COLUMNS if k in columns})
+            ranks.append(RankFacts(number, built[key], _exit(group), **own))
+    identities = list(job.identities)
+    for group in _groups(facts, "identity_groups"):
+        numbers = parse_ranges(group.get("ranks", ""))
+        columns = _columns(group, len(numbers))
+        base = decode(
+            Identity, _unfold_identities({**group, "ranks": "0", "columns": _row(columns, 0)})[0]
+        )
+        for row, number in enumerate(numbers):
+            own = {k: v[row] for k, v in columns.items() if k in OWN_TYPES}
+            identities.append(replace(base, rank=number, **_checked(own)))
+    return replace(
+        job,
+        ranks=tuple(sorted(ranks, key=lambda r: r.rank)),
+        identities=tuple(sorted(identities, key=lambda i: i.rank)),
+    )
+
+
+def _row(columns: dict[str, list[Any]], row: int) -> dict[str, Any]:
+    return {key: {"all": values[row]} for key, values in columns.items()}
+
+
+def _exit(group: dict[str, Any]) -> int | None:
+    code = group.get("exit_code")
+    if code is not None and type(code) is not int:
+        raise RunsError("exit_code is not an integer")
+    return code
+
+
+OWN_TYPES: dict[str, tuple[type, ...]] = {
+    "local_rank": (int,), "group_rank": (int, type(None)), "node_rank": (int, type(None)),
+    "host": (str, type(None)), "device": (str,), "pci_bus_id": (str, type(None)),
+    "cpu_affinity": (str, type(None)),
+}  # fmt: skip
+
+
+def _checked(own: dict[str, Any]) -> dict[str, Any]:
+    """A folded rank's own values, of the types its facts take (what the codec would check)."""
+    for key, value in own.items():
+        if type(value) not in OWN_TYPES[key]:
+            raise RunsError(f"{key} {value!r} is not a {OWN_TYPES[key][0].__name__}")
+    return own
+
+
+def job_to_json(job: Any) -> dict[str, Any]:
+    """A JobFacts as its folded JSON, without the generic codec's walk over every rank."""
+    from dataclasses import replace
+
+    from ddp_doctor.codec import to_jsonable
+
+    if len(job.ranks) < FOLD_AT:
+        return to_jsonable(job)
+    document = to_jsonable(replace(job, ranks=(), identities=()))
+    seen: dict[int, dict[str, Any]] = {}  # records shared between ranks are written once
+    document["ranks"] = [_rank_json(rank, seen) for rank in job.ranks]
+    document["identities"] = [_identity_json(identity) for identity in job.identities]
+    return fold_job(document)
+
+
+def _rank_json(rank: Any, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rank": rank.rank,
+        "stages": [seen.get(id(s)) or seen.setdefault(id(s), _stage_json(s)) for s in rank.stages],
+        "exit_code": rank.exit_code,
+        "node_rank": rank.node_rank,
+        "host": rank.host,
+    }  # fmt: skip
+
+
+def _stage_json(s: Any) -> dict[str, Any]:
+    return {
+        "stage": s.stage, "ended": s.ended, "ok": s.ok, "seconds": s.seconds,
+        "error": s.error, "data": _plain(s.data), "running_s": s.running_s,
+    }  # fmt: skip
+
+
+def _identity_json(identity: Any) -> dict[str, Any]:
+    from ddp_doctor.codec import _field_names
+
+    return {name: _plain(getattr(identity, name)) for name in _field_names(type(identity)) or ()}
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in PLAIN:
+        return value
+    if kind is dict:
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, VerdictFinding
-from ddp_doctor.facts.job import JobFacts, RankFacts
+from ddp_doctor.facts.job import Identity, JobFacts, RankFacts
 from ddp_doctor.model import Finding
 from ddp_doctor.probes.job.results import (
     identities_of,
@@ -24,7 +24,9 @@ from ddp_doctor.run.node_groups import group_nodes
 
 def whole_job(local: JobFacts, document: Mapping[str, Any]) -> JobFacts:
     """`local` (this node's job) with every rank of the cluster, as rank 0 gathered them."""
-    journals = _whole_journals(document)
+    identities = _fingerprinted(document, _journals(document))
+    # with every identity read from its fingerprint, the journals' compact ones can stay
+    journals = _journals(document) if identities else _whole_journals(document)
     own = {rank.rank: rank for rank in local.ranks}
     ranks = []
     for number in range(_count(document, "world_size", len(own))):
@@ -38,7 +40,7 @@ def whole_job(local: JobFacts, document: Mapping[str, Any]) -> JobFacts:
     return dataclasses.replace(
         local,
         ranks=every,
-        identities=identities_of(every),
+        identities=identities or identities_of(every),
         bandwidth=rows_of(every),
         node_bandwidth=node_bandwidth_of(every),
         inter_node_bandwidth=inter_node_rows_of(every),
@@ -136,6 +138,65 @@ def _with_torch(probes: list[Any], ranks: list[RankFacts]) -> list[Any]:
 def _journals(document: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
     journals = dict(document.get("journals") or {})
     return {int(k): v for k, v in journals.items() if str(k).isdigit() and isinstance(v, dict)}
+
+
+def _fingerprinted(
+    document: Mapping[str, Any], journals: Mapping[int, Mapping[str, Any]]
+) -> tuple[Identity, ...]:
+    """Every rank's identity, each fingerprint decoded once and the rank's own fields put in;
+    () where a rank's identity came without a fingerprint (the generic path reads those)."""
+    import dataclasses as dc
+
+    from ddp_doctor.codec import CodecError, from_jsonable
+
+    compact = {}
+    for number, entry in sorted(journals.items()):
+        record = next(
+            (
+                r
+                for r in entry.get("records") or []
+                if r.get("stage") == "identity" and r.get("data")
+            ),
+            None,
+        )
+        identity = (record or {}).get("data", {}).get("identity")
+        if not isinstance(identity, dict) or "fingerprint" not in identity:
+            return ()
+        compact[number] = identity
+    decoded: dict[str, Identity] = {}
+    found = []
+    for identity in compact.values():
+        own = {k: v for k, v in identity.items() if k != "fingerprint"}
+        digest = str(identity["fingerprint"])
+        try:
+            if digest not in decoded:
+                decoded[digest] = from_jsonable(
+                    Identity, _whole_identity(identity, _prints(document))
+                )
+                found.append(decoded[digest])
+                continue
+            found.append(dc.replace(decoded[digest], **_typed_own(own)))
+        except (CodecError, TypeError, ValueError):
+            continue
+    return tuple(found)
+
+
+def _prints(document: Mapping[str, Any]) -> Mapping[str, Any]:
+    prints = document.get("fingerprints")
+    return prints if isinstance(prints, dict) else {}
+
+
+def _typed_own(own: Mapping[str, Any]) -> dict[str, Any]:
+    from ddp_doctor.facts.folding import OWN_TYPES
+
+    checked = {k: v for k, v in own.items() if k in OWN_TYPES or k in ("rank", "pid")}
+    for key in ("rank", "pid"):
+        if key in checked and type(checked[key]) is not int:
+            raise TypeError(f"{key} is not an integer")
+    for key, value in checked.items():
+        if key in OWN_TYPES and type(value) not in OWN_TYPES[key]:
+            raise TypeError(f"{key} has the wrong type")
+    return checked
 
 
 def _whole_journals(document: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:

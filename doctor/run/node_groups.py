@@ -76,10 +76,12 @@ def node_digest(probes: Sequence[Any]) -> str:
     return digest_of(without_own(list(probes)))
 
 
-def rank_fingerprint(identity: Identity) -> dict[str, Any]:
-    from ddp_doctor.codec import to_jsonable
+def rank_fingerprint(identity: Identity) -> list[Any]:
+    from ddp_doctor.codec import _field_names
 
-    return {k: v for k, v in to_jsonable(identity).items() if k not in RANK_OWN}
+    names = [n for n in _field_names(Identity) or () if n not in RANK_OWN]
+    values = [getattr(identity, name) for name in names]
+    return [sorted(v.items()) if isinstance(v, Mapping) else v for v in values]
 
 
 def group_nodes(
