@@ -124,6 +124,32 @@ class VerdictFinding:
 
 
 @dataclass(frozen=True)
+class PairTest:
+    """Two nodes tested together in one round of `run --isolate` (one rank of each, in a
+    subgroup of the job's own process group)."""
+
+    nodes: tuple[int, int]
+    round: int
+    connected: bool  # the pair's subgroup formed and a small all-reduce completed in time
+    exact: bool | None = None  # the all-reduce gave the exact sum; None: not reached
+    gbps: float | None = None  # point-to-point bandwidth, GB/s (1e9 bytes)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class IsolationFacts:
+    """The pair rounds: every pair tested, what they found, and the nodes they settled."""
+
+    pairs: tuple[PairTest, ...] = ()
+    rounds: int = 0
+    median_gbps: float | None = None  # of every connected pair
+    expected_gbps: float | None = None  # the topology's inter-node band, where known
+    slow_below: float = 0.5  # a pair under this share of the median (or expected) fails
+    bad: tuple[int, ...] = ()  # failed beside nodes known good
+    unsettled: tuple[int, ...] = ()  # still suspects when the rounds ran out
+
+
+@dataclass(frozen=True)
 class ClusterFacts:
     nnodes: int
     node_rank: int | None = None  # this node's group rank, once the rendezvous assigned it
@@ -134,6 +160,7 @@ class ClusterFacts:
     verdict_received: bool = False  # the other nodes: node 0's verdict came back
     verdict: tuple[VerdictFinding, ...] = ()
     groups: tuple[NodeGroup, ...] = ()  # node 0: nodes alike, the largest group first
+    isolation: IsolationFacts | None = None  # node 0, with --isolate
 
     @property
     def hostnames(self) -> tuple[str, ...]:

@@ -52,20 +52,29 @@ def parse_ranges(text: str, limit: int = MAX_EXPANDED) -> list[int]:
 
 def host_list(hosts: Sequence[str]) -> str:
     """Host names in Slurm's compact form, in the order given where numbers run on:
-    node0001..node0003, node0007 -> "node[0001-0003,0007]"; other names verbatim."""
+    node0001..node0003, node0007 -> "node[0001-0003,0007]"; node17, node203 -> "node[17,203]";
+    other names verbatim."""
     groups: list[tuple[str, str, int, list[int]] | str] = []
     for host in hosts:
         match = HOST_NUMBER.match(host)
-        last = groups[-1] if groups else None
         if match is None:
             groups.append(host)
             continue
         prefix, digits, suffix = match.groups()
-        if isinstance(last, tuple) and last[:3] == (prefix, suffix, len(digits)):
+        last = groups[-1] if groups else None
+        if isinstance(last, tuple) and last[:2] == (prefix, suffix) and _fits(digits, last[2]):
             last[3].append(int(digits))
         else:
-            groups.append((prefix, suffix, len(digits), [int(digits)]))
+            padded = len(digits) > 1 and digits.startswith("0")
+            groups.append((prefix, suffix, len(digits) if padded else 0, [int(digits)]))
     return ",".join(_host_group(group) for group in groups)
+
+
+def _fits(digits: str, width: int) -> bool:
+    """Whether a number belongs to a group of that zero-padded width (0: not padded)."""
+    if width:
+        return len(digits) == width
+    return digits == "0" or not digits.startswith("0")
 
 
 def _host_group(group: tuple[str, str, int, list[int]] | str) -> str:
@@ -102,7 +111,8 @@ def expand_host_list(text: str, limit: int = MAX_EXPANDED) -> list[str]:
             first, last = int(low), int(high or low)
             if last < first or len(hosts) + last - first + 1 > limit:
                 raise RunsError(f"host list {item!r} out of bounds")
-            hosts.extend(f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(first, last + 1))
+            width = len(low) if len(low) > 1 and low.startswith("0") else 0
+            hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(first, last + 1))
     return hosts
 
 

@@ -23,6 +23,8 @@ def render_cluster_text(
         parts.append(pointer_line(cluster))
         return "\n".join(parts)
     cluster = fold_cluster(cluster)  # the same groups in every format
+    if cluster.get("isolation"):
+        parts.append(isolation_line(cluster["isolation"]))
     if len(cluster.get("groups") or []) > 1 or cluster.get("node_runs"):
         parts.append(groups_text(cluster))
     if cluster.get("nodes") or cluster.get("node_runs"):
@@ -68,6 +70,25 @@ def slowest_node(job: dict[str, Any]) -> str | None:
         f"slowest node: node {node['node_rank']}{host}, {busbw:.3f} GB/s busbw at {size} B "
         "inside the node"
     )
+
+
+def isolation_line(isolation: dict[str, Any]) -> str:
+    """--isolate's outcome: every pair passed (with the bandwidth spread), or the bad nodes."""
+    pairs = isolation.get("pairs") or []
+    rounds = isolation.get("rounds") or 0
+    speeds = [p["gbps"] for p in pairs if p.get("gbps") is not None]
+    spread = (
+        f"; pair bandwidth {min(speeds):.3f} / {sorted(speeds)[len(speeds) // 2]:.3f} / "
+        f"{max(speeds):.3f} GB/s (lowest / median / highest)"
+        if speeds
+        else ""
+    )
+    if isolation.get("bad") or isolation.get("unsettled"):
+        bad = ", ".join(map(str, isolation.get("bad") or [])) or "none"
+        unsettled = ", ".join(map(str, isolation.get("unsettled") or []))
+        rest = f"; unsettled: {unsettled}" if unsettled else ""
+        return f"pair tests: {len(pairs)} pairs in {rounds} rounds; bad nodes: {bad}{rest}{spread}"
+    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds){spread}"
 
 
 SUMMARY_SHOWN = ("torch", "CUDA", "NCCL", "driver", "Python", "ranks")
