@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
-from ddp_doctor.facts.folding import fold_probes, job_facts_of, job_to_json, unfold_probes
+from ddp_doctor.facts.folding import (
+    SIZED_FOR_GROUPS,
+    SIZED_FOR_NODES,
+    SIZED_FOR_RANKS_PER_NODE,
+    fold_probes,
+    folded_report_bytes,
+    job_facts_of,
+    job_to_json,
+    unfold_probes,
+)
 from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import FACT_TYPES, FactSet
 from ddp_doctor.inputs import TooLarge, describe_size, read_capped
@@ -17,9 +26,14 @@ from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Report
 from ddp_doctor.readings.expected_busbw import bandwidth_tables
 
 SCHEMA_VERSION = 1
-# A report of a 512-rank run is under 2 MiB; a report costs up to ~25x its size in memory
-# (JSON, then the facts it decodes to), so 4 MiB keeps `diagnose` under ~120 MB.
-MAX_REPORT_BYTES = 4 * 1024 * 1024
+# What the doctor itself writes for the largest cluster it is sized for (folding.py's size
+# model: 1,024 nodes x 8 ranks, 128 groups: ~5 MiB), and never less than the 4 MiB an unfolded
+# 512-rank report fits in. A report costs up to ~25x its size in memory (JSON, then facts).
+MIB = 1024 * 1024
+MAX_REPORT_BYTES = MIB * max(
+    4,
+    -(-folded_report_bytes(SIZED_FOR_NODES, SIZED_FOR_RANKS_PER_NODE, SIZED_FOR_GROUPS) // MIB),
+)  # whole MiB, rounded up: 5 MiB
 # A real report nests about 8 deep; the renderers and the codec recurse, so 64 is the cap.
 MAX_NESTING = 64
 OUTPUT_TAIL_CHARS = 64 * 1024  # what `run` keeps of the job's output (launch.OUTPUT_TAIL_BYTES)

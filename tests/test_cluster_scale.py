@@ -57,6 +57,7 @@ def test_host_lists_as_slurm_writes_them() -> None:
         [n // 8 for n in range(800)],
         [f"cuda:{n % 8}" for n in range(800)],
         [f"node{n // 8:03d}" for n in range(800)],
+        [n // 8 for n in range(800) if n // 8 != 41],  # a node left out: two strides
         [3, 1, 2, 9],
     ],
 )

@@ -25,6 +25,28 @@ from ddp_doctor.facts.runs import (
 )
 
 FOLD_AT = 32
+
+# How large a folded report is (bench/bench_scale.py measures it: 1,024 nodes x 8 ranks in two
+# groups wrote ~0.1 MB): node 0's probes, findings and up to 64 KiB of job output; node 0's
+# ranks whole; per node what does not fold (its sweep inside the node, a name that breaks a
+# host list); per group of ranks, identities or nodes alike its template, columns,
+# fingerprint and first node's probes.
+REPORT_BASE_BYTES = 512 * 1024
+WHOLE_RANK_BYTES = 4 * 1024
+NODE_BYTES = 1024
+GROUP_BYTES = 24 * 1024
+# The largest report `diagnose` is sized for: 1,024 nodes x 8 ranks, with up to 128 groups.
+SIZED_FOR_NODES, SIZED_FOR_RANKS_PER_NODE, SIZED_FOR_GROUPS = 1024, 8, 128
+
+
+def folded_report_bytes(nodes: int, ranks_per_node: int, groups: int) -> int:
+    """The most a folded report of this cluster takes, by the size model above."""
+    return (
+        REPORT_BASE_BYTES
+        + ranks_per_node * WHOLE_RANK_BYTES
+        + nodes * NODE_BYTES
+        + groups * GROUP_BYTES
+    )
 STAGE_DATA_HELD_ELSEWHERE = frozenset(
     {"identity", "identities", "torch", "peer_access", "intra_node", "inter_node"}
 )

@@ -146,6 +146,9 @@ def encode_column(values: Sequence[Any]) -> Any:
     cycle = _cycle(items)
     if cycle is not None:
         return {"cycle": cycle}
+    strides = _strides(items)
+    if strides is not None and len(strides) * 8 < len(items):
+        return {"strides": strides}
     if all(isinstance(v, str) for v in items):
         return _hosts_column(items)
     return items
@@ -163,6 +166,16 @@ def decode_column(spelled: Any, count: int) -> list[Any]:
     if "stride" in spelled:
         start, step, repeat = _ints(spelled["stride"], 3)
         return [start + step * (i // max(1, repeat)) for i in range(count)]
+    if "strides" in spelled and isinstance(spelled["strides"], list):
+        values: list[Any] = []
+        for segment in spelled["strides"]:
+            start, step, repeat, length = _ints(segment, 4)
+            if length < 0 or len(values) + length > count:
+                raise RunsError("a stride segment out of bounds")
+            values += [start + step * (i // max(1, repeat)) for i in range(length)]
+        if len(values) != count:
+            raise RunsError(f"stride segments of {len(values)} for {count} items")
+        return values
     if "cycle" in spelled and isinstance(spelled["cycle"], list) and spelled["cycle"]:
         cycle = spelled["cycle"]
         return [cycle[i % len(cycle)] for i in range(count)]
@@ -193,6 +206,29 @@ def _stride(items: list[Any]) -> list[int] | None:
     step = items[repeat] - items[0] if repeat < len(items) else 0
     guess = [items[0] + step * (i // repeat) for i in range(len(items))]
     return [items[0], step, repeat] if guess == items else None
+
+
+def _strides(items: list[Any]) -> list[list[int]] | None:
+    """Integers as segments [start, step, repeat, length], each a stride (a node left out of
+    a run of node ranks splits it in two)."""
+    if not all(type(v) is int for v in items):
+        return None
+    segments, index = [], 0
+    while index < len(items):
+        start, repeat = items[index], 1
+        while index + repeat < len(items) and items[index + repeat] == start:
+            repeat += 1
+        step = items[index + repeat] - start if index + repeat < len(items) else 0
+        length = repeat
+        while index + length < len(items) and items[index + length] == start + step * (
+            length // repeat
+        ):
+            length += 1
+        length -= length % repeat if index + length < len(items) else 0
+        length = max(length, repeat)
+        segments.append([start, step, repeat, length])
+        index += length
+    return segments
 
 
 def _cycle(items: list[Any]) -> list[Any] | None:
