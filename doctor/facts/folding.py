@@ -47,6 +47,8 @@ def folded_report_bytes(nodes: int, ranks_per_node: int, groups: int) -> int:
         + nodes * NODE_BYTES
         + groups * GROUP_BYTES
     )
+
+
 STAGE_DATA_HELD_ELSEWHERE = frozenset(
     {"identity", "identities", "torch", "peer_access", "intra_node", "inter_node"}
 )
