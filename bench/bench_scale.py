@@ -237,7 +237,7 @@ def node0_doctor(nodes: int, per_node: int, clients: int) -> dict[str, Any]:
         as_json = render(report, "json")
         path = Path(tmp) / "report.json"
         path.write_text(as_json)
-        diagnose = _timed_diagnose(path)
+        diagnose, diagnose_cpu = _timed_diagnose(path)
         load_report(path)  # the saved report reads back within the doctor's own limit
     return {
         "nodes": nodes,
@@ -249,6 +249,7 @@ def node0_doctor(nodes: int, per_node: int, clients: int) -> dict[str, Any]:
         "markdown_chars": len(markdown),
         "json_bytes": len(as_json.encode()),
         "diagnose_s": diagnose,
+        "diagnose_cpu_s": diagnose_cpu,
         "codes": sorted({f.code for f in judged["findings"]}),
     }
 
@@ -268,14 +269,19 @@ def _answer(exchange: Any, job: subprocess.Popen[str]) -> None:
         time.sleep(0.02)
 
 
-def _timed_diagnose(path: Path) -> float:
+def _timed_diagnose(path: Path) -> tuple[float, float]:
+    """`ddp-doctor diagnose REPORT --format markdown` as a user runs it: (wall s, CPU s). On
+    shared cores the CPU seconds are the steadier figure."""
     argv = [sys.executable, "-m", "ddp_doctor", "diagnose", str(path), "--format", "markdown"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
         sys.exit(f"diagnose failed ({done.returncode}): {done.stderr[-400:]}")
-    return seconds
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu
 
 
 def measured(nodes: int, per_node: int, clients: int) -> dict[str, Any]:
@@ -304,14 +310,15 @@ def main() -> None:
     sizes = [n for n in GROWTH if n < args.nodes] + [args.nodes]
     rows = [measured(n, args.ranks_per_node, args.clients) for n in sizes]
     print(f"{'nodes':>6} {'ranks':>6} {'arrive s':>8} {'verdict s':>9} {'RSS MiB':>8} "
-          f"{'md chars':>9} {'json B':>9} {'diagnose s':>10}  codes")  # fmt: skip
+          f"{'md chars':>9} {'json B':>9} {'diagnose s':>10} {'(CPU s)':>7}  codes")  # fmt: skip
     for r in rows:
         print(
             f"{r['nodes']:>6} {r['ranks']:>6} {r['arrivals_s']:>8.2f} {r['verdict_s']:>9.2f} "
             f"{r['rss_mib']:>8.0f} {r['markdown_chars']:>9} {r['json_bytes']:>9} "
-            f"{r['diagnose_s']:>10.2f}  {','.join(r['codes'])}"
+            f"{r['diagnose_s']:>10.2f} {r['diagnose_cpu_s']:>7.2f}  {','.join(r['codes'])}"
         )
     last = rows[-1]
+    print(f"load average while measured: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"scale: {last['nodes']} nodes, {last['ranks']} ranks: verdict {last['verdict_s']:.2f} s, "
         f"node 0 peak RSS {last['rss_mib']:.0f} MiB, markdown {last['markdown_chars']} chars, "

@@ -202,3 +202,25 @@ def test_1024_nodes_render_under_the_issue_limit_and_read_back(bench: Any, tmp_p
     path.write_text(text)
     back = load_report(path)
     assert len(next(p.facts for p in back.probes if p.probe == "job").ranks) == 8192
+
+
+def test_markdown_stays_under_the_issue_limit_when_every_node_differs() -> None:
+    from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, NodeGroup
+    from ddp_doctor.model import ProbeResult, ProbeStatus
+
+    nodes = 4096
+    cluster = ClusterFacts(
+        nnodes=nodes,
+        node_rank=0,
+        whole=True,
+        nodes=tuple(
+            ClusterNode(n, f"host-{n * 7919 % 100003}-x", (n,), reported=n % 3 != 0)
+            for n in range(nodes)
+        ),
+        groups=tuple(
+            NodeGroup((n,), (f"host-{n}",), {"torch": "2.13.0"}, {"NCCL_ALGO": "x" * 500})
+            for n in range(nodes)
+        ),
+    )
+    report = make_report([ProbeResult("cluster", ProbeStatus.OK, cluster, 0.0)], [])
+    assert len(render(report, "markdown")) < GITHUB_ISSUE_CHARS

@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from ddp_doctor.facts.folding import fold_cluster
 from ddp_doctor.facts.runs import decode_column, parse_ranges
+from ddp_doctor.render.facts_text import one_line
 from ddp_doctor.render.job_tables import BANDWIDTH_HEADERS, bandwidth_rows
 
 SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
@@ -91,13 +92,17 @@ def isolation_line(isolation: dict[str, Any]) -> str:
     return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds){spread}"
 
 
+SHOWN_GROUPS = 24  # lines of groups, so the report stays short however many nodes differ
+SHOWN_NODE_ROWS = 48
+LINE_CHARS = 240
 SUMMARY_SHOWN = ("torch", "CUDA", "NCCL", "driver", "Python", "ranks")
 
 
 def groups_text(cluster: dict[str, Any]) -> str:
     """ "1,023 nodes identical: torch ..., NCCL ...; node-0417 differs: NCCL 2.21.5"."""
     lines = ["nodes alike (the same facts apart from names, addresses and timings):"]
-    for index, group in enumerate(cluster.get("groups") or []):
+    groups = cluster.get("groups") or []
+    for index, group in enumerate(groups[:SHOWN_GROUPS]):
         nodes = _node_numbers(group.get("nodes"))
         hosts = group.get("hosts")
         hosts = hosts if isinstance(hosts, list) else decode_column(hosts, len(nodes))
@@ -109,8 +114,15 @@ def groups_text(cluster: dict[str, Any]) -> str:
             lines.append(f"  {count} identical ({named}): {shown or 'no fingerprint reported'}")
         else:
             differs = ", ".join(f"{k} {v}" for k, v in (group.get("differs") or {}).items())
+            differs, named = one_line(differs, LINE_CHARS), one_line(named, LINE_CHARS)
             who = named if len(nodes) == 1 else f"{len(nodes):,} nodes ({named})"
             lines.append(f"  {who} differ{'s' if len(nodes) == 1 else ''}: {differs or '-'}")
+    if len(groups) > SHOWN_GROUPS:
+        rest = sum(len(_node_numbers(g.get("nodes"))) for g in groups[SHOWN_GROUPS:])
+        lines.append(
+            f"  ... {len(groups) - SHOWN_GROUPS} more groups ({rest:,} nodes): "
+            "--format json has them"
+        )
     return "\n".join(lines)
 
 
@@ -155,8 +167,8 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
         fixes = ", ".join(f"{k}={v}" for k, v in (run.get("applied_fixes") or {}).items())
         rows.append(
             [
-                run["nodes"],
-                _compact_hosts(hosts),
+                one_line(run["nodes"], LINE_CHARS),
+                one_line(_compact_hosts(hosts), LINE_CHARS),
                 f"{run.get('ranks_per_node')} per node",
                 "yes" if run.get("reported") else "no",
                 fixes or "-",
@@ -176,7 +188,12 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
             ]
         )
     headers = ("node", "host", "ranks", "facts", "fixes applied", "busbw in node (GB/s)")
-    return tabulate(rows, headers=headers, tablefmt="plain", disable_numparse=True)
+    table = tabulate(
+        rows[:SHOWN_NODE_ROWS], headers=headers, tablefmt="plain", disable_numparse=True
+    )
+    if len(rows) > SHOWN_NODE_ROWS:
+        table += f"\n... {len(rows) - SHOWN_NODE_ROWS} more rows: --format json has them"
+    return table
 
 
 def _across_table(job: dict[str, Any]) -> str:
