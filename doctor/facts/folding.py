@@ -99,6 +99,19 @@ def _rank_shape(rank: dict[str, Any]) -> dict[str, Any]:
 
 def _rank_columns(members: list[dict[str, Any]]) -> dict[str, Any]:
     columns: dict[str, list[Any]] = {key: [m.get(key) for m in members] for key in RANK_COLUMNS}
+    by_stages: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    for member in members:  # ranks whose stage records are the same objects share columns
+        by_stages.setdefault(tuple(map(id, member["stages"])), []).append(member)
+    position = {key: index for index, key in enumerate(by_stages)}
+    shared = _stage_columns([alike[0] for alike in by_stages.values()])
+    keys = [position[tuple(map(id, member["stages"]))] for member in members]
+    for key, values in shared.items():
+        columns[key] = [values[index] for index in keys]
+    return {key: encode_column(values) for key, values in columns.items()}
+
+
+def _stage_columns(members: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {}
     for index in range(len(members[0].get("stages") or [])):
         for field in ("error", "running_s"):
             values = [m["stages"][index].get(field) for m in members]
@@ -109,7 +122,7 @@ def _rank_columns(members: list[dict[str, Any]]) -> dict[str, Any]:
             values = [(m["stages"][index].get("data") or {}).get(key) for m in members]
             if all(_scalar(v) for v in values):
                 columns[f"{index}.data.{key}"] = values
-    return {key: encode_column(values) for key, values in columns.items()}
+    return columns
 
 
 def fold_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +133,15 @@ def fold_job(job: dict[str, Any]) -> dict[str, Any]:
     whole = [r for r in ranks if _on_node_0(r, "node_rank")]
     rest = [r for r in ranks if not _on_node_0(r, "node_rank")]
     groups = []
-    for members in _group(rest, lambda r: _canonical(_rank_shape(r))).values():
+    shapes: dict[tuple[Any, ...], str] = {}  # by the identity of shared stage records
+
+    def shape_of(rank: dict[str, Any]) -> str:
+        key = (*map(id, rank.get("stages") or []), rank.get("exit_code"))
+        if key not in shapes:
+            shapes[key] = _canonical(_rank_shape(rank))
+        return shapes[key]
+
+    for members in _group(rest, shape_of).values():
         shape = _rank_shape(members[0])
         for index, stage in enumerate(shape["stages"]):
             seconds = [m["stages"][index].get("seconds") for m in members]
@@ -138,6 +159,8 @@ def fold_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fold_identities(job: dict[str, Any]) -> dict[str, Any]:
+    if "identity_groups" in job:
+        return job
     identities = list(job.get("identities") or [])
     whole = [i for i in identities if _on_node_0(i, "group_rank")]
     rest = [i for i in identities if not _on_node_0(i, "group_rank")]
@@ -438,8 +461,45 @@ def job_to_json(job: Any) -> dict[str, Any]:
     document = to_jsonable(replace(job, ranks=(), identities=()))
     seen: dict[int, dict[str, Any]] = {}  # records shared between ranks are written once
     document["ranks"] = [_rank_json(rank, seen) for rank in job.ranks]
-    document["identities"] = [_identity_json(identity) for identity in job.identities]
+    document["identities"], document["identity_groups"] = _folded_identities(job.identities)
     return fold_job(document)
+
+
+def _folded_identities(identities: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Identities as _fold_identities writes them, grouped from the objects themselves (the
+    values ranks alike share are often the same objects: looked at once)."""
+    from ddp_doctor.codec import _field_names
+
+    names = _field_names(type(identities[0])) if identities else ()
+    shared = [n for n in names or () if n not in IDENTITY_OWN and n not in IDENTITY_DROPPED]
+    whole = [_identity_json(i) for i in identities if i.group_rank in (0, None)]
+    seen: dict[int, Any] = {}
+
+    def hashable(value: Any) -> Any:
+        if isinstance(value, (str, int, float, bool, type(None))):
+            return value
+        if id(value) not in seen:
+            seen[id(value)] = (value, _canonical(_plain(value)))
+        return seen[id(value)][1]
+
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for identity in identities:
+        if identity.group_rank not in (0, None):
+            key = tuple(hashable(getattr(identity, n)) for n in shared)
+            groups.setdefault(key, []).append(identity)
+    folded = [
+        {
+            "ranks": number_ranges(m.rank for m in members),
+            "fingerprint": {n: _plain(getattr(members[0], n)) for n in shared},
+            "columns": {
+                key: encode_column([getattr(m, key) for m in members])
+                for key in IDENTITY_OWN
+                if key != "rank"
+            },
+        }
+        for members in groups.values()
+    ]
+    return whole, folded
 
 
 def _rank_json(rank: Any, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
