@@ -17,8 +17,11 @@ class CodecError(ValueError):
 
 
 def to_jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (tuple, list)):
@@ -38,21 +41,61 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _convert(tp: Any, data: Any, where: str) -> Any:
+@cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names (None for any other type), looked up once per class."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@cache
+def _field_plan(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """(name, type, required) of each field of a dataclass, looked up once per class."""
+    hints = _hints(cls)
+    return tuple(
+        (
+            f.name,
+            hints[f.name],
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for f in dataclasses.fields(cls)
+    )
+
+
+@cache
+def _shape(tp: Any) -> tuple[str, Any]:
+    """What kind of type `tp` is, decided once per type."""
     if tp is Any or tp is object:
-        return data
+        return "any", None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return _convert_union(typing.get_args(tp), data, where)
+        return "union", typing.get_args(tp)
     if dataclasses.is_dataclass(tp):
-        return _convert_dataclass(tp, data, where)
+        return "dataclass", None
     if origin is tuple:
-        return _convert_tuple(typing.get_args(tp), data, where)
+        return "tuple", typing.get_args(tp)
     if origin is dict or origin is typing.get_origin(typing.Mapping[str, int]):
-        _expect(isinstance(data, dict), data, "an object", where)
-        value_type = typing.get_args(tp)[1]
-        return {str(k): _convert(value_type, v, f"{where}.{k}") for k, v in data.items()}
+        return "mapping", typing.get_args(tp)[1]
     if isinstance(tp, type) and issubclass(tp, Enum):
+        return "enum", None
+    return "scalar", None
+
+
+def _convert(tp: Any, data: Any, where: str) -> Any:
+    kind, args = _shape(tp)
+    if kind == "any":
+        return data
+    if kind == "union":
+        return _convert_union(args, data, where)
+    if kind == "dataclass":
+        return _convert_dataclass(tp, data, where)
+    if kind == "tuple":
+        return _convert_tuple(args, data, where)
+    if kind == "mapping":
+        _expect(isinstance(data, dict), data, "an object", where)
+        return {str(k): _convert(args, v, f"{where}.{k}") for k, v in data.items()}
+    if kind == "enum":
         try:
             return tp(data)
         except ValueError:
@@ -64,6 +107,9 @@ def _convert_union(options: tuple[Any, ...], data: Any, where: str) -> Any:
     if data is None:
         _expect(type(None) in options, data, "a value", where)
         return None
+    for option in options:  # the common case: a plain value of one of the options
+        if option in (str, int, float, bool) and type(data) is option:
+            return data
     errors = []
     for option in options:
         if option is type(None):
@@ -77,13 +123,12 @@ def _convert_union(options: tuple[Any, ...], data: Any, where: str) -> Any:
 
 def _convert_dataclass(cls: type, data: Any, where: str) -> Any:
     _expect(isinstance(data, dict), data, "an object", where)
-    hints = _hints(cls)
     values = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            values[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise CodecError(f"{where}: missing field {f.name!r}")
+    for name, hint, required in _field_plan(cls):
+        if name in data:
+            values[name] = _convert(hint, data[name], f"{where}.{name}")
+        elif required:
+            raise CodecError(f"{where}: missing field {name!r}")
     return cls(**values)
 
 

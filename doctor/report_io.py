@@ -9,6 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.codec import CodecError, from_jsonable, to_jsonable
+from ddp_doctor.facts.folding import (
+    SIZED_FOR_GROUPS,
+    SIZED_FOR_NODES,
+    SIZED_FOR_RANKS_PER_NODE,
+    fold_probes,
+    folded_report_bytes,
+    job_facts_of,
+    job_to_json,
+    unfold_probes,
+)
 from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import FACT_TYPES, FactSet
 from ddp_doctor.inputs import TooLarge, describe_size, read_capped
@@ -16,9 +26,14 @@ from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Rejudged, Report
 from ddp_doctor.readings.expected_busbw import bandwidth_tables
 
 SCHEMA_VERSION = 1
-# A report of a 512-rank run is under 2 MiB; a report costs up to ~25x its size in memory
-# (JSON, then the facts it decodes to), so 4 MiB keeps `diagnose` under ~120 MB.
-MAX_REPORT_BYTES = 4 * 1024 * 1024
+# What the doctor itself writes for the largest cluster it is sized for (folding.py's size
+# model: 1,024 nodes x 8 ranks, 128 groups: ~5 MiB), and never less than the 4 MiB an unfolded
+# 512-rank report fits in. A report costs up to ~25x its size in memory (JSON, then facts).
+MIB = 1024 * 1024
+MAX_REPORT_BYTES = MIB * max(
+    4,
+    -(-folded_report_bytes(SIZED_FOR_NODES, SIZED_FOR_RANKS_PER_NODE, SIZED_FOR_GROUPS) // MIB),
+)  # whole MiB, rounded up: 5 MiB
 # A real report nests about 8 deep; the renderers and the codec recurse, so 64 is the cap.
 MAX_NESTING = 64
 OUTPUT_TAIL_CHARS = 64 * 1024  # what `run` keeps of the job's output (launch.OUTPUT_TAIL_BYTES)
@@ -35,7 +50,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "created": report.created,
         "command": report.command,
         "subject": report.subject,
-        "probes": [probe_to_json(result) for result in report.probes],
+        "probes": fold_probes([probe_to_json(result) for result in report.probes]),
         "findings": [finding.to_json() for finding in report.findings],
     }
     if report.rejudged is not None:
@@ -52,7 +67,9 @@ def probe_to_json(result: ProbeResult) -> dict[str, Any]:
         "probe": result.probe,
         "status": result.status.value,
         "duration_s": result.duration_s,
-        "facts": to_jsonable(result.facts),
+        "facts": job_to_json(result.facts)
+        if isinstance(result.facts, JobFacts)
+        else to_jsonable(result.facts),
         "error": result.error,
     }
 
@@ -106,13 +123,13 @@ def report_from_json(data: Any) -> Report:
         return Report(
             tool_version=str(data.get("tool_version", "unknown")),
             created=str(data.get("created", "")),
-            probes=tuple(probe_from_json(item) for item in probes),
+            probes=tuple(probe_from_json(item) for item in unfold_probes(probes)),
             findings=tuple(Finding.from_json(item) for item in findings),
             command=_optional_text(data.get("command")),
             subject=_optional_text(data.get("subject")),
             rejudged=_rejudged(data.get("rejudged")),
         )
-    except (CodecError, KeyError, TypeError, ValueError) as error:
+    except (CodecError, KeyError, TypeError, ValueError) as error:  # RunsError is a ValueError
         raise ReportError(f"malformed report: {_describe(error)}") from None
 
 
@@ -123,7 +140,10 @@ def probe_from_json(data: Any) -> ProbeResult:
     status = ProbeStatus(data["status"])
     facts_type = FACT_TYPES.get(name)
     raw = data.get("facts")
-    facts = from_jsonable(facts_type, raw, name) if facts_type and raw is not None else None
+    if facts_type is JobFacts and isinstance(raw, dict) and "rank_groups" in raw:
+        facts = job_facts_of(raw, lambda cls, value: from_jsonable(cls, value, name))
+    else:
+        facts = from_jsonable(facts_type, raw, name) if facts_type and raw is not None else None
     duration = data.get("duration_s", 0.0)
     if not isinstance(duration, (int, float)):
         raise CodecError(f"{name}: duration_s is not a number")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.commands.logs import MAX_LOG_BYTES
+from ddp_doctor.inputs import describe_size
 from ddp_doctor.report_io import MAX_REPORT_BYTES
 from ddp_doctor.script.files import MAX_TOKENS
 
@@ -156,7 +157,7 @@ def test_diagnose_refuses_one_byte_past_its_limit(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and "over the 4 MiB" in done.stderr
+    assert done.returncode == 2 and f"over the {describe_size(MAX_REPORT_BYTES)}" in done.stderr
 
 
 def test_a_log_file_over_its_cap_is_read_from_its_end(

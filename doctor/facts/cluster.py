@@ -94,8 +94,24 @@ class ClusterNode:
     ranks: tuple[int, ...] = ()
     reported: bool = False  # its doctor's facts reached node 0
     applied_fixes: Mapping[str, str] = field(default_factory=dict)
-    # its own probes (host, env, network ...) as `--format json` writes them
+    # its own probes (host, env, network ...) as `--format json` writes them; empty where
+    # the node's group (ClusterFacts.groups) holds them
     probes: tuple[Mapping[str, object], ...] = ()
+    digest: str | None = None  # of its own facts apart from names, addresses and timings
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes alike: the same own facts (apart from names, addresses, timings) and the same
+    fingerprint on every rank, so the first node's facts stand for them all. `summary` is
+    what a reader compares (torch, NCCL, GPUs, driver, Python); `differs` says where this group
+    differs from the largest one."""
+
+    nodes: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
+    summary: Mapping[str, str] = field(default_factory=dict)
+    differs: Mapping[str, str] = field(default_factory=dict)
+    probes: tuple[Mapping[str, object], ...] = ()  # the first node's own probes
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,32 @@ class VerdictFinding:
 
 
 @dataclass(frozen=True)
+class PairTest:
+    """Two nodes tested together in one round of `run --isolate` (one rank of each, in a
+    subgroup of the job's own process group)."""
+
+    nodes: tuple[int, int]
+    round: int
+    connected: bool  # the pair's subgroup formed and a small all-reduce completed in time
+    exact: bool | None = None  # the all-reduce gave the exact sum; None: not reached
+    gbps: float | None = None  # point-to-point bandwidth, GB/s (1e9 bytes)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class IsolationFacts:
+    """The pair rounds: every pair tested, what they found, and the nodes they settled."""
+
+    pairs: tuple[PairTest, ...] = ()
+    rounds: int = 0
+    median_gbps: float | None = None  # of every connected pair
+    expected_gbps: float | None = None  # the topology's inter-node band, where known
+    slow_below: float = 0.5  # a pair under this share of the median (or expected) fails
+    bad: tuple[int, ...] = ()  # failed beside nodes known good
+    unsettled: tuple[int, ...] = ()  # still suspects when the rounds ran out
+
+
+@dataclass(frozen=True)
 class ClusterFacts:
     nnodes: int
     node_rank: int | None = None  # this node's group rank, once the rendezvous assigned it
@@ -117,6 +159,8 @@ class ClusterFacts:
     node0_host: str | None = None  # the other nodes: where the whole report is printed
     verdict_received: bool = False  # the other nodes: node 0's verdict came back
     verdict: tuple[VerdictFinding, ...] = ()
+    groups: tuple[NodeGroup, ...] = ()  # node 0: nodes alike, the largest group first
+    isolation: IsolationFacts | None = None  # node 0, with --isolate
 
     @property
     def hostnames(self) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ class Identity:
     world_size: int
     local_rank: int
     host: str
-    pid: int
+    pid: int | None  # None in a folded report (facts/folding.py), where no rule needs it
     device: str  # "cpu" or "cuda:N"
     pci_bus_id: str | None = None
     torch_version: str | None = None

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddp_doctor.facts.folding import fold_cluster
+from ddp_doctor.facts.runs import decode_column, parse_ranges
 from ddp_doctor.render.columns import plain_table
+from ddp_doctor.render.facts_text import one_line
 from ddp_doctor.render.job_tables import bandwidth_rows, bandwidth_table
 
 SOURCE_ORDER = ("nnodes", "node_rank", "master_addr", "master_port", "rdzv_endpoint", "hosts")
@@ -19,7 +22,12 @@ def render_cluster_text(
     if not cluster.get("whole"):
         parts.append(pointer_line(cluster))
         return "\n".join(parts)
-    if cluster.get("nodes"):
+    cluster = fold_cluster(cluster)  # the same groups in every format
+    if cluster.get("isolation"):
+        parts.append(isolation_line(cluster["isolation"]))
+    if len(cluster.get("groups") or []) > 1 or cluster.get("node_runs"):
+        parts.append(groups_text(cluster))
+    if cluster.get("nodes") or cluster.get("node_runs"):
         parts.append(_nodes_table(cluster, job or {}))
     slowest = slowest_node(job or {})
     if slowest:
@@ -64,6 +72,69 @@ def slowest_node(job: dict[str, Any]) -> str | None:
     )
 
 
+def isolation_line(isolation: dict[str, Any]) -> str:
+    """--isolate's outcome: every pair passed (with the bandwidth spread), or the bad nodes."""
+    pairs = isolation.get("pairs") or []
+    rounds = isolation.get("rounds") or 0
+    speeds = [p["gbps"] for p in pairs if p.get("gbps") is not None]
+    spread = (
+        f"; pair bandwidth {min(speeds):.3f} / {sorted(speeds)[len(speeds) // 2]:.3f} / "
+        f"{max(speeds):.3f} GB/s (lowest / median / highest)"
+        if speeds
+        else ""
+    )
+    if isolation.get("bad") or isolation.get("unsettled"):
+        bad = ", ".join(map(str, isolation.get("bad") or [])) or "none"
+        unsettled = ", ".join(map(str, isolation.get("unsettled") or []))
+        rest = f"; unsettled: {unsettled}" if unsettled else ""
+        return f"pair tests: {len(pairs)} pairs in {rounds} rounds; bad nodes: {bad}{rest}{spread}"
+    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds){spread}"
+
+
+SHOWN_GROUPS = 24  # lines of groups, so the report stays short however many nodes differ
+SHOWN_NODE_ROWS = 48
+LINE_CHARS = 240
+SUMMARY_SHOWN = ("torch", "CUDA", "NCCL", "driver", "Python", "ranks")
+
+
+def groups_text(cluster: dict[str, Any]) -> str:
+    """ "1,023 nodes identical: torch ..., NCCL ...; node-0417 differs: NCCL 2.21.5"."""
+    lines = ["nodes alike (the same facts apart from names, addresses and timings):"]
+    groups = cluster.get("groups") or []
+    for index, group in enumerate(groups[:SHOWN_GROUPS]):
+        nodes = _node_numbers(group.get("nodes"))
+        hosts = group.get("hosts")
+        hosts = hosts if isinstance(hosts, list) else decode_column(hosts, len(nodes))
+        named = _compact_hosts(hosts)
+        summary = group.get("summary") or {}
+        if index == 0:
+            shown = ", ".join(f"{k} {summary[k]}" for k in SUMMARY_SHOWN if summary.get(k))
+            count = f"{len(nodes):,} node{'s' if len(nodes) != 1 else ''}"
+            lines.append(f"  {count} identical ({named}): {shown or 'no fingerprint reported'}")
+        else:
+            differs = ", ".join(f"{k} {v}" for k, v in (group.get("differs") or {}).items())
+            differs, named = one_line(differs, LINE_CHARS), one_line(named, LINE_CHARS)
+            who = named if len(nodes) == 1 else f"{len(nodes):,} nodes ({named})"
+            lines.append(f"  {who} differ{'s' if len(nodes) == 1 else ''}: {differs or '-'}")
+    if len(groups) > SHOWN_GROUPS:
+        rest = sum(len(_node_numbers(g.get("nodes"))) for g in groups[SHOWN_GROUPS:])
+        lines.append(
+            f"  ... {len(groups) - SHOWN_GROUPS} more groups ({rest:,} nodes): "
+            "--format json has them"
+        )
+    return "\n".join(lines)
+
+
+def _node_numbers(value: Any) -> list[int]:
+    return parse_ranges(value) if isinstance(value, str) else list(value or [])
+
+
+def _compact_hosts(hosts: list[str]) -> str:
+    from ddp_doctor.facts.runs import host_list
+
+    return host_list(hosts) if len(hosts) > 3 else ", ".join(hosts)
+
+
 def _plan_line(nodes: dict[str, Any] | None, cluster: dict[str, Any]) -> str:
     if not nodes:
         return f"cluster: {cluster.get('nnodes')} nodes"
@@ -88,6 +159,21 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
         if node.get("rows")
     }
     rows = []
+    for run in cluster.get("node_runs") or []:
+        numbers = parse_ranges(run["nodes"])
+        hosts = decode_column((run.get("columns") or {}).get("host", {"all": "?"}), len(numbers))
+        speeds = [busbw[n] for n in numbers if n in busbw]
+        fixes = ", ".join(f"{k}={v}" for k, v in (run.get("applied_fixes") or {}).items())
+        rows.append(
+            [
+                one_line(run["nodes"], LINE_CHARS),
+                one_line(_compact_hosts(hosts), LINE_CHARS),
+                f"{run.get('ranks_per_node')} per node",
+                "yes" if run.get("reported") else "no",
+                fixes or "-",
+                f"{min(speeds):.3f}-{max(speeds):.3f}" if speeds else "-",
+            ]
+        )
     for node in cluster["nodes"]:
         fixes = ", ".join(f"{k}={v}" for k, v in (node.get("applied_fixes") or {}).items())
         rows.append(
@@ -101,7 +187,10 @@ def _nodes_table(cluster: dict[str, Any], job: dict[str, Any]) -> str:
             ]
         )
     headers = ("node", "host", "ranks", "facts", "fixes applied", "busbw in node (GB/s)")
-    return plain_table(rows, headers, right=(0, 5))  # the node's number and its busbw
+    table = plain_table(rows[:SHOWN_NODE_ROWS], headers, right=(0, 5))  # number and busbw
+    if len(rows) > SHOWN_NODE_ROWS:
+        table += f"\n... {len(rows) - SHOWN_NODE_ROWS} more rows: --format json has them"
+    return table
 
 
 def _across_table(job: dict[str, Any]) -> str:

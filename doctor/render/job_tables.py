@@ -22,10 +22,12 @@ BANDWIDTH_HEADERS = (
 
 
 def stage_rows(job: dict[str, Any]) -> list[list[str]]:
+    """One row per rank; in a folded job (facts/folding.py) one per group of ranks alike, its
+    stage times the group's medians."""
     rows = []
-    for rank in job.get("ranks", []):
+    for rank in [*job.get("ranks", []), *job.get("rank_groups", [])]:
         by_stage = {s["stage"]: s for s in rank.get("stages", [])}
-        cells = [str(rank["rank"])]
+        cells = [str(rank["rank"]) if "rank" in rank else rank["ranks"]]
         for stage in STAGES:
             record = by_stage.get(stage)
             if record is None:
@@ -91,7 +93,7 @@ def job_summary(job: dict[str, Any]) -> str:
     ranks = f"{job.get('nproc')} ranks"
     nnodes = job.get("nnodes") or 1
     if nnodes > 1:
-        shown, world = len(job.get("ranks") or []), nnodes * (job.get("nproc") or 0)
+        shown, world = ranks_in(job), nnodes * (job.get("nproc") or 0)
         ranks = f"{world} ranks on {nnodes} nodes"
         if shown < world:
             ranks = f"this node's {shown} of {world} ranks on {nnodes} nodes"
@@ -103,11 +105,21 @@ STAGE_HEADERS = ("rank", *STAGES, "exit")
 STAGE_NUMBERS = (0, len(STAGE_HEADERS) - 1)  # rank and exit code, to the right
 
 
+def ranks_in(job: dict[str, Any]) -> int:
+    from ddp_doctor.facts.runs import parse_ranges
+
+    folded = sum(len(parse_ranges(g["ranks"])) for g in job.get("rank_groups") or [])
+    return len(job.get("ranks") or []) + folded
+
+
 def render_job_text(job: dict[str, Any], bandwidth: list[dict[str, Any]] | None = None) -> str:
     """The job's summary and stages, then one table per collective swept (`bandwidth` is the
     report's derived block, expected_busbw.bandwidth_tables)."""
+    from ddp_doctor.facts.folding import fold_job
+
+    job = fold_job(job)  # ranks alike share a row, in every format
     parts = [job_summary(job)]
-    if job.get("ranks"):
+    if job.get("ranks") or job.get("rank_groups"):
         parts.append(plain_table(stage_rows(job), STAGE_HEADERS, right=STAGE_NUMBERS))
     for table in bandwidth or []:
         text = bandwidth_title(table)

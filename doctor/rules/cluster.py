@@ -135,10 +135,49 @@ def env_differs_between_nodes(facts: FactSet) -> Iterator[Hit]:
             continue
         values = {host: variables.get(name) for host, variables in by_host.items()}
         if len(set(values.values())) > 1:
-            shown = ", ".join(f"{h}: {v if v is not None else 'unset'}" for h, v in values.items())
             yield Hit(
-                f"{name} differs between nodes ({shown})", {"variable": name, "per_host": values}
+                f"{name} differs between nodes ({_by_value(values)})", _evidence(name, values)
             )
+
+
+FEW_HOSTS = 32  # up to this many hosts, the evidence names each one's value
+
+
+def _by_value(values: Mapping[str, str | None]) -> str:
+    """ "h0: 1, h1: unset" for a few hosts; by value with compact host lists for many."""
+    if len(values) <= 3:
+        return ", ".join(f"{h}: {v if v is not None else 'unset'}" for h, v in values.items())
+    sides = []
+    for value, hosts in _hosts_by_value(values).items():
+        sides.append(f"{value if value is not None else 'unset'} on {_host_text(hosts)}")
+    return "; ".join(sides)
+
+
+def _hosts_by_value(values: Mapping[str, str | None]) -> dict[str | None, list[str]]:
+    grouped: dict[str | None, list[str]] = {}
+    for host, value in values.items():
+        grouped.setdefault(value, []).append(host)
+    return dict(sorted(grouped.items(), key=lambda item: len(item[1])))
+
+
+def _host_text(hosts: list[str]) -> str:
+    from ddp_doctor.facts.runs import host_list
+
+    many = f"{len(hosts):,} nodes: " if len(hosts) > 3 else ""
+    return many + host_list(hosts)
+
+
+def _evidence(name: str, values: Mapping[str, str | None]) -> dict[str, object]:
+    from ddp_doctor.facts.runs import host_list
+
+    evidence: dict[str, object] = {"variable": name}
+    if len(values) <= FEW_HOSTS:
+        evidence["per_host"] = dict(values)
+    else:
+        evidence["per_value"] = {
+            str(v): host_list(hosts) for v, hosts in _hosts_by_value(values).items()
+        }
+    return evidence
 
 
 def _variables_by_host(facts: FactSet) -> dict[str, Mapping[str, str]]:

@@ -171,14 +171,35 @@ def version_skew(facts: FactSet) -> Iterator[Hit]:
             continue  # the torch version already says it
         if len(groups) > 1:
             sides = "; ".join(f"{value} on {_where(ranks)}" for value, ranks in groups.items())
-            yield Hit(
-                f"ranks differ in {field.replace('_', ' ')}: {sides}",
-                {
-                    "field": field,
-                    "per_rank": {str(i.rank): getattr(i, field) for i in job.identities},
-                    "per_host": {i.host: getattr(i, field) for i in job.identities},
-                },
-            )
+            yield Hit(f"ranks differ in {field.replace('_', ' ')}: {sides}", _skew(field, groups))
+
+
+FEW_HOSTS = 32  # up to this many hosts, the evidence names each one's value
+
+
+def _skew(field: str, groups: dict[str, list[Identity]]) -> dict[str, object]:
+    """Each value's hosts and ranks, compact; the value of every rank and host where few."""
+    identities = sorted((i for ranks in groups.values() for i in ranks), key=lambda i: i.rank)
+    if len({i.host for i in identities}) <= FEW_HOSTS:
+        return {
+            "field": field,
+            "per_rank": {str(i.rank): getattr(i, field) for i in identities},
+            "per_host": {i.host: getattr(i, field) for i in identities},
+        }
+    return {
+        "field": field,
+        "per_value": {
+            value: {"hosts": _hosts(ranks), "on_ranks": rank_list(i.rank for i in ranks)}
+            for value, ranks in groups.items()
+        },
+    }
+
+
+def _hosts(identities: list[Identity]) -> str:
+    from ddp_doctor.facts.runs import host_list
+
+    hosts = list(dict.fromkeys(i.host for i in identities))
+    return ", ".join(hosts) if len(hosts) <= 3 else host_list(hosts)
 
 
 VERSION_FIELDS = (
@@ -196,7 +217,7 @@ def _torch_versions_differ(identities: tuple[Identity, ...]) -> bool:
 
 
 def _where(identities: list[Identity]) -> str:
-    hosts = ", ".join(dict.fromkeys(i.host for i in identities))
+    hosts = _hosts(identities)
     return f"{hosts} (rank{'s' if len(identities) > 1 else ''} {rank_list(i.rank for i in identities)})"
 
 

@@ -143,4 +143,14 @@ def collective_stage(stage: str) -> bool:
 
 
 def rank_list(ranks: Iterable[int]) -> str:
-    return ", ".join(str(r) for r in sorted(ranks))
+    """1, 2, 5, 6, 7, 8 -> "1, 2, 5-8": runs of three or more as ranges, so 8,192 ranks stay
+    one short line."""
+    ordered = sorted(set(ranks))
+    parts, start = [], 0
+    for index in range(1, len(ordered) + 1):
+        if index < len(ordered) and ordered[index] == ordered[index - 1] + 1:
+            continue
+        run = ordered[start:index]
+        parts += [f"{run[0]}-{run[-1]}"] if len(run) >= 3 else [str(r) for r in run]
+        start = index
+    return ", ".join(parts)

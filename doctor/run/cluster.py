@@ -67,12 +67,16 @@ def cluster_job(
     config = _job_config(plan, gpus, left, python, network, _facts(results, "env") or EnvFacts())
     nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
     checks = preflight(config, nccl_missing, master_unreachable=_unreachable(network))
+    from ddp_doctor.run.node_groups import node_digest
+
     host = socket.gethostname()
+    probes = [probe_to_json(result) for result in results]
     node_document = {
         "node_rank": plan.nodes.node_rank,
         "host": host,
         "applied_fixes": dict(config.extra_env),
-        "probes": [probe_to_json(result) for result in results],
+        "digest": node_digest(probes),  # the node's facts travel to node 0 once per digest
+        "probes": probes,
     }
     decide = _decider(results, JobFacts(**_snapshot(config, checks)), selector, host)
     store_port = config.master_port if config.rendezvous and config.rendezvous.is_host else None
@@ -125,13 +129,28 @@ def _decider(
     """Node 0's judgement of rank 0's cluster.json: the verdict every node receives."""
 
     def decide(document: Any) -> dict[str, Any]:
-        from ddp_doctor.run.cluster_view import verdict_document, whole_cluster, whole_job
+        from ddp_doctor.run.cluster_view import verdict_document
 
-        job = whole_job(snapshot, document)
-        cluster = whole_cluster(job, document, node_rank=0)
-        return verdict_document(judge(_with_cluster(results, job, cluster), selector), host)
+        _, findings = judge_cluster(results, snapshot, document, selector)
+        return verdict_document(findings, host)
 
     return decide
+
+
+def judge_cluster(
+    results: list[ProbeResult],
+    snapshot: JobFacts,
+    document: Any,
+    selector: Selector | None = None,
+) -> tuple[list[ProbeResult], list[Any]]:
+    """Node 0's probes with the whole job and cluster as rank 0 gathered them, and their
+    findings."""
+    from ddp_doctor.run.cluster_view import whole_cluster, whole_job
+
+    job = whole_job(snapshot, document)
+    cluster = whole_cluster(job, document, node_rank=0)
+    probes = _with_cluster(results, job, cluster)
+    return probes, judge(probes, selector)
 
 
 def _after_job(job_result: ProbeResult, exchange: Any, nodes: NodePlan) -> list[ProbeResult]:

@@ -95,7 +95,7 @@ def _running(started: Any, ended_at: float | None) -> float | None:
 def identities_of(ranks: tuple[RankFacts, ...]) -> tuple[Identity, ...]:
     """Rank 0's gathered list when it has one; else what each rank wrote itself."""
     gathered = _stage_data(ranks, 0, "identity").get("identities") or []
-    own = [_stage_data(ranks, r.rank, "identity").get("identity") for r in ranks]
+    own = [_own_data(r, "identity").get("identity") for r in ranks]
     chosen = gathered if len(gathered) >= len([o for o in own if o]) else own
     return tuple(identity for identity in (_identity(item) for item in chosen) if identity)
 
@@ -120,7 +120,7 @@ def node_bandwidth_of(ranks: tuple[RankFacts, ...]) -> tuple[NodeBandwidth, ...]
     """Each node's own sweep, kept by the node's first rank."""
     found = []
     for rank in ranks:
-        part = _stage_data(ranks, rank.rank, "bandwidth").get("intra_node")
+        part = _own_data(rank, "bandwidth").get("intra_node")
         if isinstance(part, dict) and isinstance(part.get("node"), int):
             members = tuple(r for r in part.get("ranks") or () if isinstance(r, int))
             found.append(NodeBandwidth(part["node"], rank.host, members, _rows(part.get("rows"))))
@@ -151,10 +151,15 @@ def torch_facts_from_job(ranks: tuple[RankFacts, ...]) -> dict[str, Any] | None:
     """Each node's first rank describes its torch in the identity stage: no separate torch
     import needed. The lowest rank that did is this node's."""
     for rank in sorted(ranks, key=lambda r: r.rank):
-        described = _stage_data(ranks, rank.rank, "identity").get("torch")
+        described = _own_data(rank, "identity").get("torch")
         if described:
             return described
     return None
+
+
+def _own_data(rank: RankFacts, stage: str) -> dict[str, Any]:
+    record = rank.stage(stage)
+    return dict(record.data) if record is not None and record.data else {}
 
 
 def _stage_data(ranks: tuple[RankFacts, ...], rank: int, stage: str) -> dict[str, Any]:

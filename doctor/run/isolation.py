@@ -1,0 +1,60 @@
+"""`run --isolate` on node 0: the pair tests every round recorded, settled into IsolationFacts
+by replaying the rounds' scheduler (patient/pair_rounds.py) on them, so node 0's verdict and a
+re-judged report agree with what the nodes decided in the job."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ddp_doctor.facts.cluster import IsolationFacts, PairTest
+from ddp_doctor.patient.pair_rounds import Isolation, record
+from ddp_doctor.readings.isolation import pair_failure
+
+SLOW_BELOW = 0.5  # of the median (or of the expected band): a slower pair fails
+
+
+def isolation_facts(
+    nodes: int, pairs: Sequence[PairTest], expected_gbps: float | None = None
+) -> IsolationFacts:
+    measured = [p.gbps for p in pairs if p.connected and p.gbps is not None]
+    facts = IsolationFacts(
+        pairs=tuple(pairs),
+        rounds=max((p.round for p in pairs), default=0),
+        median_gbps=statistics.median(measured) if measured else None,
+        expected_gbps=expected_gbps,
+        slow_below=SLOW_BELOW,
+    )
+    state = Isolation(nodes)
+    for number in range(1, facts.rounds + 1):
+        outcomes = {p.nodes: pair_failure(p, facts) is None for p in pairs if p.round == number}
+        record(state, outcomes)
+    untested = set(range(nodes)) - state.good - state.bad - state.suspects
+    return IsolationFacts(
+        **{**_fields(facts), "bad": tuple(sorted(state.bad))},
+        unsettled=tuple(sorted(state.suspects | (untested if pairs else set()))),
+    )
+
+
+def _fields(facts: IsolationFacts) -> dict[str, Any]:
+    return {
+        "pairs": facts.pairs,
+        "rounds": facts.rounds,
+        "median_gbps": facts.median_gbps,
+        "expected_gbps": facts.expected_gbps,
+        "slow_below": facts.slow_below,
+    }
+
+
+def pair_tests(rows: Iterable[Any]) -> list[PairTest]:
+    """PairTests from the rows the ranks posted (malformed rows left out)."""
+    from ddp_doctor.codec import CodecError, from_jsonable
+
+    found = []
+    for row in rows:
+        try:
+            found.append(from_jsonable(PairTest, row))
+        except (CodecError, TypeError):
+            continue
+    return found

@@ -1,0 +1,103 @@
+"""Which nodes to test together, round by round, to find the bad ones (`run --isolate`).
+
+Every node is in at most one pair per round, so a round's pairs run in parallel. Round 1 pairs
+neighbours; a pair that passes clears both nodes, one that fails makes both suspects. Later
+rounds pair each suspect with a node already known good: a suspect that fails beside a good
+node is bad, one that passes is good. The good nodes at least double while suspects wait for
+a partner, so every suspect is settled in O(log N) rounds. Where no node is known good yet,
+suspects are paired among themselves with a new partner each round.
+
+Pure functions of the outcomes so far: every node computes the same next round from what the
+store says, with no coordinator. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+Pair = tuple[int, int]
+
+
+@dataclass
+class Isolation:
+    nodes: int
+    good: set[int] = field(default_factory=set)
+    bad: set[int] = field(default_factory=set)
+    suspects: set[int] = field(default_factory=set)
+    tried: set[Pair] = field(default_factory=set)  # pairs already tested
+    rounds: list[list[Pair]] = field(default_factory=list)
+
+    @property
+    def settled(self) -> bool:
+        untested = set(range(self.nodes)) - self.good - self.bad - self.suspects
+        return not self.suspects and not untested
+
+
+def max_rounds(nodes: int) -> int:
+    """The bound: round 1, then at most log2(N) rounds in which the good nodes double, and
+    two more for suspects that had to meet each other first."""
+    return 3 + max(1, nodes - 1).bit_length()
+
+
+def first_round(nodes: int) -> list[Pair]:
+    return [(a, a + 1) for a in range(0, nodes - 1, 2)]
+
+
+def next_round(state: Isolation) -> list[Pair]:
+    """The next round's pairs; [] when nothing is left to settle."""
+    waiting = sorted(set(range(state.nodes)) - state.good - state.bad - state.suspects)
+    waiting += sorted(state.suspects)  # the odd node out of round 1 first, then suspects
+    partners = sorted(state.good)
+    pairs: list[Pair] = []
+    if partners:
+        for node, partner in zip(waiting, partners, strict=False):
+            pairs.append((min(node, partner), max(node, partner)))
+        return pairs
+    # no good node yet: suspects meet suspects they have not met
+    free = list(waiting)
+    while free:
+        node = free.pop(0)
+        other = next((o for o in free if _pair(node, o) not in state.tried), None)
+        if other is not None:
+            free.remove(other)
+            pairs.append(_pair(node, other))
+    return pairs
+
+
+def record(state: Isolation, outcomes: Mapping[Pair, bool]) -> None:
+    """One round's outcomes (True: the pair passed every check)."""
+    state.rounds.append(sorted(outcomes))
+    for (a, b), passed in outcomes.items():
+        state.tried.add(_pair(a, b))
+        known_good = {a, b} & state.good
+        if passed:
+            state.good |= {a, b}
+            state.suspects -= {a, b}
+        elif known_good and len(known_good) == 1:
+            (other,) = {a, b} - known_good
+            state.bad.add(other)
+            state.suspects.discard(other)
+        elif not known_good:
+            state.suspects |= {a, b} - state.bad
+
+
+def isolate(nodes: int, test_round: Callable[[list[Pair]], Mapping[Pair, bool]]) -> Isolation:
+    """Every round until the nodes are settled or the bound is reached; `test_round` runs one
+    round's pairs in parallel and says which passed. Suspects left at the bound stay so."""
+    state = Isolation(nodes)
+    pairs = first_round(nodes)
+    if nodes == 1:
+        state.suspects.add(0)
+    while pairs and len(state.rounds) < max_rounds(nodes):
+        record(state, test_round(pairs))
+        pairs = next_round(state)
+    return state
+
+
+def _pair(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def pairs_of(rounds: Iterable[Iterable[Pair]]) -> list[Pair]:
+    return [pair for one in rounds for pair in one]
