@@ -65,8 +65,22 @@ def job(ranks: int, folder: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
             time.sleep(0.5)
         yield process, steps
     finally:
+        kill_tree(process)
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    """torchrun starts each rank in a session of its own: killing torchrun's process group
+    leaves them running, so every descendant is found first, then all are killed."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        ranks = psutil.Process(process.pid).children(recursive=True)
+        for rank in ranks:
+            with contextlib.suppress(psutil.Error):
+                rank.kill()
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    process.wait()
 
 
 def attach(pid: int, *options: str) -> tuple[float, dict]:
