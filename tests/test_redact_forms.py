@@ -217,3 +217,10 @@ def test_each_family_the_issue_found(text: str, secret: str) -> None:
 )
 def test_what_the_diagnosis_needs_is_kept(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+def test_a_placeholder_escaped_for_a_markdown_cell_is_not_taken_for_a_value() -> None:
+    """The Markdown renderer escapes `<redacted>` in table cells; the final pass must leave
+    that alone (it once read `&lt` as the value: `HF_TOKEN=<redacted>;redacted&gt;`)."""
+    cell = "| NCCL printed warnings: HF_TOKEN=&lt;redacted&gt; connection failed |"
+    assert redact_secrets(cell) == cell

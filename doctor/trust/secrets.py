@@ -49,21 +49,23 @@ _SCHEME = r"(?:(?i:Bearer|Basic|Token|Digest|Negotiate|ApiKey|Key|SSWS)[ \t]+)?"
 # NAME=value, NAME = value, NAME: value; the name maybe quoted ("password": "x").
 _PAIR = re.compile(
     r"""(?<![\w.-])(?P<open>\\?["']?)(?P<name>[A-Za-z0-9_][\w.-]{0,127}+)(?P=open)"""
-    r"""(?P<sep>[ \t]{0,8}(?::=|=|:)[ \t]{0,8})(?!<redacted>)"""
+    r"""(?P<sep>[ \t]{0,8}(?::=|=|:)[ \t]{0,8})(?!<redacted>|&lt;redacted&gt;)"""
     rf"(?=(?P<value>{_SCHEME}{_VALUE}))"
 )
 # --name value and --name=value on a command line.
 _FLAG = re.compile(
-    r"(?<![\w-])(?P<name>--?[A-Za-z0-9][\w-]{0,127}+)(?P<sep>[ \t]{1,8}|=)(?!<redacted>)(?!-)"
+    r"(?<![\w-])(?P<name>--?[A-Za-z0-9][\w-]{0,127}+)(?P<sep>[ \t]{1,8}|=)(?!<redacted>|&lt;redacted&gt;)(?!-)"
     rf"(?=(?P<value>{_VALUE}))"
 )
 _COOKIE = re.compile(
-    r"\b((?:Set-)?Cookie:[ \t]{0,8})(?!<redacted>)[^\n\"\\]{1,8192}", re.IGNORECASE
+    r"\b((?:Set-)?Cookie:[ \t]{0,8})(?!<redacted>|&lt;redacted&gt;)[^\n\"\\]{1,8192}", re.IGNORECASE
 )
-_BARE_SCHEME = re.compile(r"\b(Bearer|Basic)[ \t]+(?!<redacted>)[\w.~+/=-]{1,4096}", re.IGNORECASE)
+_BARE_SCHEME = re.compile(
+    r"\b(Bearer|Basic)[ \t]+(?!<redacted>|&lt;redacted&gt;)[\w.~+/=-]{1,4096}", re.IGNORECASE
+)
 # A password with a raw "/" (not valid in a URL, still written): user, colon, to the first "@".
 _URL_PASSWORD = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}+://[^\s/?#@:\"<>\\]{1,256}:)(?!<redacted>)[^\s@\"<>\\]{1,256}@"
+    r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}+://[^\s/?#@:\"<>\\]{1,256}:)(?!<redacted>|&lt;redacted&gt;)[^\s@\"<>\\]{1,256}@"
 )
 URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31}+://)([^\s/?#\"<>\\]{1,2048})@")
 _TOKEN_LIKE = re.compile(r"(?=.*\d)(?=.*[A-Za-z])[\w.~+=-]{16,}")
