@@ -94,6 +94,9 @@ def test_stopped_dataloader_worker(tmp_path) -> None:
         worker = rank1.children()[0]
         worker.send_signal(signal.SIGSTOP)  # the test's own job: a worker that stopped
         try:
+            # the batch already fetched is stepped on first: rank 1 is busy until it is used
+            # (attached at once, it is a rank the others wait for, DDP704, not yet a hang)
+            time.sleep(2)
             attached = attach(job.process.pid)
         finally:
             worker.send_signal(signal.SIGCONT)
