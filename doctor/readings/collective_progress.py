@@ -236,7 +236,13 @@ def _stall(
         return None
     entered = {rank: line[point] for rank, line in lines.items() if point in line}
     pending = {rank: call for rank, call in entered.items() if call.state == PENDING}
-    chosen = _odd_ones_out(pending or entered)  # by op: other shapes still reached it
+    if len({call.op for call in entered.values()}) > 1:
+        # ranks in different ops at one point (a collective under a rank guard): judged by the
+        # ops alone, since a backend's states for such calls depend on when the dump was
+        # taken (gloo may mark either side finished)
+        chosen = _odd_ones_out(entered)
+    else:
+        chosen = _odd_ones_out(pending or entered)  # by op: other shapes still reached it
     call = entered[chosen[0]]
     elsewhere, through = {}, []
     for rank, line in lines.items():
