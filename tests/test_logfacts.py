@@ -108,3 +108,80 @@ def test_a_host_name_that_does_not_resolve_is_judged_by_the_live_ddp203_rule() -
     findings = scan_text(text)
     assert [f.code for f in findings] == ["DDP203"]
     assert findings[0].evidence["address"] == "worker-0.svc"
+
+
+# Per host and rank (issue 21, item 1): versions, the driver's CUDA, ranks and world size. These
+# are shown by `logs -v` with their lines; no rule judges them yet (no finding changes).
+NCCL_INIT = (  # NVIDIA/nccl#214 (two ranks of its 16-rank, two-node job)
+    "node-8x-v100-nvlink-2:17932:18078 [1] NCCL INFO comm 0x7fd694002360 rank 1 nranks 16 "
+    "cudaDev 1 nvmlDev 1 - Init COMPLETE\n"
+    "node-8x-v100-nvlink-2:17947:18081 [7] NCCL INFO comm 0x7f1b44002360 rank 7 nranks 16 "
+    "cudaDev 7 nvmlDev 7 - Init COMPLETE\n"
+    "node-8x-v100-nvlink-2:17946:18079 [6] NCCL INFO comm 0x7f1b44002361 rank 6 nranks 16 "
+    "cudaDev 6 nvmlDev 6 - Init COMPLETE\n"
+)
+NCCL_VERSIONS = (  # the NCCL_DEBUG=INFO header lines of NCCL >= 2.14
+    "gpu-a:1203:1203 [0] NCCL INFO cudaDriverVersion 12040\n"
+    "gpu-a:1203:1203 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    "gpu-b:882:882 [0] NCCL INFO cudaDriverVersion 12020\n"
+)
+COLLECT_ENV = (  # torch.utils.collect_env, as pasted into issues
+    "PyTorch version: 2.1.0+cu121\n"
+    "CUDA used to build PyTorch: 12.1\n"
+    "Nvidia driver version: 535.104.05\n"
+)
+
+
+def read(text: str) -> LogScanner:
+    scanner = LogScanner()
+    scanner.feed(text.encode())
+    scanner.findings()
+    return scanner
+
+
+def test_ranks_hosts_and_world_size_are_read_from_nccl_init_lines() -> None:
+    facts = read(NCCL_INIT).log_facts
+    assert facts.world_sizes == {16: 1}
+    assert {rank: host for rank, (host, _, _) in facts.ranks.items()} == {
+        1: "node-8x-v100-nvlink-2",
+        6: "node-8x-v100-nvlink-2",
+        7: "node-8x-v100-nvlink-2",
+    }
+    shown = facts.lines()
+    assert shown["ranks 1,6-7 on node-8x-v100-nvlink-2"] == 1
+    assert shown["a communicator of 16 ranks"] == 1
+
+
+def test_nccl_2_19_nranks_spelling_is_read() -> None:
+    line = "node-0:7021:7082 [1] NCCL INFO comm 0x55d1 rank 1 nRanks 4 nNodes 1 - Init COMPLETE\n"
+    assert read(line).log_facts.world_sizes == {4: 1}
+
+
+def test_driver_and_nccl_cuda_versions_are_read_per_host() -> None:
+    facts = read(NCCL_VERSIONS).log_facts
+    assert facts.driver_cuda == {"gpu-a": ("12.4", 1), "gpu-b": ("12.2", 3)}
+    assert facts.nccl_cuda == {"gpu-a": ("12.4", 2)}
+    assert facts.nccl_versions == {"gpu-a": ("2.21.5", 2)}
+
+
+def test_collect_env_versions_are_read() -> None:
+    facts = read(COLLECT_ENV).log_facts
+    assert facts.environment == {
+        "torch": ("2.1.0+cu121", 1),
+        "cuda_build": ("12.1", 2),
+        "driver": ("535.104.05", 3),
+    }
+
+
+def test_version_facts_alone_change_no_finding() -> None:
+    assert codes(NCCL_INIT + NCCL_VERSIONS + COLLECT_ENV) == codes("")
+
+
+def test_rank_facts_stay_bounded_on_a_long_log() -> None:
+    text = "".join(
+        f"h{rank}:1:1 [0] NCCL INFO comm 0x1 rank {rank} nranks 4096 - Init COMPLETE\n"
+        for rank in range(4096)
+    )
+    facts = read(text).log_facts
+    assert len(facts.ranks) <= 64 and facts.world_sizes == {4096: 1}
+    assert len(facts.lines()) <= 16 and "ranks on 56 more hosts" in facts.lines()

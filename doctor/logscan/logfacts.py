@@ -29,6 +29,11 @@ FACT_ANCHORS: tuple[str, ...] = (
     "returned Connection",
     "remote=[",
     "connectFullMesh failed",
+    "cudaDriverVersion",  # NCCL >= 2.14: the driver's CUDA version, e.g. 12040
+    "Init COMPLETE",  # NCCL: comm 0x.. rank 3 nranks 16 ... - Init COMPLETE
+    "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
+    "Nvidia driver version:",
+    "CUDA used to build PyTorch:",
 )
 
 # host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
@@ -39,7 +44,14 @@ _INTERFACE = re.compile(
 )
 _OLD_INTERFACE = re.compile(r"Using interface ([\w.-]+):([\w.:%]+)<\d+>")
 _ENV = re.compile(r"\b((?:NCCL|GLOO|TORCH_NCCL|CUDA|TP)_\w+) set by environment to (\S+)")
-_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
+_DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
+_INIT_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b", re.I)  # nRanks since NCCL 2.19
+_COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
+    ("torch", re.compile(r"PyTorch version: (\S+)")),
+    ("driver", re.compile(r"Nvidia driver version: (\S+)")),
+    ("cuda_build", re.compile(r"CUDA used to build PyTorch: (\S+)")),
+)
 _CONNECT = (
     re.compile(r"connect \[([^\]]+)\]:(\d+)"),  # gloo: connect [127.0.1.1]:25472
     re.compile(r"Retry to connect to ([\d.]+):(\d+)"),  # paddle's tcp_utils
@@ -93,6 +105,11 @@ class LogFacts:
     interfaces: dict[str, Interface] = field(default_factory=dict)
     env: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (value, line)
     nccl_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> ...
+    nccl_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> NCCL's CUDA
+    driver_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> "12.4"
+    ranks: dict[int, tuple[str | None, int, int]] = field(default_factory=dict)  # rank -> ...
+    world_sizes: dict[int, int] = field(default_factory=dict)  # nranks -> first line
+    environment: dict[str, tuple[str, int]] = field(default_factory=dict)  # collect_env's
     connections: list[Connection] = field(default_factory=list)
     addresses: dict[str, int] = field(default_factory=dict)  # non-loopback IPv4 -> first line
     gloo_loopback_fallback: int | None = None  # the line of gloo's warning
@@ -110,6 +127,10 @@ class LogFacts:
                 self._put(self.env, name, (value, number))
         if "NCCL version" in body:
             self._version(body, number)
+        if "cudaDriverVersion" in body or "Init COMPLETE" in body:
+            self._nccl_init(body, number)
+        if "version:" in body or "build PyTorch:" in body:
+            self._collect_env(body, number)
         if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
@@ -144,6 +165,27 @@ class LogFacts:
         host = _NCCL_PREFIX.search(body)
         if version and host:  # a version with no host prefix says nothing about which node
             self._put(self.nccl_versions, host.group(1), (version.group(1), number))
+            if version.group(2):
+                self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
+
+    def _nccl_init(self, body: str, number: int) -> None:
+        prefix = _NCCL_PREFIX.search(body)
+        host = prefix.group(1) if prefix else None
+        driver = _DRIVER_CUDA.search(body)
+        if driver and host:
+            code = int(driver.group(1))  # 12040 is CUDA 12.4
+            self._put(self.driver_cuda, host, (f"{code // 1000}.{code % 1000 // 10}", number))
+        init = _INIT_RANK.search(body)
+        if init:
+            rank, nranks = int(init.group(1)), int(init.group(2))
+            self._put(self.ranks, rank, (host, nranks, number))
+            self._put(self.world_sizes, nranks, number)
+
+    def _collect_env(self, body: str, number: int) -> None:
+        for name, regex in _COLLECT_ENV:
+            match = regex.search(body)
+            if match:
+                self._put(self.environment, name, (match.group(1), number))
 
     def _connections(self, body: str, number: int) -> None:
         if len(self.connections) >= MAX_VALUES:
@@ -155,6 +197,21 @@ class LogFacts:
                 address, port = match.group(1), int(match.group(2))
                 self.connections.append(Connection(address, port, outcome, number))
                 return
+
+    def _rank_lines(self) -> dict[str, int]:
+        """Ranks per host, from NCCL's Init COMPLETE lines (a few hosts, then a count)."""
+        by_host: dict[str | None, list[int]] = {}
+        for rank, (host, _, _) in sorted(self.ranks.items()):
+            by_host.setdefault(host, []).append(rank)
+        shown: dict[str, int] = {}
+        for host, ranks in list(by_host.items())[:8]:
+            where = f" on {host}" if host else ""
+            noun = "rank" if len(ranks) == 1 else "ranks"
+            shown[f"{noun} {_span(ranks)}{where}"] = self.ranks[ranks[0]][2]
+        if len(by_host) > 8:
+            first = min(line for _, _, line in self.ranks.values())
+            shown[f"ranks on {len(by_host) - 8} more hosts"] = first
+        return shown
 
     @staticmethod
     def _put(table: dict, key: str, value: object) -> None:
@@ -181,6 +238,15 @@ class LogFacts:
             shown[f"{name}={value}"] = line
         for host, (version, line) in self.nccl_versions.items():
             shown[f"NCCL {version} on {host}"] = line
+        for host, (version, line) in self.nccl_cuda.items():
+            shown[f"NCCL built for CUDA {version} on {host}"] = line
+        for host, (version, line) in self.driver_cuda.items():
+            shown[f"driver supports CUDA {version} on {host}"] = line
+        for nranks, line in self.world_sizes.items():
+            shown[f"a communicator of {nranks} ranks"] = line
+        shown.update(self._rank_lines())
+        for name, (value, line) in self.environment.items():
+            shown[f"{_ENVIRONMENT_NAMES[name]} {value}"] = line
         for connection in self.connections[:8]:
             what = connection.outcome or "tried"
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
@@ -190,3 +256,24 @@ class LogFacts:
             host, error, line = self.unresolved
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
         return shown
+
+
+_ENVIRONMENT_NAMES = {
+    "torch": "torch",
+    "driver": "NVIDIA driver",
+    "cuda_build": "torch built for CUDA",
+}
+
+
+def _span(ranks: list[int]) -> str:
+    """0-3,8 for [0, 1, 2, 3, 8]."""
+    parts: list[str] = []
+    start = previous = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == previous + 1:
+            previous = rank
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if rank is not None:
+            start = previous = rank
+    return ",".join(parts)
