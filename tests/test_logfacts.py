@@ -110,15 +110,23 @@ def test_a_host_name_that_does_not_resolve_is_judged_by_the_live_ddp203_rule() -
     assert findings[0].evidence["address"] == "worker-0.svc"
 
 
-# Per host and rank (issue 21, item 1): versions, the driver's CUDA, ranks and world size. These
+# Per host and node (issue 21, item 1): versions, the driver's CUDA, node ranks, world size. These
 # are shown by `logs -v` with their lines; no rule judges them yet (no finding changes).
-NCCL_INIT = (  # NVIDIA/nccl#214 (two ranks of its 16-rank, two-node job)
-    "node-8x-v100-nvlink-2:17932:18078 [1] NCCL INFO comm 0x7fd694002360 rank 1 nranks 16 "
-    "cudaDev 1 nvmlDev 1 - Init COMPLETE\n"
-    "node-8x-v100-nvlink-2:17947:18081 [7] NCCL INFO comm 0x7f1b44002360 rank 7 nranks 16 "
-    "cudaDev 7 nvmlDev 7 - Init COMPLETE\n"
-    "node-8x-v100-nvlink-2:17946:18079 [6] NCCL INFO comm 0x7f1b44002361 rank 6 nranks 16 "
-    "cudaDev 6 nvmlDev 6 - Init COMPLETE\n"
+RENDEZVOUS = (  # torchrun's agent on node 0 of 2 (aws-samples awsome-distributed-training, cpu-ddp)
+    "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for "
+    "workers. Result:\n"
+    "  restart_count=0\n"
+    "  master_addr=ip-10-4-198-29.ec2.internal\n"
+    "  master_port=58353\n"
+    "  group_rank=0\n"
+    "  group_world_size=2\n"
+    "  local_ranks=[0, 1, 2, 3]\n"
+    "  role_ranks=[0, 1, 2, 3]\n"
+    "  global_ranks=[0, 1, 2, 3]\n"
+    "  role_world_sizes=[8, 8, 8, 8]\n"
+    "  global_world_sizes=[8, 8, 8, 8]\n"
+    "\n"
+    "[RANK 0] Epoch 0 | Batchsize: 32 | Steps: 8\n"
 )
 NCCL_VERSIONS = (  # the NCCL_DEBUG=INFO header lines of NCCL >= 2.14
     "gpu-a:1203:1203 [0] NCCL INFO cudaDriverVersion 12040\n"
@@ -139,22 +147,22 @@ def read(text: str) -> LogScanner:
     return scanner
 
 
-def test_ranks_hosts_and_world_size_are_read_from_nccl_init_lines() -> None:
-    facts = read(NCCL_INIT).log_facts
-    assert facts.world_sizes == {16: 1}
-    assert {rank: host for rank, (host, _, _) in facts.ranks.items()} == {
-        1: "node-8x-v100-nvlink-2",
-        6: "node-8x-v100-nvlink-2",
-        7: "node-8x-v100-nvlink-2",
+def test_torchrun_rendezvous_result_gives_master_world_size_and_the_node_ranks() -> None:
+    facts = read(RENDEZVOUS).log_facts
+    assert facts.rendezvous == {
+        "master_addr": ("ip-10-4-198-29.ec2.internal", 3),
+        "master_port": ("58353", 4),
+        "group_world_size": ("2", 6),
     }
-    shown = facts.lines()
-    assert shown["ranks 1,6-7 on node-8x-v100-nvlink-2"] == 1
-    assert shown["a communicator of 16 ranks"] == 1
+    assert facts.world_sizes == {"8": 11}
+    assert facts.nodes == {0: ("[0, 1, 2, 3]", 9)}
+    assert facts.following == 0
+    assert "world size 8" in facts.lines()
 
 
-def test_nccl_2_19_nranks_spelling_is_read() -> None:
-    line = "node-0:7021:7082 [1] NCCL INFO comm 0x55d1 rank 1 nRanks 4 nNodes 1 - Init COMPLETE\n"
-    assert read(line).log_facts.world_sizes == {4: 1}
+def test_a_failure_right_after_the_rendezvous_result_is_still_found() -> None:
+    header = RENDEZVOUS.split("\n")[0] + "\n  restart_count=0\n"
+    assert codes(header + GLOO_127011) == codes(GLOO_127011)
 
 
 def test_driver_and_nccl_cuda_versions_are_read_per_host() -> None:
@@ -174,14 +182,10 @@ def test_collect_env_versions_are_read() -> None:
 
 
 def test_version_facts_alone_change_no_finding() -> None:
-    assert codes(NCCL_INIT + NCCL_VERSIONS + COLLECT_ENV) == codes("")
+    assert codes(RENDEZVOUS + NCCL_VERSIONS + COLLECT_ENV) == codes("")
 
 
-def test_rank_facts_stay_bounded_on_a_long_log() -> None:
-    text = "".join(
-        f"h{rank}:1:1 [0] NCCL INFO comm 0x1 rank {rank} nranks 4096 - Init COMPLETE\n"
-        for rank in range(4096)
-    )
+def test_node_facts_stay_bounded_on_a_long_log() -> None:
+    text = "".join(RENDEZVOUS.replace("group_rank=0", f"group_rank={node}") for node in range(200))
     facts = read(text).log_facts
-    assert len(facts.ranks) <= 64 and facts.world_sizes == {4096: 1}
-    assert len(facts.lines()) <= 16 and "ranks on 56 more hosts" in facts.lines()
+    assert len(facts.nodes) == 64 and len(facts.lines()) <= 20

@@ -29,8 +29,12 @@ FACT_ANCHORS: tuple[str, ...] = (
     "returned Connection",
     "remote=[",
     "connectFullMesh failed",
+)
+# Lines that only tell facts (they are common in NCCL_DEBUG=INFO logs): the scanner reads
+# their facts and sends them to the pattern table only when a table anchor may be there too.
+FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "cudaDriverVersion",  # NCCL >= 2.14: the driver's CUDA version, e.g. 12040
-    "Init COMPLETE",  # NCCL: comm 0x.. rank 3 nranks 16 ... - Init COMPLETE
+    "Rendezvous complete for workers",  # torchrun's agent; its result on the lines after it
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
@@ -46,7 +50,8 @@ _OLD_INTERFACE = re.compile(r"Using interface ([\w.-]+):([\w.:%]+)<\d+>")
 _ENV = re.compile(r"\b((?:NCCL|GLOO|TORCH_NCCL|CUDA|TP)_\w+) set by environment to (\S+)")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
-_INIT_RANK = re.compile(r"\brank (\d+) nranks (\d+)\b", re.I)  # nRanks since NCCL 2.19
+_RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
+RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
 _COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
     ("torch", re.compile(r"PyTorch version: (\S+)")),
     ("driver", re.compile(r"Nvidia driver version: (\S+)")),
@@ -107,8 +112,11 @@ class LogFacts:
     nccl_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> ...
     nccl_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> NCCL's CUDA
     driver_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> "12.4"
-    ranks: dict[int, tuple[str | None, int, int]] = field(default_factory=dict)  # rank -> ...
-    world_sizes: dict[int, int] = field(default_factory=dict)  # nranks -> first line
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)  # group_rank -> ranks
+    world_sizes: dict[str, int] = field(default_factory=dict)  # global world size -> line
+    rendezvous: dict[str, tuple[str, int]] = field(default_factory=dict)  # master_addr ...
+    following: int = 0  # lines still to read after torchrun's "Rendezvous complete" line
+    _result: dict[str, tuple[str, int]] = field(default_factory=dict)  # field -> value, line
     environment: dict[str, tuple[str, int]] = field(default_factory=dict)  # collect_env's
     connections: list[Connection] = field(default_factory=list)
     addresses: dict[str, int] = field(default_factory=dict)  # non-loopback IPv4 -> first line
@@ -127,8 +135,10 @@ class LogFacts:
                 self._put(self.env, name, (value, number))
         if "NCCL version" in body:
             self._version(body, number)
-        if "cudaDriverVersion" in body or "Init COMPLETE" in body:
-            self._nccl_init(body, number)
+        if "cudaDriverVersion" in body:
+            self._driver(body, number)
+        if "Rendezvous complete for workers" in body:
+            self.following, self._result = RESULT_LINES, {}
         if "version:" in body or "build PyTorch:" in body:
             self._collect_env(body, number)
         if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
@@ -168,18 +178,36 @@ class LogFacts:
             if version.group(2):
                 self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
 
-    def _nccl_init(self, body: str, number: int) -> None:
+    def _driver(self, body: str, number: int) -> None:
         prefix = _NCCL_PREFIX.search(body)
-        host = prefix.group(1) if prefix else None
         driver = _DRIVER_CUDA.search(body)
-        if driver and host:
+        if driver and prefix:
             code = int(driver.group(1))  # 12040 is CUDA 12.4
-            self._put(self.driver_cuda, host, (f"{code // 1000}.{code % 1000 // 10}", number))
-        init = _INIT_RANK.search(body)
-        if init:
-            rank, nranks = int(init.group(1)), int(init.group(2))
-            self._put(self.ranks, rank, (host, nranks, number))
-            self._put(self.world_sizes, nranks, number)
+            version = f"{code // 1000}.{code % 1000 // 10}"
+            self._put(self.driver_cuda, prefix.group(1), (version, number))
+
+    def read_following(self, body: str, number: int) -> None:
+        """One of the lines after torchrun's "Rendezvous complete for workers. Result:"."""
+        match = _RESULT_FIELD.match(body)
+        self.following = self.following - 1 if match else 0
+        if match:
+            self._result[match.group(1)] = (match.group(2)[:200], number)
+        if self.following == 0 or (match and match.group(1) == "global_world_sizes"):
+            self.following = 0
+            self._take_result()
+
+    def _take_result(self) -> None:
+        result = self._result
+        for name in ("master_addr", "master_port", "group_world_size"):
+            if name in result:
+                self._put(self.rendezvous, name, result[name])
+        sizes, line = result.get("global_world_sizes", ("", 0))
+        size = sizes.strip("[]").split(",")[0].strip()
+        if size:
+            self._put(self.world_sizes, size, line)
+        node = result.get("group_rank", ("", 0))[0]
+        if node.isdigit() and "global_ranks" in result:
+            self._put(self.nodes, int(node), result["global_ranks"])
 
     def _collect_env(self, body: str, number: int) -> None:
         for name, regex in _COLLECT_ENV:
@@ -197,21 +225,6 @@ class LogFacts:
                 address, port = match.group(1), int(match.group(2))
                 self.connections.append(Connection(address, port, outcome, number))
                 return
-
-    def _rank_lines(self) -> dict[str, int]:
-        """Ranks per host, from NCCL's Init COMPLETE lines (a few hosts, then a count)."""
-        by_host: dict[str | None, list[int]] = {}
-        for rank, (host, _, _) in sorted(self.ranks.items()):
-            by_host.setdefault(host, []).append(rank)
-        shown: dict[str, int] = {}
-        for host, ranks in list(by_host.items())[:8]:
-            where = f" on {host}" if host else ""
-            noun = "rank" if len(ranks) == 1 else "ranks"
-            shown[f"{noun} {_span(ranks)}{where}"] = self.ranks[ranks[0]][2]
-        if len(by_host) > 8:
-            first = min(line for _, _, line in self.ranks.values())
-            shown[f"ranks on {len(by_host) - 8} more hosts"] = first
-        return shown
 
     @staticmethod
     def _put(table: dict, key: str, value: object) -> None:
@@ -242,9 +255,14 @@ class LogFacts:
             shown[f"NCCL built for CUDA {version} on {host}"] = line
         for host, (version, line) in self.driver_cuda.items():
             shown[f"driver supports CUDA {version} on {host}"] = line
-        for nranks, line in self.world_sizes.items():
-            shown[f"a communicator of {nranks} ranks"] = line
-        shown.update(self._rank_lines())
+        for name, (value, line) in self.rendezvous.items():
+            shown[f"torchrun rendezvous {name}={value}"] = line
+        for size, line in self.world_sizes.items():
+            shown[f"world size {size}"] = line
+        for node, (ranks, line) in sorted(self.nodes.items())[:8]:
+            shown[f"node {node} ran ranks {ranks}"] = line
+        if len(self.nodes) > 8:
+            shown[f"{len(self.nodes) - 8} more nodes"] = min(n for _, n in self.nodes.values())
         for name, (value, line) in self.environment.items():
             shown[f"{_ENVIRONMENT_NAMES[name]} {value}"] = line
         for connection in self.connections[:8]:
@@ -263,17 +281,3 @@ _ENVIRONMENT_NAMES = {
     "driver": "NVIDIA driver",
     "cuda_build": "torch built for CUDA",
 }
-
-
-def _span(ranks: list[int]) -> str:
-    """0-3,8 for [0, 1, 2, 3, 8]."""
-    parts: list[str] = []
-    start = previous = ranks[0]
-    for rank in [*ranks[1:], None]:
-        if rank is not None and rank == previous + 1:
-            previous = rank
-            continue
-        parts.append(str(start) if start == previous else f"{start}-{previous}")
-        if rank is not None:
-            start = previous = rank
-    return ",".join(parts)

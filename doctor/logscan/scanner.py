@@ -16,7 +16,7 @@ from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
-from ddp_doctor.logscan.logfacts import LogFacts
+from ddp_doctor.logscan.logfacts import FACT_ONLY_ANCHORS, LogFacts
 from ddp_doctor.logscan.ordering import root_cause_order
 from ddp_doctor.logscan.pattern import Pattern, Prefilter, Role
 from ddp_doctor.logscan.patterns import (
@@ -26,6 +26,7 @@ from ddp_doctor.logscan.patterns import (
     REPLICA_PATTERN,
     ROOT_CAUSE_PATTERN,
     all_anchors,
+    table_anchors,
 )
 from ddp_doctor.logscan.quoting import quote_nccl_warnings
 from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
@@ -35,6 +36,7 @@ from ddp_doctor.model import Finding, Location, Remediation
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
 MAX_OTHER_FAILURES = 16
 PREFILTER = Prefilter(all_anchors())
+TABLE_PREFILTER = Prefilter(table_anchors())  # a superset test, as PREFILTER's
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ class LogScanner:
         candidates = PREFILTER.candidates(chunk, begin, end)
         position, number = begin, self.lines + 1
         while position < end:
-            if self._blocks:  # inside a torchrun summary every line counts
+            if self._blocks or self.log_facts.following:  # every line counts in a block
                 start = position
             else:
                 index = bisect.bisect_left(candidates, position)
@@ -138,8 +140,14 @@ class LogScanner:
         self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
-        self.table_lines += 1
+        if self.log_facts.following:  # torchrun's rendezvous result, then maybe a candidate
+            self.log_facts.read_following(line.body, line.number)
+            if not self._blocks and not PREFILTER.candidates(line.body.encode("utf-8", "replace")):
+                return
         self.log_facts.read(line.body, line.number)
+        if not self._blocks and _facts_only(line.body):
+            return
+        self.table_lines += 1
         self._feed_blocks(line)
         for hint in HINTS:
             if hint.matches(line.body):
@@ -243,6 +251,13 @@ class LogScanner:
             self._tallies[hit.pattern.code] = CodeTally.start(hit)
         else:
             tally.add(hit)
+
+
+def _facts_only(body: str) -> bool:
+    """A fact-only line (NCCL's Init COMPLETE...) that no table anchor may be in."""
+    if not any(anchor in body for anchor in FACT_ONLY_ANCHORS):
+        return False
+    return not TABLE_PREFILTER.candidates(body.encode("utf-8", "replace"))
 
 
 CRASH_CODES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
