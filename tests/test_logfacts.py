@@ -189,3 +189,29 @@ def test_node_facts_stay_bounded_on_a_long_log() -> None:
     text = "".join(RENDEZVOUS.replace("group_rank=0", f"group_rank={node}") for node in range(200))
     facts = read(text).log_facts
     assert len(facts.nodes) == 64 and len(facts.lines()) <= 20
+
+
+def test_in_a_folder_a_fact_finding_names_the_file_and_line_it_came_from(tmp_path) -> None:
+    from ddp_doctor.logscan.inputs import scan_folder
+
+    (tmp_path / "rank0.log").write_text("step 1\nstep 2\nstep 3\nstep 4\n")
+    (tmp_path / "rank1.log").write_text("step 1\nstep 2\n" + GLOO_127011)
+    (tmp_path / "rank2.log").write_text("step 1\n")
+    scan = scan_folder(tmp_path)
+    found = next(f for f in scan.findings if f.code == "DDP204")
+    assert (found.location.path, found.location.line) == (str(tmp_path / "rank1.log"), 3)
+    assert found.evidence["line"] == 3
+    shown = scan.facts_read
+    assert shown["connect 127.0.1.1:25472 refused"] == f"{tmp_path / 'rank1.log'}:3"
+
+
+def test_logs_v_on_a_folder_lists_its_facts_by_file(invoke, tmp_path) -> None:
+    import json
+
+    (tmp_path / "rank0.log").write_text("step 1\n" + NCCL_VERSIONS)
+    (tmp_path / "rank1.log").write_text(GLOO_127011)
+    result = invoke("logs", "-v", str(tmp_path), "--format", "json")
+    report = json.loads(result.output)
+    text = json.dumps(report)
+    assert "rank0.log:2" in text and "rank1.log:1" in text
+    assert report["findings"][0]["code"] == "DDP204"

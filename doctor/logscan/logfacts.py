@@ -9,6 +9,7 @@ factrules.py has the probes' own rules judge what was read.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 class FactsRead:
     """The facts a log gave, each with its line: what `logs -v` shows."""
 
-    lines: Mapping[str, int] = field(default_factory=dict)
+    lines: Mapping[str, int | str] = field(default_factory=dict)  # "file:line" in a folder
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,21 @@ class LogFacts:
     rendezvous: dict[str, tuple[str, int]] = field(default_factory=dict)  # master_addr ...
     following: int = 0  # lines still to read after torchrun's "Rendezvous complete" line
     _result: dict[str, tuple[str, int]] = field(default_factory=dict)  # field -> value, line
+    # In a folder the scanner numbers lines across its files: (first number, file) per file
+    _files: list[tuple[int, str]] = field(default_factory=list)
+
+    def start_file(self, source: str, lines_before: int) -> None:
+        """The next file's lines are numbered from lines_before + 1 (a folder's logs)."""
+        self._files.append((lines_before, source))
+
+    def locate(self, number: int, source: str | None) -> tuple[str | None, int]:
+        """The file and its own line number for a fact's line number."""
+        if not self._files:
+            return source, number
+        at = bisect.bisect_left(self._files, (number, "")) - 1
+        before, name = self._files[max(at, 0)]
+        return name, number - before
+
     environment: dict[str, tuple[str, int]] = field(default_factory=dict)  # collect_env's
     connections: list[Connection] = field(default_factory=list)
     addresses: dict[str, int] = field(default_factory=dict)  # non-loopback IPv4 -> first line
@@ -242,8 +258,15 @@ class LogFacts:
             or len(self.interfaces) > 1
         )
 
-    def lines(self) -> dict[str, int]:
-        """Which fact came from which line, for the report (-v shows it)."""
+    def lines(self) -> dict[str, int | str]:
+        """Which fact came from which line (file:line in a folder), for the report (-v)."""
+        shown = self._lines()
+        if not self._files:
+            return dict(shown)
+        located = (self.locate(number, None) for number in shown.values())
+        return {fact: f"{name}:{line}" for fact, (name, line) in zip(shown, located, strict=True)}
+
+    def _lines(self) -> dict[str, int]:
         shown: dict[str, int] = {}
         for name, interface in self.interfaces.items():
             shown[f"interface {name} {interface.address}"] = interface.line

@@ -89,6 +89,7 @@ class LogScanner:
         self.total_lines += self.lines
         self.lines = 0
         self.source = source
+        self.log_facts.start_file(source, self.total_lines)
 
     def findings(self) -> list[Finding]:
         """Ends the scan (a last line without a newline counts) and orders the findings."""
@@ -141,10 +142,10 @@ class LogScanner:
 
     def _handle(self, line: LogLine) -> None:
         if self.log_facts.following:  # torchrun's rendezvous result, then maybe a candidate
-            self.log_facts.read_following(line.body, line.number)
+            self.log_facts.read_following(line.body, self._fact_line(line))
             if not self._blocks and not PREFILTER.candidates(line.body.encode("utf-8", "replace")):
                 return
-        self.log_facts.read(line.body, line.number)
+        self.log_facts.read(line.body, self._fact_line(line))
         if not self._blocks and _facts_only(line.body):
             return
         self.table_lines += 1
@@ -158,6 +159,10 @@ class LogScanner:
             self._blocks.append(ReplicaErrorBlock(line.number, line.task, hit.facts, hit.text))
         elif pattern is not None:
             self._tally(self._hit(pattern, line))
+
+    def _fact_line(self, line: LogLine) -> int:
+        """Facts number lines across a folder's files (LogFacts.locate maps them back)."""
+        return self.total_lines + line.number
 
     def _feed_blocks(self, line: LogLine) -> None:
         for block in self._blocks:
@@ -274,8 +279,10 @@ def _with_fact_findings(
 
     by_code = {finding.code: finding for _, finding in results}
     judged = []
-    for finding, line in findings_from_facts(facts):
-        location = Location(source, line) if source else finding.location
+    for finding, number in findings_from_facts(facts):
+        path, line = facts.locate(number, source)
+        location = Location(path, line) if path else finding.location
+        finding = _replace(finding, evidence=_local_lines(finding.evidence, number, line))
         table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
         evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
         judged.append((Role.CAUSE, _replace(finding, location=location, evidence=evidence)))
@@ -286,6 +293,16 @@ def _with_fact_findings(
     crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
     rest = [pair for pair in kept if pair not in crashes]
     return [*crashes, *judged, *rest]
+
+
+def _local_lines(evidence: dict, number: int, line: int) -> dict:
+    """The fact's line within its own file, in the evidence (the same in a single log)."""
+    if number == line:
+        return evidence
+    read = evidence.get("from_log_facts")
+    if isinstance(read, dict) and read.get("line") == number:
+        read = {**read, "line": line}
+    return {**evidence, "line": line, "from_log_facts": read}
 
 
 def _replace(finding: Finding, **changes: object) -> Finding:
