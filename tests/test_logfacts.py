@@ -108,3 +108,110 @@ def test_a_host_name_that_does_not_resolve_is_judged_by_the_live_ddp203_rule() -
     findings = scan_text(text)
     assert [f.code for f in findings] == ["DDP203"]
     assert findings[0].evidence["address"] == "worker-0.svc"
+
+
+# Per host and node (issue 21, item 1): versions, the driver's CUDA, node ranks, world size. These
+# are shown by `logs -v` with their lines; no rule judges them yet (no finding changes).
+RENDEZVOUS = (  # torchrun's agent on node 0 of 2 (aws-samples awsome-distributed-training, cpu-ddp)
+    "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for "
+    "workers. Result:\n"
+    "  restart_count=0\n"
+    "  master_addr=ip-10-4-198-29.ec2.internal\n"
+    "  master_port=58353\n"
+    "  group_rank=0\n"
+    "  group_world_size=2\n"
+    "  local_ranks=[0, 1, 2, 3]\n"
+    "  role_ranks=[0, 1, 2, 3]\n"
+    "  global_ranks=[0, 1, 2, 3]\n"
+    "  role_world_sizes=[8, 8, 8, 8]\n"
+    "  global_world_sizes=[8, 8, 8, 8]\n"
+    "\n"
+    "[RANK 0] Epoch 0 | Batchsize: 32 | Steps: 8\n"
+)
+NCCL_VERSIONS = (  # the NCCL_DEBUG=INFO header lines of NCCL >= 2.14
+    "gpu-a:1203:1203 [0] NCCL INFO cudaDriverVersion 12040\n"
+    "gpu-a:1203:1203 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    "gpu-b:882:882 [0] NCCL INFO cudaDriverVersion 12020\n"
+)
+COLLECT_ENV = (  # torch.utils.collect_env, as pasted into issues
+    "PyTorch version: 2.1.0+cu121\n"
+    "CUDA used to build PyTorch: 12.1\n"
+    "Nvidia driver version: 535.104.05\n"
+)
+
+
+def read(text: str) -> LogScanner:
+    scanner = LogScanner()
+    scanner.feed(text.encode())
+    scanner.findings()
+    return scanner
+
+
+def test_torchrun_rendezvous_result_gives_master_world_size_and_the_node_ranks() -> None:
+    facts = read(RENDEZVOUS).log_facts
+    assert facts.rendezvous == {
+        "master_addr": ("ip-10-4-198-29.ec2.internal", 3),
+        "master_port": ("58353", 4),
+        "group_world_size": ("2", 6),
+    }
+    assert facts.world_sizes == {"8": 11}
+    assert facts.nodes == {0: ("[0, 1, 2, 3]", 9)}
+    assert facts.following == 0
+    assert "world size 8" in facts.lines()
+
+
+def test_a_failure_right_after_the_rendezvous_result_is_still_found() -> None:
+    header = RENDEZVOUS.split("\n")[0] + "\n  restart_count=0\n"
+    assert codes(header + GLOO_127011) == codes(GLOO_127011)
+
+
+def test_driver_and_nccl_cuda_versions_are_read_per_host() -> None:
+    facts = read(NCCL_VERSIONS).log_facts
+    assert facts.driver_cuda == {"gpu-a": ("12.4", 1), "gpu-b": ("12.2", 3)}
+    assert facts.nccl_cuda == {"gpu-a": ("12.4", 2)}
+    assert facts.nccl_versions == {"gpu-a": ("2.21.5", 2)}
+
+
+def test_collect_env_versions_are_read() -> None:
+    facts = read(COLLECT_ENV).log_facts
+    assert facts.environment == {
+        "torch": ("2.1.0+cu121", 1),
+        "cuda_build": ("12.1", 2),
+        "driver": ("535.104.05", 3),
+    }
+
+
+def test_version_facts_alone_change_no_finding() -> None:
+    assert codes(RENDEZVOUS + NCCL_VERSIONS + COLLECT_ENV) == codes("")
+
+
+def test_node_facts_stay_bounded_on_a_long_log() -> None:
+    text = "".join(RENDEZVOUS.replace("group_rank=0", f"group_rank={node}") for node in range(200))
+    facts = read(text).log_facts
+    assert len(facts.nodes) == 64 and len(facts.lines()) <= 20
+
+
+def test_in_a_folder_a_fact_finding_names_the_file_and_line_it_came_from(tmp_path) -> None:
+    from ddp_doctor.logscan.inputs import scan_folder
+
+    (tmp_path / "rank0.log").write_text("step 1\nstep 2\nstep 3\nstep 4\n")
+    (tmp_path / "rank1.log").write_text("step 1\nstep 2\n" + GLOO_127011)
+    (tmp_path / "rank2.log").write_text("step 1\n")
+    scan = scan_folder(tmp_path)
+    found = next(f for f in scan.findings if f.code == "DDP204")
+    assert (found.location.path, found.location.line) == (str(tmp_path / "rank1.log"), 3)
+    assert found.evidence["line"] == 3
+    shown = scan.facts_read
+    assert shown["connect 127.0.1.1:25472 refused"] == f"{tmp_path / 'rank1.log'}:3"
+
+
+def test_logs_v_on_a_folder_lists_its_facts_by_file(invoke, tmp_path) -> None:
+    import json
+
+    (tmp_path / "rank0.log").write_text("step 1\n" + NCCL_VERSIONS)
+    (tmp_path / "rank1.log").write_text(GLOO_127011)
+    result = invoke("logs", "-v", str(tmp_path), "--format", "json")
+    report = json.loads(result.output)
+    text = json.dumps(report)
+    assert "rank0.log:2" in text and "rank1.log:1" in text
+    assert report["findings"][0]["code"] == "DDP204"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -58,7 +58,9 @@ def logs_command(
     name = _display_name(log)
     results: tuple[ProbeResult, ...] = ()
     if log != STDIN and path.is_dir():
-        findings, subject = _scan_folder(path)
+        findings, subject, facts_read = _scan_folder(path)
+        if report_options.verbose and facts_read:
+            results = (_facts_read(facts_read),)
     elif log != STDIN and _is_dump(path):
         findings, subject = _scan_dump(path), f"the flight-recorder dump {name}"
     else:
@@ -67,12 +69,12 @@ def logs_command(
         findings = [*scan.findings, *_truncation(scan, log)]
         subject = f"{scan.lines} lines of {name}"
         if report_options.verbose and scan.facts_read:
-            results = (_facts_read(scan),)
+            results = (_facts_read(scan.facts_read),)
     report = make_report(results, report_options.selector.filter(findings), subject)
     finish(report, report_options)
 
 
-def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
+def _scan_folder(folder: Path) -> tuple[list[Finding], str, dict[str, int | str]]:
     from ddp_doctor.logscan.inputs import scan_folder
 
     name = _display_name(str(folder))
@@ -96,7 +98,7 @@ def _scan_folder(folder: Path) -> tuple[list[Finding], str]:
         f"{scan.lines} lines of {len(scan.logs)} log(s) and {len(scan.dumps)} "
         f"flight-recorder dump(s) in {name}"
     )
-    return [*scan.findings, *_not_read(scan, name)], subject
+    return [*scan.findings, *_not_read(scan, name)], subject, scan.facts_read
 
 
 def _not_read(scan: PathScan, name: str) -> list[Finding]:
@@ -150,12 +152,12 @@ def _span(ranks: list[int]) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
 
 
-def _facts_read(scan: LogScan) -> ProbeResult:
+def _facts_read(facts_read: Mapping[str, int | str]) -> ProbeResult:
     """What the log said about the run (interfaces, variables, versions, connections), each
-    with its line: -v shows it, the way it shows a live run's probe facts."""
+    with its line (file:line in a folder): -v shows it, as it shows a live run's facts."""
     from ddp_doctor.logscan.logfacts import FactsRead
 
-    return ProbeResult("log", ProbeStatus.OK, FactsRead(dict(scan.facts_read)), 0.0)
+    return ProbeResult("log", ProbeStatus.OK, FactsRead(dict(facts_read)), 0.0)
 
 
 def _scan(log: str) -> LogScan:

@@ -39,6 +39,7 @@ class PathScan:
     bytes: int = 0
     lines: int = 0
     ranks_compared: list[int] = field(default_factory=list)
+    facts_read: dict[str, int | str] = field(default_factory=dict)  # fact -> "file:line"
 
 
 def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
@@ -64,6 +65,7 @@ def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
     result.dumps = [str(p) for p in dumps]
     result.bytes, result.lines = scanner.stats.bytes, scanner.stats.lines
     result.ranks_compared = record.comparison.ranks if record else []
+    result.facts_read = scanner.log_facts.lines() if result.logs else {}
     return result
 
 

@@ -9,6 +9,7 @@ factrules.py has the probes' own rules judge what was read.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,15 @@ FACT_ANCHORS: tuple[str, ...] = (
     "remote=[",
     "connectFullMesh failed",
 )
+# Lines that only tell facts (they are common in NCCL_DEBUG=INFO logs): the scanner reads
+# their facts and sends them to the pattern table only when a table anchor may be there too.
+FACT_ONLY_ANCHORS: tuple[str, ...] = (
+    "cudaDriverVersion",  # NCCL >= 2.14: the driver's CUDA version, e.g. 12040
+    "Rendezvous complete for workers",  # torchrun's agent; its result on the lines after it
+    "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
+    "Nvidia driver version:",
+    "CUDA used to build PyTorch:",
+)
 
 # host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
 _NCCL_PREFIX = re.compile(r"(?:^|\s)([\w.-]+):\d+:\d+ \[\d+\] NCCL ")
@@ -39,7 +49,15 @@ _INTERFACE = re.compile(
 )
 _OLD_INTERFACE = re.compile(r"Using interface ([\w.-]+):([\w.:%]+)<\d+>")
 _ENV = re.compile(r"\b((?:NCCL|GLOO|TORCH_NCCL|CUDA|TP)_\w+) set by environment to (\S+)")
-_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
+_DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
+_RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
+RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
+_COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
+    ("torch", re.compile(r"PyTorch version: (\S+)")),
+    ("driver", re.compile(r"Nvidia driver version: (\S+)")),
+    ("cuda_build", re.compile(r"CUDA used to build PyTorch: (\S+)")),
+)
 _CONNECT = (
     re.compile(r"connect \[([^\]]+)\]:(\d+)"),  # gloo: connect [127.0.1.1]:25472
     re.compile(r"Retry to connect to ([\d.]+):(\d+)"),  # paddle's tcp_utils
@@ -70,7 +88,7 @@ _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 class FactsRead:
     """The facts a log gave, each with its line: what `logs -v` shows."""
 
-    lines: Mapping[str, int] = field(default_factory=dict)
+    lines: Mapping[str, int | str] = field(default_factory=dict)  # "file:line" in a folder
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,29 @@ class LogFacts:
     interfaces: dict[str, Interface] = field(default_factory=dict)
     env: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (value, line)
     nccl_versions: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> ...
+    nccl_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> NCCL's CUDA
+    driver_cuda: dict[str, tuple[str, int]] = field(default_factory=dict)  # host -> "12.4"
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)  # group_rank -> ranks
+    world_sizes: dict[str, int] = field(default_factory=dict)  # global world size -> line
+    rendezvous: dict[str, tuple[str, int]] = field(default_factory=dict)  # master_addr ...
+    following: int = 0  # lines still to read after torchrun's "Rendezvous complete" line
+    _result: dict[str, tuple[str, int]] = field(default_factory=dict)  # field -> value, line
+    # In a folder the scanner numbers lines across its files: (first number, file) per file
+    _files: list[tuple[int, str]] = field(default_factory=list)
+
+    def start_file(self, source: str, lines_before: int) -> None:
+        """The next file's lines are numbered from lines_before + 1 (a folder's logs)."""
+        self._files.append((lines_before, source))
+
+    def locate(self, number: int, source: str | None) -> tuple[str | None, int]:
+        """The file and its own line number for a fact's line number."""
+        if not self._files:
+            return source, number
+        at = bisect.bisect_left(self._files, (number, "")) - 1
+        before, name = self._files[max(at, 0)]
+        return name, number - before
+
+    environment: dict[str, tuple[str, int]] = field(default_factory=dict)  # collect_env's
     connections: list[Connection] = field(default_factory=list)
     addresses: dict[str, int] = field(default_factory=dict)  # non-loopback IPv4 -> first line
     gloo_loopback_fallback: int | None = None  # the line of gloo's warning
@@ -110,6 +151,12 @@ class LogFacts:
                 self._put(self.env, name, (value, number))
         if "NCCL version" in body:
             self._version(body, number)
+        if "cudaDriverVersion" in body:
+            self._driver(body, number)
+        if "Rendezvous complete for workers" in body:
+            self.following, self._result = RESULT_LINES, {}
+        if "version:" in body or "build PyTorch:" in body:
+            self._collect_env(body, number)
         if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
@@ -144,6 +191,45 @@ class LogFacts:
         host = _NCCL_PREFIX.search(body)
         if version and host:  # a version with no host prefix says nothing about which node
             self._put(self.nccl_versions, host.group(1), (version.group(1), number))
+            if version.group(2):
+                self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
+
+    def _driver(self, body: str, number: int) -> None:
+        prefix = _NCCL_PREFIX.search(body)
+        driver = _DRIVER_CUDA.search(body)
+        if driver and prefix:
+            code = int(driver.group(1))  # 12040 is CUDA 12.4
+            version = f"{code // 1000}.{code % 1000 // 10}"
+            self._put(self.driver_cuda, prefix.group(1), (version, number))
+
+    def read_following(self, body: str, number: int) -> None:
+        """One of the lines after torchrun's "Rendezvous complete for workers. Result:"."""
+        match = _RESULT_FIELD.match(body)
+        self.following = self.following - 1 if match else 0
+        if match:
+            self._result[match.group(1)] = (match.group(2)[:200], number)
+        if self.following == 0 or (match and match.group(1) == "global_world_sizes"):
+            self.following = 0
+            self._take_result()
+
+    def _take_result(self) -> None:
+        result = self._result
+        for name in ("master_addr", "master_port", "group_world_size"):
+            if name in result:
+                self._put(self.rendezvous, name, result[name])
+        sizes, line = result.get("global_world_sizes", ("", 0))
+        size = sizes.strip("[]").split(",")[0].strip()
+        if size:
+            self._put(self.world_sizes, size, line)
+        node = result.get("group_rank", ("", 0))[0]
+        if node.isdigit() and "global_ranks" in result:
+            self._put(self.nodes, int(node), result["global_ranks"])
+
+    def _collect_env(self, body: str, number: int) -> None:
+        for name, regex in _COLLECT_ENV:
+            match = regex.search(body)
+            if match:
+                self._put(self.environment, name, (match.group(1), number))
 
     def _connections(self, body: str, number: int) -> None:
         if len(self.connections) >= MAX_VALUES:
@@ -172,8 +258,15 @@ class LogFacts:
             or len(self.interfaces) > 1
         )
 
-    def lines(self) -> dict[str, int]:
-        """Which fact came from which line, for the report (-v shows it)."""
+    def lines(self) -> dict[str, int | str]:
+        """Which fact came from which line (file:line in a folder), for the report (-v)."""
+        shown = self._lines()
+        if not self._files:
+            return dict(shown)
+        located = (self.locate(number, None) for number in shown.values())
+        return {fact: f"{name}:{line}" for fact, (name, line) in zip(shown, located, strict=True)}
+
+    def _lines(self) -> dict[str, int]:
         shown: dict[str, int] = {}
         for name, interface in self.interfaces.items():
             shown[f"interface {name} {interface.address}"] = interface.line
@@ -181,6 +274,20 @@ class LogFacts:
             shown[f"{name}={value}"] = line
         for host, (version, line) in self.nccl_versions.items():
             shown[f"NCCL {version} on {host}"] = line
+        for host, (version, line) in self.nccl_cuda.items():
+            shown[f"NCCL built for CUDA {version} on {host}"] = line
+        for host, (version, line) in self.driver_cuda.items():
+            shown[f"driver supports CUDA {version} on {host}"] = line
+        for name, (value, line) in self.rendezvous.items():
+            shown[f"torchrun rendezvous {name}={value}"] = line
+        for size, line in self.world_sizes.items():
+            shown[f"world size {size}"] = line
+        for node, (ranks, line) in sorted(self.nodes.items())[:8]:
+            shown[f"node {node} ran ranks {ranks}"] = line
+        if len(self.nodes) > 8:
+            shown[f"{len(self.nodes) - 8} more nodes"] = min(n for _, n in self.nodes.values())
+        for name, (value, line) in self.environment.items():
+            shown[f"{_ENVIRONMENT_NAMES[name]} {value}"] = line
         for connection in self.connections[:8]:
             what = connection.outcome or "tried"
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
@@ -190,3 +297,10 @@ class LogFacts:
             host, error, line = self.unresolved
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
         return shown
+
+
+_ENVIRONMENT_NAMES = {
+    "torch": "torch",
+    "driver": "NVIDIA driver",
+    "cuda_build": "torch built for CUDA",
+}

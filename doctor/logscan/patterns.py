@@ -10,7 +10,7 @@ repo#number) that the anchors were chosen for.
 
 from __future__ import annotations
 
-from ddp_doctor.logscan.logfacts import FACT_ANCHORS
+from ddp_doctor.logscan.logfacts import FACT_ANCHORS, FACT_ONLY_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
@@ -49,7 +49,12 @@ ROOT_CAUSE_PATTERN = Pattern(
 REPLICA_PATTERN = next(p for p in TRAINING_PATTERNS if p.code == "DDP510")
 
 
-def all_anchors() -> tuple[str, ...]:
+def table_anchors() -> tuple[str, ...]:
+    """Every anchor but the fact-only ones: a line with none of these needs no table."""
     rows = (*PATTERNS, *HINTS)
     anchors = tuple(anchor for pattern in rows for anchor in pattern.anchors)
     return anchors + BLOCK_STARTS + FACT_ANCHORS
+
+
+def all_anchors() -> tuple[str, ...]:
+    return table_anchors() + FACT_ONLY_ANCHORS

@@ -33,7 +33,7 @@ class LogScan:
     invalid_utf8: bool  # the start is not valid UTF-8 (read with replacement characters)
     truncated: bool = False  # stopped at max_bytes of text before the stream ended
     skipped_bytes: int = 0  # read from this offset on (a file over its cap: its last part)
-    facts_read: Mapping[str, int] = field(default_factory=dict)  # fact -> its line (logfacts)
+    facts_read: Mapping[str, int | str] = field(default_factory=dict)  # fact -> its line
 
 
 def scan_stream(

@@ -16,7 +16,7 @@ from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
-from ddp_doctor.logscan.logfacts import LogFacts
+from ddp_doctor.logscan.logfacts import FACT_ONLY_ANCHORS, LogFacts
 from ddp_doctor.logscan.ordering import root_cause_order
 from ddp_doctor.logscan.pattern import Pattern, Prefilter, Role
 from ddp_doctor.logscan.patterns import (
@@ -26,6 +26,7 @@ from ddp_doctor.logscan.patterns import (
     REPLICA_PATTERN,
     ROOT_CAUSE_PATTERN,
     all_anchors,
+    table_anchors,
 )
 from ddp_doctor.logscan.quoting import quote_nccl_warnings
 from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
@@ -35,6 +36,7 @@ from ddp_doctor.model import Finding, Location, Remediation
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
 MAX_OTHER_FAILURES = 16
 PREFILTER = Prefilter(all_anchors())
+TABLE_PREFILTER = Prefilter(table_anchors())  # a superset test, as PREFILTER's
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class LogScanner:
         self.total_lines += self.lines
         self.lines = 0
         self.source = source
+        self.log_facts.start_file(source, self.total_lines)
 
     def findings(self) -> list[Finding]:
         """Ends the scan (a last line without a newline counts) and orders the findings."""
@@ -122,7 +125,7 @@ class LogScanner:
         candidates = PREFILTER.candidates(chunk, begin, end)
         position, number = begin, self.lines + 1
         while position < end:
-            if self._blocks:  # inside a torchrun summary every line counts
+            if self._blocks or self.log_facts.following:  # every line counts in a block
                 start = position
             else:
                 index = bisect.bisect_left(candidates, position)
@@ -138,8 +141,14 @@ class LogScanner:
         self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
+        if self.log_facts.following:  # torchrun's rendezvous result, then maybe a candidate
+            self.log_facts.read_following(line.body, self._fact_line(line))
+            if not self._blocks and not PREFILTER.candidates(line.body.encode("utf-8", "replace")):
+                return
+        self.log_facts.read(line.body, self._fact_line(line))
+        if not self._blocks and _facts_only(line.body):
+            return
         self.table_lines += 1
-        self.log_facts.read(line.body, line.number)
         self._feed_blocks(line)
         for hint in HINTS:
             if hint.matches(line.body):
@@ -150,6 +159,10 @@ class LogScanner:
             self._blocks.append(ReplicaErrorBlock(line.number, line.task, hit.facts, hit.text))
         elif pattern is not None:
             self._tally(self._hit(pattern, line))
+
+    def _fact_line(self, line: LogLine) -> int:
+        """Facts number lines across a folder's files (LogFacts.locate maps them back)."""
+        return self.total_lines + line.number
 
     def _feed_blocks(self, line: LogLine) -> None:
         for block in self._blocks:
@@ -245,6 +258,13 @@ class LogScanner:
             tally.add(hit)
 
 
+def _facts_only(body: str) -> bool:
+    """A fact-only line (NCCL's Init COMPLETE...) that no table anchor may be in."""
+    if not any(anchor in body for anchor in FACT_ONLY_ANCHORS):
+        return False
+    return not TABLE_PREFILTER.candidates(body.encode("utf-8", "replace"))
+
+
 CRASH_CODES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
 
 
@@ -259,8 +279,10 @@ def _with_fact_findings(
 
     by_code = {finding.code: finding for _, finding in results}
     judged = []
-    for finding, line in findings_from_facts(facts):
-        location = Location(source, line) if source else finding.location
+    for finding, number in findings_from_facts(facts):
+        path, line = facts.locate(number, source)
+        location = Location(path, line) if path else finding.location
+        finding = _replace(finding, evidence=_local_lines(finding.evidence, number, line))
         table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
         evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
         judged.append((Role.CAUSE, _replace(finding, location=location, evidence=evidence)))
@@ -271,6 +293,16 @@ def _with_fact_findings(
     crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
     rest = [pair for pair in kept if pair not in crashes]
     return [*crashes, *judged, *rest]
+
+
+def _local_lines(evidence: dict, number: int, line: int) -> dict:
+    """The fact's line within its own file, in the evidence (the same in a single log)."""
+    if number == line:
+        return evidence
+    read = evidence.get("from_log_facts")
+    if isinstance(read, dict) and read.get("line") == number:
+        read = {**read, "line": line}
+    return {**evidence, "line": line, "from_log_facts": read}
 
 
 def _replace(finding: Finding, **changes: object) -> Finding:
