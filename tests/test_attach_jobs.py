@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import sysconfig
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -109,6 +112,9 @@ def test_stopped_dataloader_worker(tmp_path) -> None:
 def test_ptrace_refused_is_a_finding_with_proc_view(tmp_path) -> None:
     if sys.version_info[:2] != (3, 11) or not os.path.exists("/usr/bin/python3.11"):
         pytest.skip("the nobody job runs the system Python 3.11 with this environment's torch")
+    packages = Path(sysconfig.get_paths()["purelib"])
+    if not _others_can_read(packages):
+        pytest.skip(f"user nobody cannot read this environment's packages ({packages})")
     no_ptrace = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"]
     os.chmod(tmp_path, 0o777)
     with running("dataset_blocks.py", tmp_path, **as_nobody()) as job:
@@ -121,6 +127,16 @@ def test_ptrace_refused_is_a_finding_with_proc_view(tmp_path) -> None:
         ranks = attached.facts["ranks"]
         assert all(s["state"] and s["cpu_s"] is not None for r in ranks for s in r["samples"])
         assert job.untouched()
+
+
+def _others_can_read(folder: Path) -> bool:
+    """Whether a user other than the owner can reach `folder` (a clone made in a private
+    temporary folder, as `mktemp -d` makes it, keeps its virtualenv from them)."""
+    for part in (folder, *folder.parents):
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH or (part == folder and not mode & stat.S_IROTH):
+            return False
+    return True
 
 
 def _free_port() -> int:
