@@ -274,9 +274,10 @@ def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
-        np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
-        seeding call in the script uses the rank. Module-level seeding counts: spawned
+        In a one-process-per-GPU script (an accelerate Accelerator program counts), seeding
+        calls (torch.manual_seed, random.seed, np.random.seed, set_seed, seed_everything)
+        whose seed has no rank term, when no seeding call in the script uses the rank
+        (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
         comparison needs the same data on every rank), and so are tensor-parallel programs
@@ -349,6 +350,9 @@ def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
     """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
     seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    specific = site.keyword("device_specific")  # accelerate's set_seed adds process_index
+    if isinstance(specific, ast.Constant) and specific.value is True:
+        return True
     if any(mentions_rank(facts, value) for value in values):
         return True
     flow = facts.project.values
