@@ -11,7 +11,7 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
 from ddp_doctor.script.evidence import uses_tensor_parallel
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
@@ -280,7 +280,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
-        comparison needs the same data on every rank), and so are tensor-parallel programs
+        comparison needs the same data on every rank), so are seeds that a data split drawn
+        after them in the same function needs (np.random.permutation, random_split: every
+        rank must cut the same split), and so are tensor-parallel programs
         (parallelize_module, distribute_tensor: the ranks of a group must draw the same
         numbers). Reported once, at the first call.
     Why it matters:
@@ -311,6 +313,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(_has_rank_term(facts, site) for site in seeds):
         return
+    if any(_splits_data_after(facts, site) for site in seeds):
+        return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
     yield hit(
@@ -318,6 +322,27 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         first.node,
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
+    )
+
+
+# Random draws that split or order a dataset: every rank must draw the same split, so the seed
+# before them is shared on purpose (huggingface/accelerate examples/cv_example.py: "Set the
+# seed before splitting the data", then np.random.permutation).
+_DATA_SPLITS = (
+    "numpy.random.permutation",
+    "numpy.random.shuffle",
+    "random.shuffle",
+    "torch.randperm",
+    "torch.utils.data.random_split",
+    "sklearn.model_selection.train_test_split",
+)
+
+
+def _splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
+    """A data split drawn after the seeding call, in the same function."""
+    return any(
+        split.ctx.function is seed.ctx.function and position(split) > position(seed)
+        for split in facts.calls_to(*_DATA_SPLITS)
     )
 
 
