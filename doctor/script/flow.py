@@ -120,7 +120,9 @@ class Flow(Pins):
         module starts."""
         facts = self.facts
         samplers = [s for s in facts.calls_to(names.DISTRIBUTED_SAMPLER) if not single_process(s)]
-        spawns_or_accelerates = facts.calls_to(*names.SPAWN, names.ACCELERATOR)
+        spawns_or_accelerates = facts.calls_to(
+            *names.SPAWN, names.ACCELERATOR, *names.ACCELERATE_STATES
+        )
         if self.init_calls or self.ddp_wraps or samplers or spawns_or_accelerates:
             return True
         region = distributed_region(self.graph)

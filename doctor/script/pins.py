@@ -21,6 +21,7 @@ _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IG
 _LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
 _PINNING_LIBRARIES = (
     "accelerate.Accelerator",
+    "accelerate.PartialState",
     "lightning.Fabric",
     "lightning.fabric.Fabric",
     "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
@@ -62,6 +63,7 @@ _PIN_KEYS = frozenset(
         "device",
         "init_process_group",
         "Accelerator",
+        "PartialState",
         "Fabric",
         "get_device",
         "init_device_mesh",

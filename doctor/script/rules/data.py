@@ -283,7 +283,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         comparison needs the same data on every rank), so are seeds that a data split drawn
         after them in the same function needs (np.random.permutation, random_split: every
         rank must cut the same split), and so are tensor-parallel programs
-        (parallelize_module, distribute_tensor: the ranks of a group must draw the same
+        (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
+        the ranks of a group must draw the same
         numbers). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
