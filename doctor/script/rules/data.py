@@ -279,7 +279,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         whose seed has no rank term, when no seeding call in the script uses the rank
         (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
-        mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
+        mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
         after them in the same function needs (np.random.permutation, random_split: every
         rank must cut the same split), and so are tensor-parallel programs
@@ -354,15 +354,22 @@ def _is_test_file(path: str) -> bool:
 
 
 def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
-    """Functions that run in processes this script spawns; None when it spawns none."""
+    """Functions that run in processes this script spawns; None when it spawns none. A thread
+    (threading.Thread(target=...)) is no new process: it shares the seeded generators."""
     graph = facts.project.graph
     started = {
         edge.callee
         for site in facts.calls
+        if not _starts_a_thread(facts, site)
         for edge in graph.callees(graph.unit(facts, site.ctx))
         if edge.site is site and edge.spawned
     }
     return graph.closure(started, up=False) if started else None
+
+
+def _starts_a_thread(facts: ScriptFacts, site: CallSite) -> bool:
+    qualified = facts.resolve(site) or ""
+    return site.key == "Thread" or qualified.startswith("threading.")
 
 
 def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
