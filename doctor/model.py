@@ -54,17 +54,23 @@ class Location:
     path: str
     line: int | None = None
     column: int | None = None
+    cell: int | None = None  # a notebook's code cell (1-based); line is then in the cell
 
     def __str__(self) -> str:
-        parts = [self.path] + [str(n) for n in (self.line, self.column) if n is not None]
+        parts = [self.path] + [f"cell {self.cell}"] * (self.cell is not None)
+        parts += [str(n) for n in (self.line, self.column) if n is not None]
         return ":".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "column": self.column}
+        shown: dict[str, Any] = {"path": self.path, "line": self.line, "column": self.column}
+        if self.cell is not None:
+            shown["cell"] = self.cell
+        return shown
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Location:
-        return cls(str(data["path"]), data.get("line"), data.get("column"))
+        cell = data.get("cell")
+        return cls(str(data["path"]), data.get("line"), data.get("column"), cell)
 
 
 @dataclass(frozen=True)

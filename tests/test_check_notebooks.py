@@ -7,6 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
+from ddp_doctor.model import Finding, Location, Report
+from ddp_doctor.render.github import annotation
+from ddp_doctor.render.sarif import sarif_document
 from ddp_doctor.script.notebook import notebook_script
 from ddp_doctor.script.runner import CheckOptions, check_paths
 from ddp_doctor.script.textscan import code_lines
@@ -31,7 +34,28 @@ def places(path: Path) -> list[tuple[str, str, int | None]]:
 def test_notebook_set_epoch_missing_found_at_cell_and_line(tmp_path: Path) -> None:
     shutil.copy(NOTEBOOKS / "set_epoch_missing.ipynb", tmp_path / "nb.ipynb")
     found = [p for p in places(tmp_path) if p[0] == "DDP113"]
-    assert found == [("DDP113", str(tmp_path / "nb.ipynb") + ":cell 3", 2)]
+    assert found == [("DDP113", str(tmp_path / "nb.ipynb"), 2)]
+    where = next(f.location for f in _findings(tmp_path) if f.code == "DDP113")
+    assert where is not None and where.cell == 3
+    assert str(where).endswith("nb.ipynb:cell 3:2:" + str(where.column))
+
+
+def test_notebook_cell_kept_out_of_path_in_json_and_sarif(tmp_path: Path) -> None:
+    shutil.copy(NOTEBOOKS / "set_epoch_missing.ipynb", tmp_path / "nb.ipynb")
+    finding = next(f for f in _findings(tmp_path) if f.code == "DDP113")
+    shown = finding.to_json()["location"]
+    assert (shown["path"], shown["cell"], shown["line"]) == (str(tmp_path / "nb.ipynb"), 3, 2)
+    assert Location.from_json(shown) == finding.location
+    report = Report("0", "now", (), (finding,))
+    place = sarif_document(report)["runs"][0]["results"][0]["locations"][0]
+    assert place["physicalLocation"]["artifactLocation"]["uri"].endswith("nb.ipynb")
+    assert place["properties"] == {"cell": 3}
+    properties = annotation(finding).split("::")[1].split(",")
+    assert properties[0].endswith("nb.ipynb") and not any(p.startswith("line=") for p in properties)
+
+
+def _findings(path: Path) -> list[Finding]:
+    return list(check_paths([str(path)], CheckOptions(select=("DDP1", "DDP9"))).findings)
 
 
 def test_notebook_cells_in_order_magics_commented() -> None:

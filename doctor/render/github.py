@@ -19,11 +19,12 @@ def annotation(finding: Finding) -> str:
     where = finding.location
     if where is not None:
         properties.append(f"file={_property(where.path)}")
-        if where.line:
+        if where.line and where.cell is None:  # a cell's line is not a line of the .ipynb
             properties.append(f"line={where.line}")
-        if where.column:
+        if where.column and where.cell is None:
             properties.append(f"col={where.column}")
-    properties.append(f"title={_property(f'{finding.code} {finding.name}')}")
+    cell = "" if where is None or where.cell is None else f" (cell {where.cell})"
+    properties.append(f"title={_property(f'{finding.code} {finding.name}{cell}')}")
     return f"::{_LEVELS[finding.severity]} {','.join(properties)}::{_data(finding.message)}"
 
 

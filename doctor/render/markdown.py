@@ -201,7 +201,9 @@ def _details(title: str, body: str, language: str) -> list[str]:
 def _where(location: dict[str, Any] | None) -> str:
     if not location:
         return ""
-    return ":".join(str(p) for p in (location["path"], location["line"], location["column"]) if p)
+    cell = location.get("cell")
+    parts = (location["path"], cell and f"cell {cell}", location["line"], location["column"])
+    return ":".join(str(p) for p in parts if p)
 
 
 def _counts(findings: list[dict[str, Any]]) -> str:

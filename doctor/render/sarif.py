@@ -78,14 +78,15 @@ def _result(
         region = {"startLine": where.line or 1}
         if where.column:
             region["startColumn"] = where.column
-        result["locations"] = [
-            {
-                "physicalLocation": {
-                    "artifactLocation": {"uri": _uri(where.path)},
-                    "region": region,
-                }
+        place: dict[str, Any] = {
+            "physicalLocation": {
+                "artifactLocation": {"uri": _uri(where.path)},
+                "region": region,
             }
-        ]
+        }
+        if where.cell is not None:  # a notebook: the region's line counts within this cell
+            place["properties"] = {"cell": where.cell}
+        result["locations"] = [place]
     related = finding.evidence.get("related")
     if isinstance(related, list) and related:
         result["relatedLocations"] = [

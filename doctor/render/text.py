@@ -32,7 +32,8 @@ def _place(finding: Finding) -> str:
     where = finding.location
     if where is None:
         return "-"
-    return ":".join([where.path, str(where.line or 1), str(where.column or 1)])
+    cell = [] if where.cell is None else [f"cell {where.cell}"]
+    return ":".join([where.path, *cell, str(where.line or 1), str(where.column or 1)])
 
 
 def finding_line(finding: Finding) -> str:

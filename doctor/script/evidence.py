@@ -22,6 +22,7 @@ DataParallel: they run in one process.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -93,11 +94,14 @@ _EVIDENCE_WORDS = (
     "fairscale",
     "horovod",
     "Accelerator",
+    "PartialState",
     "notebook_launcher",
     "Trainer",
     "Fabric",
 )
-_FRAMEWORK_CALLS = frozenset({"accelerate.Accelerator", "accelerate.notebook_launcher"})
+_FRAMEWORK_CALLS = frozenset(
+    {"accelerate.Accelerator", "accelerate.PartialState", "accelerate.notebook_launcher"}
+)
 _TRAINERS = ("lightning", "pytorch_lightning")
 _TRAINER_KEYWORDS = frozenset({"strategy", "devices", "gpus", "num_nodes"})
 LAUNCHER_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
@@ -375,6 +379,7 @@ _KIND_KEYS = (
     "DistributedSampler",
     "parallelize_module",
     "distribute_tensor",
+    "ParallelismConfig",
 )
 
 
@@ -387,6 +392,8 @@ def _call_kinds(facts: ScriptFacts) -> frozenset[str]:
     if facts.is_python:
         for site in (s for key in _KIND_KEYS for s in facts.calls_by_key.get(key, ())):
             qualified = facts.resolve(site)
+            if _accelerate_tensor_parallel(site, qualified):
+                kinds.add("tensor-parallel")
             if qualified is None or not qualified.startswith("torch."):
                 continue
             if qualified == _RPC_INIT:
@@ -397,3 +404,12 @@ def _call_kinds(facts: ScriptFacts) -> frozenset[str]:
                 kinds.add("tensor-parallel")
     frozen = facts.__dict__["_call_kinds"] = frozenset(kinds)
     return frozen
+
+
+def _accelerate_tensor_parallel(site: CallSite, qualified: str | None) -> bool:
+    """accelerate's `ParallelismConfig(tp_size=...)` (not a literal 1): a tensor-parallel
+    program, as parallelize_module is."""
+    if qualified is None or not qualified.startswith("accelerate."):
+        return False
+    size = site.keyword("tp_size")
+    return size is not None and not (isinstance(size, ast.Constant) and size.value == 1)

@@ -54,7 +54,7 @@ def plan_fixes(findings: Iterable[Finding], *, unsafe: bool = False) -> list[Fil
     by_path: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         where = finding.location
-        if where is None or ":cell " in where.path or not fixable(finding.code, unsafe):
+        if where is None or where.cell is not None or not fixable(finding.code, unsafe):
             continue
         if finding.evidence.get("related"):
             continue  # reported on the entry point, caused in a helper: the edit is not here
@@ -90,7 +90,7 @@ def fixes_by_finding(findings: Iterable[Finding], *, unsafe: bool = False) -> di
     found: dict[int, FindingFix] = {}
     for number, finding in enumerate(findings):
         where = finding.location
-        if where is None or ":cell " in where.path or not fixable(finding.code, unsafe):
+        if where is None or where.cell is not None or not fixable(finding.code, unsafe):
             continue
         if finding.evidence.get("related"):
             continue

@@ -115,11 +115,15 @@ class Flow(Pins):
 
     @cached_property
     def is_multiprocess(self) -> bool:
-        """One process per GPU: a process group, DDP, a DistributedSampler or mp.spawn here,
-        or code of this file that runs in the ranks a helper module starts."""
+        """One process per GPU: a process group, DDP, a DistributedSampler, mp.spawn or an
+        accelerate Accelerator here, or code of this file that runs in the ranks a helper
+        module starts."""
         facts = self.facts
         samplers = [s for s in facts.calls_to(names.DISTRIBUTED_SAMPLER) if not single_process(s)]
-        if self.init_calls or self.ddp_wraps or samplers or facts.calls_to(*names.SPAWN):
+        spawns_or_accelerates = facts.calls_to(
+            *names.SPAWN, names.ACCELERATOR, *names.ACCELERATE_STATES
+        )
+        if self.init_calls or self.ddp_wraps or samplers or spawns_or_accelerates:
             return True
         region = distributed_region(self.graph)
         return any(unit in region for unit in [facts.module_unit, *facts.functions])

@@ -16,6 +16,10 @@ from ddp_doctor.patient.collectives import GROUP_COLLECTIVES
 # The public spellings the rules compare against.
 DDP = "torch.nn.parallel.DistributedDataParallel"
 DATA_PARALLEL = "torch.nn.DataParallel"
+ACCELERATOR = "accelerate.Accelerator"
+# accelerate's process-state objects: each starts the process's share of a launched job too
+# (PartialState inits the process group and pins the device, as Accelerator does).
+ACCELERATE_STATES = ("accelerate.PartialState", "accelerate.state.PartialState")
 DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
 DATA_LOADER = "torch.utils.data.DataLoader"
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
@@ -60,6 +64,8 @@ _FOLDS = (
     ("torch.cuda.random.", "torch.cuda."),
     ("torch.random.manual_seed", "torch.manual_seed"),
     ("np.random.", "numpy.random."),
+    ("accelerate.accelerator.Accelerator", ACCELERATOR),
+    ("accelerate.state.PartialState", "accelerate.PartialState"),
     ("lightning_fabric.utilities.seed.", "lightning."),
     ("pytorch_lightning.utilities.seed.", "pytorch_lightning."),
 )

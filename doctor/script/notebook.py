@@ -3,7 +3,8 @@
 A notebook runs its cells top to bottom in one process, so the rules read the code cells
 joined into one script (one blank line between cells). IPython magics and shell escapes
 (`%matplotlib`, `!pip`) become comments, so line numbers stay true. A finding's location is
-then given as ruff gives it: `nb.ipynb:cell 3:2:5` (path, cell, line in the cell, column).
+then given as ruff gives it: `nb.ipynb:cell 3:2:5` (path, cell, line in the cell, column);
+the path stays the file's own (JSON and SARIF consumers open it), the cell is in the location.
 """
 
 from __future__ import annotations
@@ -70,4 +71,4 @@ def _placed(finding: Finding, path: str, script: NotebookScript) -> Finding:
     index = max(bisect.bisect_right(script.starts, where.line) - 1, 0)
     line = where.line - script.starts[index] + 1
     cell = script.numbers[index]
-    return replace(finding, location=Location(f"{path}:cell {cell}", line, where.column))
+    return replace(finding, location=Location(path, line, where.column, cell))

@@ -21,6 +21,7 @@ _SETS_DEVICE = re.compile(r"set_?(cuda_?)?(default_)?device|setup_device", re.IG
 _LIBRARY_SETUP = re.compile(r"(init_dist|setup_dist|launch)")
 _PINNING_LIBRARIES = (
     "accelerate.Accelerator",
+    "accelerate.PartialState",
     "lightning.Fabric",
     "lightning.fabric.Fabric",
     "torchtune.utils.get_device",  # calls torch.cuda.set_device for a CUDA device
@@ -39,6 +40,17 @@ _TORCH_PINS = frozenset(
         "torch.mps.set_device",
     }
 )
+# A DeviceMesh of a GPU type sets the current device from LOCAL_RANK (or global rank modulo
+# the devices of the host) when the process has none yet: torch's device_mesh.py,
+# `_setup_world_group_and_device`. A "cpu" mesh sets nothing.
+_MESH_PINS = frozenset(
+    {
+        "torch.distributed.device_mesh.init_device_mesh",
+        "torch.distributed.device_mesh.DeviceMesh",
+        "torch.distributed.init_device_mesh",
+        "torch.distributed.DeviceMesh",
+    }
+)
 # Context managers: they pin the device only as `with torch.cuda.device(i):`.
 _CONTEXT_PINS = frozenset({"torch.cuda.device", "torch.accelerator.device_index"})
 _DIST_INITS = frozenset({"init", "setup", "init_distributed", "init_distributed_mode"})
@@ -51,8 +63,11 @@ _PIN_KEYS = frozenset(
         "device",
         "init_process_group",
         "Accelerator",
+        "PartialState",
         "Fabric",
         "get_device",
+        "init_device_mesh",
+        "DeviceMesh",
     }
 )
 
@@ -162,6 +177,8 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
         return id(site.node) in with_items(facts)  # a bare call pins nothing
     if qualified in _TORCH_PINS:
         return True
+    if qualified in _MESH_PINS:
+        return not _cpu_mesh(site)
     if qualified is not None and qualified.startswith(_PINNING_LIBRARIES):
         return True
     if site.key == "init_process_group" and site.keyword("device_id") is not None:
@@ -176,6 +193,12 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
         return False
     module = qualified.rpartition(".")[0]
     return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
+
+
+def _cpu_mesh(site: CallSite) -> bool:
+    """`init_device_mesh("cpu", ...)`: the device type, by position or keyword, is "cpu"."""
+    first = site.argument(0, "device_type")
+    return isinstance(first, ast.Constant) and first.value == "cpu"
 
 
 def with_items(facts: ScriptFacts) -> frozenset[int]:

@@ -25,6 +25,10 @@ _DISTRIBUTED_MARKS = frozenset(
         "torch.distributed.get_world_size",
         *names.SPAWN,
         *names.COLLECTIVES,
+        # accelerate's Accelerator: under `accelerate launch` each GPU runs the program as
+        # one process (it inits the process group and pins the device itself)
+        names.ACCELERATOR,
+        *names.ACCELERATE_STATES,
     }
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)

@@ -176,8 +176,8 @@ def _split(entries: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(part.strip() for e in entries for part in e.split(",") if part.strip())
 
 
-def _order(finding: Finding) -> tuple[str, int, int, str]:
+def _order(finding: Finding) -> tuple[str, int, int, int, str]:
     where = finding.location
     if where is None:
-        return ("", 0, 0, finding.code)
-    return (where.path, where.line or 0, where.column or 0, finding.code)
+        return ("", 0, 0, 0, finding.code)
+    return (where.path, where.cell or 0, where.line or 0, where.column or 0, finding.code)

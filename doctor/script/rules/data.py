@@ -11,7 +11,7 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
 from ddp_doctor.script.evidence import uses_tensor_parallel
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
@@ -274,13 +274,17 @@ def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        In a one-process-per-GPU script, seeding calls (torch.manual_seed, random.seed,
-        np.random.seed, set_seed, seed_everything) whose seed has no rank term, when no
-        seeding call in the script uses the rank. Module-level seeding counts: spawned
+        In a one-process-per-GPU script (an accelerate Accelerator program counts), seeding
+        calls (torch.manual_seed, random.seed, np.random.seed, set_seed, seed_everything)
+        whose seed has no rank term, when no seeding call in the script uses the rank
+        (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
-        mp.spawn does not (the workers start afresh). Tests are left alone (a gradient
-        comparison needs the same data on every rank), and so are tensor-parallel programs
-        (parallelize_module, distribute_tensor: the ranks of a group must draw the same
+        mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
+        comparison needs the same data on every rank), so are seeds that a data split drawn
+        after them in the same function needs (np.random.permutation, random_split: every
+        rank must cut the same split), and so are tensor-parallel programs
+        (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
+        the ranks of a group must draw the same
         numbers). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
@@ -310,6 +314,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(_has_rank_term(facts, site) for site in seeds):
         return
+    if any(_splits_data_after(facts, site) for site in seeds):
+        return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
     yield hit(
@@ -320,6 +326,27 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     )
 
 
+# Random draws that split or order a dataset: every rank must draw the same split, so the seed
+# before them is shared on purpose (huggingface/accelerate examples/cv_example.py: "Set the
+# seed before splitting the data", then np.random.permutation).
+_DATA_SPLITS = (
+    "numpy.random.permutation",
+    "numpy.random.shuffle",
+    "random.shuffle",
+    "torch.randperm",
+    "torch.utils.data.random_split",
+    "sklearn.model_selection.train_test_split",
+)
+
+
+def _splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
+    """A data split drawn after the seeding call, in the same function."""
+    return any(
+        split.ctx.function is seed.ctx.function and position(split) > position(seed)
+        for split in facts.calls_to(*_DATA_SPLITS)
+    )
+
+
 def _is_test_file(path: str) -> bool:
     name = os.path.basename(path)
     parts = os.path.normpath(path).split(os.sep)
@@ -327,15 +354,22 @@ def _is_test_file(path: str) -> bool:
 
 
 def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
-    """Functions that run in processes this script spawns; None when it spawns none."""
+    """Functions that run in processes this script spawns; None when it spawns none. A thread
+    (threading.Thread(target=...)) is no new process: it shares the seeded generators."""
     graph = facts.project.graph
     started = {
         edge.callee
         for site in facts.calls
+        if not _starts_a_thread(facts, site)
         for edge in graph.callees(graph.unit(facts, site.ctx))
         if edge.site is site and edge.spawned
     }
     return graph.closure(started, up=False) if started else None
+
+
+def _starts_a_thread(facts: ScriptFacts, site: CallSite) -> bool:
+    qualified = facts.resolve(site) or ""
+    return site.key == "Thread" or qualified.startswith("threading.")
 
 
 def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
@@ -349,6 +383,9 @@ def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
     """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
     seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    specific = site.keyword("device_specific")  # accelerate's set_seed adds process_index
+    if isinstance(specific, ast.Constant) and specific.value is True:
+        return True
     if any(mentions_rank(facts, value) for value in values):
         return True
     flow = facts.project.values

@@ -95,7 +95,8 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         .cuda(), .to("cuda"), torch.device("cuda") in code that runs in a process group or
         under DDP, where no set_device ran before it on the way there: not earlier in its
         function outside the other arms of a condition, not in a caller before the call, not
-        in a helper, constructor or library set-up called first. And literal "cuda:0" /
+        in a helper, constructor or library set-up called first (a DeviceMesh of a GPU type
+        counts: it sets the device from LOCAL_RANK). And literal "cuda:0" /
         .cuda(0) there, except in code only rank 0 runs. Branches taken only without a
         launcher (a DataParallel fallback), code shared with one when the process group is
         only started under `if args.distributed:`, and RPC scripts are left alone; a

@@ -211,7 +211,8 @@ _LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryW
 )
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        In a one-process-per-GPU script, outside rank-0-only code: print/logging inside a loop
+        In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
+        launch` runs it once per GPU), outside rank-0-only code: print/logging inside a loop
         (or in a function the loop calls directly: a progress meter's display()),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
