@@ -329,7 +329,9 @@ def test_torch_missing_from_the_chosen_python_names_it_and_the_candidates() -> N
     from ddp_doctor.judge import judge
     from ddp_doctor.model import ProbeResult, ProbeStatus
 
-    venv = PythonCandidate("/home/user/project/.venv/bin/python", ".venv in the working folder", True)
+    venv = PythonCandidate(
+        "/home/user/project/.venv/bin/python", ".venv in the working folder", True
+    )
     conda = PythonCandidate("/opt/conda/envs/x/bin/python", "CONDA_PREFIX", True)
     bare = PythonCandidate("/opt/other/bin/python", "VIRTUAL_ENV", False)
     python = PythonFacts(
