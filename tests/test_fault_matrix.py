@@ -24,7 +24,7 @@ import netns
 import pytest
 from click.testing import CliRunner
 from fakes import job_fault
-from fault_cases_trust import SLOW_CASES, TRUST_CASES
+from fault_cases_trust import SLOW_CASES, TRUST_CASES, doctor
 
 from ddp_doctor import cli
 
@@ -56,16 +56,6 @@ def documented() -> dict[str, int]:
         for index, key in enumerate(keys):
             rows[key] = codes[index] if len(codes) == len(keys) else codes[0]
     return rows
-
-
-def doctor(*args: str, timeout: float = 60, **options: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ddp_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **options,  # type: ignore[arg-type]
-    )
 
 
 def one_line_error(process: subprocess.CompletedProcess) -> None:
