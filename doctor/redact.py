@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.facts.runs import HOST_NUMBER
 from ddp_doctor.trust.secrets import (
     REDACTED,
     is_secret_name,
@@ -33,6 +34,8 @@ class Redactor:
     hostnames: tuple[str, ...] = ()
     redact_hosts: bool = False
     _aliases: dict[str, str] = field(default_factory=dict)
+    _patterns: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = (None, None)
+    _patterns_for: tuple[str, ...] | None = None
 
     @classmethod
     def for_this_machine(
@@ -69,17 +72,44 @@ class Redactor:
         return text
 
     def _hosts(self, text: str) -> str:
-        for name in self.hostnames:
-            text = re.sub(rf"\b{re.escape(name)}\b", "<host>", text)
+        compact, names = self._host_patterns()
+        if compact and "[" in text:  # Slurm's compact form of several: gpu-prod-[0001-1024]
+            text = compact.sub("<hosts>", text)
+        if names:
+            text = names.sub("<host>", text)
         text = IPV4.sub(_replace_address("<ip>"), text)
         text = IPV6.sub(_replace_address("<ip6>"), text)
         return GPU_UUID.sub(lambda m: self._alias(m.group(0), m.group(1)), text)
+
+    def _host_patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+        """One pattern for all host names (a cluster report has a thousand), built once."""
+        if self._patterns_for != self.hostnames:
+            stems = _host_stems(self.hostnames)
+            longest_first = sorted(filter(None, self.hostnames), key=len, reverse=True)
+            alternatives = "|".join(re.escape(name) for name in longest_first)
+            self._patterns = (
+                re.compile(rf"(?<![\w.-])(?:{stems})\[[\d,\s-]*\][\w.-]*") if stems else None,
+                re.compile(rf"\b(?:{alternatives})\b") if alternatives else None,
+            )
+            self._patterns_for = self.hostnames
+        return self._patterns
 
     def _alias(self, uuid: str, kind: str) -> str:
         """The same UUID gets the same stand-in, so a report still shows which is which."""
         if uuid not in self._aliases:
             self._aliases[uuid] = f"{kind}-<uuid{len(self._aliases) + 1}>"
         return self._aliases[uuid]
+
+
+def _host_stems(hostnames: tuple[str, ...]) -> str:
+    """An alternation of the host names less the number a compact host list brackets
+    (`gpu-prod-0417` -> `gpu-prod-`; `node12.cluster` -> `node`); names without one give none."""
+    stems = set()
+    for name in hostnames:
+        match = HOST_NUMBER.match(name)  # the number host_list() brackets
+        if match and match.group(1):
+            stems.add(re.escape(match.group(1)))
+    return "|".join(sorted(stems, key=len, reverse=True))
 
 
 def _replace_address(replacement: str) -> Callable[[re.Match[str]], str]:

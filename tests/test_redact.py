@@ -237,3 +237,15 @@ def test_a_dict_key_named_key_is_kept_and_secret_keys_are_not() -> None:
 )
 def test_keys_that_are_secrets_are_still_hidden(text: str, secret: str) -> None:
     assert secret not in Redactor().text(text)
+
+
+def test_redact_hosts_replaces_compact_host_lists() -> None:
+    """A grouped cluster report names its nodes in Slurm's compact form, not one by one."""
+    from ddp_doctor.facts.runs import host_list
+
+    hosts = [f"gpu-prod-{n:04d}" for n in range(1, 1025) if n != 417] + ["r1n12", "r1n13"]
+    listed = host_list(hosts)
+    redactor = Redactor(hostnames=(*hosts, "gpu-prod-0417"), redact_hosts=True)
+    text = redactor.text(f"nodes {listed} identical; gpu-prod-0417 differs; ranks[0-3] kept")
+    assert "gpu-prod" not in text and "r1n" not in text
+    assert "ranks[0-3]" in text  # a subscript is not a host list of a known host
