@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from ddp_doctor.script.fixes import FindingFix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/ddp-doctor/"
 _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
@@ -35,14 +34,7 @@ def sarif_document(report: Report, fixes: Mapping[int, FindingFix] | None = None
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "ddp-doctor",
-                        "version": report.tool_version,
-                        "informationUri": INFORMATION_URI,
-                        "rules": [_rule(spec) for spec in specs],
-                    }
-                },
+                "tool": {"driver": _driver(report.tool_version, specs)},
                 "results": [
                     _result(f, index, (fixes or {}).get(number))
                     for number, f in enumerate(report.findings)
@@ -50,6 +42,31 @@ def sarif_document(report: Report, fixes: Mapping[int, FindingFix] | None = None
             }
         ],
     }
+
+
+def _driver(version: str, specs: list[RuleSpec]) -> dict[str, Any]:
+    driver: dict[str, Any] = {"name": "ddp-doctor", "version": version}
+    home = _home_page()
+    if home:  # optional in SARIF: better none than a page that does not exist
+        driver["informationUri"] = home
+    driver["rules"] = [_rule(spec) for spec in specs]
+    return driver
+
+
+def _home_page() -> str | None:
+    """The package's own home page as its metadata declares it ([project.urls] Homepage)."""
+    from importlib import metadata
+
+    try:
+        info = metadata.metadata("ddp-doctor")
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in info.get_all("Project-URL") or ():
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("homepage", "home", "source", "repository"):
+            return url.strip() or None
+    home = info.get("Home-page")
+    return home if home and home.upper() != "UNKNOWN" else None
 
 
 def _rule(spec: RuleSpec) -> dict[str, Any]:
