@@ -5,8 +5,17 @@
 set -u
 out=${OUT:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
-python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch
-python3 -m pip install -q -e '.[test]' >/dev/null 2>&1 || python3 -m pip install -q --no-deps -e .
+# The machine's own torch is what is checked: never install one (an unpinned torch pulls
+# gigabytes, and a GPU machine may reach no package index at all).
+python3 -c "import torch" 2>/dev/null || { echo "gpu_check: python3 has no torch"; exit 2; }
+# Offline first: no index, no build isolation (setuptools from the machine), no dependencies;
+# then the dependencies this check needs must already be there.
+python3 -c "import ddp_doctor" 2>/dev/null ||
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . ||
+  timeout 120 python3 -m pip install -q --no-deps -e . || { echo "gpu_check: cannot install ddp-doctor"; exit 2; }
+for module in click psutil pynvml pathspec pytest; do
+  python3 -c "import $module" 2>/dev/null || echo "gpu_check: missing Python module $module (carry its wheel)"
+done
 nvidia-smi -L | tee "$out/nvidia-smi.txt"
 
 echo "== pytest -m gpu (writes topology.json and run-topology.json to $out)"
@@ -14,10 +23,10 @@ OUT="$out" timeout 360 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider
 echo "pytest exit: ${PIPESTATUS[0]}"
 
 echo "== ddp-doctor run (one rank per GPU, NCCL, every collective)"
-timeout 150 ddp-doctor run --format json --timeout 120 \
+timeout 150 python3 -m ddp_doctor run --format json --timeout 120 \
   --ops all_reduce,all_gather,reduce_scatter,broadcast,all_to_all >"$out/run.json" 2>"$out/run.stderr"
 echo "run exit: $?"
-timeout 150 ddp-doctor diagnose "$out/run.json" -o "$out/run.txt"; cat "$out/run.txt"
+timeout 150 python3 -m ddp_doctor diagnose "$out/run.json" -o "$out/run.txt"; cat "$out/run.txt"
 nvidia-smi topo -m | tee "$out/nvidia-smi-topo.txt"
 
 echo "== bandwidth verdict (largest size against the expected figure)"
@@ -50,7 +59,7 @@ for gpu in facts.get("gpus", []):
 PY
 
 echo "== ddp-doctor run --nproc 2 on one GPU (must name DDP305)"
-CUDA_VISIBLE_DEVICES=0 timeout 150 ddp-doctor run --nproc 2 --backend nccl --timeout 90 \
+CUDA_VISIBLE_DEVICES=0 timeout 150 python3 -m ddp_doctor run --nproc 2 --backend nccl --timeout 90 \
   --format json >"$out/run-2ranks-1gpu.json" 2>&1
 echo "run exit: $?"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sorted({f['code'] for f in r['findings']}))" \
