@@ -13,7 +13,7 @@ python3 -c "import torch" 2>/dev/null || { echo "gpu_check: python3 has no torch
 python3 -c "import ddp_doctor" 2>/dev/null ||
   python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . ||
   timeout 120 python3 -m pip install -q --no-deps -e . || { echo "gpu_check: cannot install ddp-doctor"; exit 2; }
-for module in click psutil pynvml pathspec pytest; do
+for module in click psutil pynvml pathspec cpuinfo pytest pytest_timeout; do
   python3 -c "import $module" 2>/dev/null || echo "gpu_check: missing Python module $module (carry its wheel)"
 done
 nvidia-smi -L | tee "$out/nvidia-smi.txt"
