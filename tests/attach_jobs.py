@@ -180,3 +180,12 @@ def attach(target: int, *options: str, prefix: Sequence[str] = ()) -> Attached:
             f"no JSON report: rc {done.returncode}, {done.stderr[-2000:]}"
         ) from None
     return Attached(done.returncode, report, seconds, done.stderr)
+
+
+def free_port() -> int:
+    """A TCP port free now, for a job whose launcher takes one (plain processes, mp.spawn)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
