@@ -22,8 +22,9 @@ OUT = FIXTURES / "reports"
 CASES = {
     "dataset-blocks": ("dataset_blocks.py", ["DDP302"], "rank 1 blocks in its dataset"),
     "barrier-poll": ("barrier_poll.py", ["DDP302"], "rank 0 in barrier, rank 1 polls a file"),
-    "healthy": ("healthy.py", [], "a job that keeps stepping"),
-    "straggler": ("straggler.py", ["DDP704"], "rank 1 sleeps 0.3 s every step"),
+    "healthy": ("healthy.py", ["DDP706"], "a job that keeps stepping"),
+    "straggler": ("straggler.py", ["DDP704", "DDP706"], "rank 1 sleeps 0.3 s every step"),
+    "mismatch": ("mismatch.py", ["DDP304"], "rank 0 in all_reduce, rank 1 in broadcast"),
     "worker-stopped": ("worker_stopped.py", ["DDP302", "DDP703"], "rank 1's worker stopped"),
     "ptrace-refused": (
         "dataset_blocks.py",

@@ -60,6 +60,9 @@ def test_healthy_job_progresses(tmp_path) -> None:
         attached = attach(job.process.pid)
         assert attached.returncode == 0, attached.report["findings"]
         assert not {"DDP302", "DDP304", "DDP307", "DDP702"} & set(attached.codes)
+        progress = attached.finding("DDP706")["evidence"]
+        assert progress["counter"] == "train:number" and progress["rank"] == 0
+        assert progress["steps_per_s"] > 0 and progress["rose"] > 0
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 

@@ -23,6 +23,18 @@ class ThreadStack:
 
 
 @dataclass(frozen=True)
+class LoopCounter:
+    """An integer local of a frame of the main thread whose name says it counts steps (step,
+    iteration, i, batch_idx ...), as py-spy's --locals read it: two samples of it give the
+    step rate. No other local of the job is kept."""
+
+    path: str
+    function: str
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
 class ChildProcess:
     """A process the rank started itself (a DataLoader worker, a compile worker)."""
 
@@ -45,6 +57,7 @@ class RankSample:
     threads: tuple[ThreadStack, ...] = ()
     stacks_error: str | None = None  # why py-spy gave no stacks (its own words, one line)
     children: tuple[ChildProcess, ...] = ()
+    counters: tuple[LoopCounter, ...] = ()  # the main thread's step counters, innermost first
 
 
 @dataclass(frozen=True)

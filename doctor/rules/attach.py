@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddp_doctor.attach.rate import step_rate
 from ddp_doctor.attach.verdict import (
     PROGRESSING,
     STUCK,
@@ -205,6 +206,48 @@ def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
             {"rank": label(key), "verdict": verdict.kind},
             location=_location(view),
         )
+
+
+@rule(
+    "DDP706",
+    Remediation(
+        "Nothing to fix: the job progresses. If it is slower than it should be, compare the "
+        "step rate with a healthy run's and look for a straggler (`--samples 4`)."
+    ),
+)
+def job_progressing(facts: FactSet) -> Iterator[Hit]:
+    """What it finds: between the samples the ranks moved (their stacks changed, or they ran)
+    and none is stuck in a collective or outside one: the job progresses. Where a step counter
+    of the training loop is visible (an integer local of the main thread's own frames named
+    step, iteration, i, batch_idx ..., read with py-spy's --locals), it rose between the first
+    and the last sample, and its rise over the time between them is the step rate.
+    Why it matters: "hung, or just slow?" is the first question about a quiet job; this is the
+    answer "slow, not hung", with how fast where that is visible. The report says why a rate is
+    absent (a loop at a script's top level has no locals py-spy can read).
+    Example: a 2-rank DDP job whose `train()` loops `for step, batch in enumerate(loader)`:
+    "the job progresses: 6.1 steps/s (rank 0's `train:step` rose 12 in 2 s)".
+    Fix: nothing; to find why it is slow, attach with more samples (`--samples 4`), which
+    names a straggler (DDP704).
+    """
+    attached: AttachFacts | None = facts.attach
+    if attached is None:
+        return
+    verdict = verdict_of(attached)
+    if verdict.kind != PROGRESSING:
+        return
+    rate = step_rate([(v.key, v.rank.samples) for v in verdict.views])
+    yield Hit(
+        f"the job progresses: {rate.describe()}",
+        {
+            "steps_per_s": rate.per_s,
+            "rank": rate.rank,
+            "counter": rate.counter or None,
+            "rose": rate.rose,
+            "span_s": rate.span_s,
+            "why": rate.why or None,
+        },
+        location=Location(rate.where) if rate.where else None,
+    )
 
 
 def _location(view: RankView) -> Location | None:

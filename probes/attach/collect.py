@@ -168,6 +168,7 @@ def _sample(
         threads=dumped.threads,
         stacks_error=dumped.error,
         children=children,
+        counters=dumped.counters,
     )
 
 

@@ -1,25 +1,34 @@
 """A rank's Python stacks, every thread, through py-spy (`py-spy dump --json`), bounded in time.
 
 py-spy pauses the process only while it reads the stacks (milliseconds); `--nonblocking` is
-not used because a hung rank's stack is what matters and it does not move anyway.
+not used because a hung rank's stack is what matters and it does not move anyway. `--locals`
+is read for one purpose: the integer step counters of the main thread's frames (their names
+say so), whose change between samples is the step rate; every other local is dropped here.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.facts.attach import ThreadStack
+from ddp_doctor.facts.attach import LoopCounter, ThreadStack
 from ddp_doctor.facts.trace import Site
 from ddp_doctor.probes.runner import run_command
 
 MAX_THREADS = 64
 MAX_FRAMES = 80  # innermost frames kept per thread
 REFUSED_WORDS = ("Permission denied", "Operation not permitted", "os error 13", "os error 1)")
+# Names of a loop's step counter: step, global_step, steps_done, iteration, it, i, batch_idx ...
+COUNTER_NAME = re.compile(
+    r"^(?:\w*steps?\w*|\w*iter\w*|it|i|n|idx|batch_?(?:idx|index|i|num|number)|number|count)$", re.I
+)
+INTEGER = re.compile(r"^-?\d{1,18}$")
+MAX_COUNTERS = 16
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class Dump:
     threads: tuple[ThreadStack, ...] = ()
     error: str | None = None
     refused: bool = False  # the kernel refused ptrace (or reading the process's memory)
+    counters: tuple[LoopCounter, ...] = ()  # the main thread's step counters
 
 
 def find_py_spy() -> str | None:
@@ -38,7 +48,7 @@ def find_py_spy() -> str | None:
 
 
 def dump(py_spy: str, pid: int, timeout_s: float, native: bool = False) -> Dump:
-    argv = [py_spy, "dump", "--pid", str(pid), "--json"]
+    argv = [py_spy, "dump", "--pid", str(pid), "--json", "--locals"]
     if native:
         argv.append("--native")
     env = {**os.environ, "RUST_BACKTRACE": "0"}
@@ -48,7 +58,8 @@ def dump(py_spy: str, pid: int, timeout_s: float, native: bool = False) -> Dump:
     if result.returncode != 0:
         return _failed(result.stderr or result.stdout)
     try:
-        return Dump(threads=parse_dump(json.loads(result.stdout)))
+        data = json.loads(result.stdout)
+        return Dump(threads=parse_dump(data), counters=main_counters(data))
     except (ValueError, TypeError, KeyError) as error:
         return Dump(error=f"py-spy's output could not be read: {error}")
 
@@ -81,3 +92,20 @@ def parse_dump(data: Any) -> tuple[ThreadStack, ...]:
             )
         )
     return tuple(threads)
+
+
+def main_counters(data: Any) -> tuple[LoopCounter, ...]:
+    """The integer locals named like a step counter in the main thread's frames (py-spy's
+    --locals gives each local's repr; only a plain integer's is kept)."""
+    if not isinstance(data, list) or not data:
+        return ()
+    named = [t for t in data if isinstance(t, dict) and t.get("thread_name") == "MainThread"]
+    thread = named[0] if named else data[0]
+    found = []
+    for frame in thread.get("frames", ())[:MAX_FRAMES]:
+        for local in frame.get("locals") or ():
+            name, text = str(local.get("name", "")), str(local.get("repr", "")).strip()
+            if COUNTER_NAME.match(name) and INTEGER.match(text):
+                path, function = str(frame.get("filename", "")), str(frame.get("name", ""))
+                found.append(LoopCounter(path, function, name, int(text)))
+    return tuple(found[:MAX_COUNTERS])
