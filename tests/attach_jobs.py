@@ -189,3 +189,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def wait_for_status(job: Job, status: str, timeout_s: float = 30.0) -> list[psutil.Process]:
+    """The job's processes in `status` (psutil's: stopped, zombie) once one is, read from
+    /proc only: a case whose job stops or kills a process of its own waits for it here."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = []
+        for process in job.ranks():
+            with contextlib.suppress(psutil.Error):
+                if process.status() == status:
+                    found.append(process)
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no process of the job became {status} in {timeout_s:g} s")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from attach_jobs import BIN, FIXTURES, as_nobody, attach, line_of, running
+from attach_jobs import BIN, FIXTURES, as_nobody, attach, line_of, running, wait_for_status
 from simulated_hosts import simulated_hosts, why_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -95,21 +94,16 @@ def test_mp_spawn_job(tmp_path) -> None:
 
 def test_stopped_dataloader_worker(tmp_path) -> None:
     with running("worker_stopped.py", tmp_path) as job:
-        job.wait_ready()
-        rank1 = next(p for p in job.ranks() if p.environ().get("RANK") == "1" and p.children())
-        worker = rank1.children()[0]
-        worker.send_signal(signal.SIGSTOP)  # the test's own job: a worker that stopped
-        try:
-            # the batch already fetched is stepped on first: rank 1 is busy until it is used
-            # (attached at once, it is a rank the others wait for, DDP704, not yet a hang)
-            time.sleep(2)
-            attached = attach(job.process.pid)
-        finally:
-            worker.send_signal(signal.SIGCONT)
-        assert attached.finding("DDP703")["evidence"]["workers"] == [worker.pid]
+        job.wait_ready()  # rank 1's worker stops itself: nothing is sent into the job
+        workers = wait_for_status(job, psutil.STATUS_STOPPED)
+        time.sleep(1)  # rank 1 steps on the batches already fetched, then waits for its worker
+        attached = attach(job.process.pid)
+        assert attached.finding("DDP703")["evidence"]["workers"] == [w.pid for w in workers]
         assert attached.seconds < WITHIN_S
         assert "DDP302" in attached.codes
         assert attached.finding("DDP302")["evidence"]["waiting"] == [0]
+        stop = line_of("worker_stopped.py", "for number, batch in enumerate(loader)")
+        assert attached.finding("DDP703")["location"]["line"] == stop
 
 
 def test_ptrace_refused_is_a_finding_with_proc_view(tmp_path) -> None:

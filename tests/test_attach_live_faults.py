@@ -14,30 +14,10 @@ import time
 
 import psutil
 import pytest
-from attach_jobs import FIXTURES, Job, attach, free_port, line_of, running
+from attach_jobs import FIXTURES, attach, free_port, line_of, running, wait_for_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 WITHIN_S = 20.0
-
-
-def _wait_for(condition, what: str, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the job never reached its state: {what}")
-
-
-def _zombie_children(job: Job) -> list[psutil.Process]:
-    found = []
-    for process in job.ranks():
-        try:
-            if process.status() == psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except psutil.Error:
-            continue
-    return found
 
 
 def _plain_launcher(*options: str) -> list[str]:
@@ -47,8 +27,7 @@ def _plain_launcher(*options: str) -> list[str]:
 def test_killed_worker_under_a_rank_waiting_in_a_collective(tmp_path) -> None:
     with running("worker_killed.py", tmp_path) as job:
         job.wait_ready()
-        _wait_for(lambda: _zombie_children(job), "rank 1's worker a zombie")
-        worker = _zombie_children(job)[0]
+        worker = wait_for_status(job, psutil.STATUS_ZOMBIE)[0]
         attached = attach(job.process.pid)
         assert attached.returncode == 1
         dead = attached.finding("DDP703")
@@ -82,8 +61,7 @@ def test_mismatched_collectives_name_both_ops_and_lines(tmp_path) -> None:
 def test_zombie_rank_the_other_waits_for(tmp_path) -> None:
     with running("rank_dies.py", tmp_path, launcher=_plain_launcher()) as job:
         job.wait_ready()
-        _wait_for(lambda: _zombie_children(job), "rank 1 a zombie")
-        zombie = _zombie_children(job)[0]
+        zombie = wait_for_status(job, psutil.STATUS_ZOMBIE)[0]
         attached = attach(job.process.pid)  # the launcher's pid: a plain job has no agent
         assert attached.returncode == 1
         dead = attached.finding("DDP307")
@@ -101,7 +79,9 @@ def test_zombie_rank_the_other_waits_for(tmp_path) -> None:
 def test_reaped_rank_of_a_one_host_job_is_named(tmp_path) -> None:
     with running("rank_dies.py", tmp_path, launcher=_plain_launcher("--reap")) as job:
         job.wait_ready()
-        _wait_for(lambda: len(job.ranks()) == 1, "rank 1 reaped")
+        deadline = time.monotonic() + 30
+        while len(job.ranks()) != 1 and time.monotonic() < deadline:
+            time.sleep(0.2)  # rank 1 reaped by the launcher
         attached = attach(job.ranks()[0].pid)
         assert attached.returncode == 1
         dead = attached.finding("DDP307")
