@@ -89,3 +89,19 @@ def test_ddp706_carries_the_rate_of_a_progressing_job() -> None:
     progress = next(f for f in found if f.code == "DDP706")
     assert progress.evidence["steps_per_s"] == 10.0 and progress.evidence["rank"] == 0
     assert not [f.code for f in found if f.code in ("DDP302", "DDP702", "DDP704")]
+
+
+def test_stacks_are_read_without_locals_where_reading_them_fails(tmp_path) -> None:
+    from ddp_doctor.probes.attach import stacks
+
+    fake = tmp_path / "py-spy"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--locals*) echo "Error: Failed to copy PyCodeObject" >&2; exit 1;; esac\n'
+        'echo \'[{"thread_name": "MainThread", "frames": [{"filename": "/a/t.py", "line": 3, '
+        '"name": "f"}]}]\'\n'
+    )
+    fake.chmod(0o755)
+    found = stacks.dump(str(fake), 1, 5.0)
+    assert found.error is None and found.threads[0].frames == (Site("/a/t.py", 3, "f"),)
+    assert found.counters == ()

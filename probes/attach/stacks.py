@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ class Dump:
     error: str | None = None
     refused: bool = False  # the kernel refused ptrace (or reading the process's memory)
     counters: tuple[LoopCounter, ...] = ()  # the main thread's step counters
+    timed_out: bool = False
 
 
 def find_py_spy() -> str | None:
@@ -48,13 +50,23 @@ def find_py_spy() -> str | None:
 
 
 def dump(py_spy: str, pid: int, timeout_s: float, native: bool = False) -> Dump:
-    argv = [py_spy, "dump", "--pid", str(pid), "--json", "--locals"]
-    if native:
-        argv.append("--native")
+    """Stacks with the locals (for the step counters); where reading the locals fails and the
+    kernel did not refuse, once more without them, within the same time."""
+    started = time.monotonic()
+    found = _dump(py_spy, pid, timeout_s, native, with_locals=True)
+    left = timeout_s - (time.monotonic() - started)
+    if found.error and not found.refused and not found.timed_out and left > 0.2:
+        return _dump(py_spy, pid, left, native, with_locals=False)
+    return found
+
+
+def _dump(py_spy: str, pid: int, timeout_s: float, native: bool, with_locals: bool) -> Dump:
+    argv = [py_spy, "dump", "--pid", str(pid), "--json"]
+    argv += ["--locals"] * with_locals + ["--native"] * native
     env = {**os.environ, "RUST_BACKTRACE": "0"}
     result = run_command(argv, timeout_s, env=env)
     if result.timed_out:
-        return Dump(error=f"py-spy did not answer within {timeout_s:g} s")
+        return Dump(error=f"py-spy did not answer within {timeout_s:g} s", timed_out=True)
     if result.returncode != 0:
         return _failed(result.stderr or result.stdout)
     try:
