@@ -137,3 +137,22 @@ def test_a_zombie_rank_names_where_the_others_wait() -> None:
     evidence = _codes(facts)["DDP307"]
     assert evidence["pids"] == {"rank 1": 102}
     assert evidence["where"]["rank 0"] == "waits in all_reduce at /a/train.py:20"
+
+
+def test_a_launcher_with_no_rank_running_is_one_line_exit_2(invoke, monkeypatch) -> None:
+    from ddp_doctor.probes.attach import collect
+
+    agent = Candidate(10, 1, f"{PY} /venv/bin/torchrun --nproc-per-node 2 t.py", "u")
+    monkeypatch.setattr(collect, "scan", lambda: _table(agent))
+    result = invoke("attach", "10")
+    assert result.exit_code == 2
+    assert "no rank running" in result.output and "Traceback" not in result.output
+
+
+def test_ranks_standing_in_init_for_ranks_of_other_nodes_are_a_hang_not_progress() -> None:
+    facts = _alone(INIT, master="node0", busy=True)  # the store client polls: not quiet
+    verdict = verdict_of(facts)
+    assert verdict.kind == HUNG and verdict.op == "init_process_group"
+    assert verdict.absent == (1,) and not verdict.gone
+    codes = _codes(facts)
+    assert "DDP302" in codes and "DDP706" not in codes

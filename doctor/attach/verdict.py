@@ -41,11 +41,18 @@ class RankView:
 
     @property
     def waiting_throughout(self) -> bool:
-        return all(p.kind in WAITING_KINDS for p in self.places)
+        """In a collective, or in init_process_group's rendezvous, at every sample."""
+        return all(p.kind in (*WAITING_KINDS, INIT) for p in self.places)
+
+    @property
+    def in_init(self) -> bool:
+        return all(p.kind == INIT for p in self.places)
 
     @property
     def stuck_waiting(self) -> bool:
-        return self.waiting_throughout and self.same_stack and self.quiet
+        """It waits and did not move: its main thread neither ran nor woke, or it is in
+        init_process_group, whose store client wakes hundreds of times a second to poll."""
+        return self.waiting_throughout and self.same_stack and (self.quiet or self.in_init)
 
     @property
     def state(self) -> str:
@@ -184,14 +191,7 @@ def _gone(views: Sequence[RankView], absent: tuple[int, ...]) -> tuple[int, ...]
     every rank seen stands still: they ended (and were reaped) or never started."""
     if not absent or any(v.key < 0 for v in views) or not single_host(views):
         return ()
-    return absent if all(_standing(v) for v in views) else ()
-
-
-def _standing(view: RankView) -> bool:
-    """Its stack did not move, and it neither ran nor woke, or it waits in
-    init_process_group (whose store client wakes hundreds of times a second to poll)."""
-    in_init = all(p.kind == INIT for p in view.places)
-    return view.same_stack and (view.quiet or in_init)
+    return absent if all(v.same_stack and (v.quiet or v.in_init) for v in views) else ()
 
 
 def single_host(views: Sequence[RankView]) -> bool:

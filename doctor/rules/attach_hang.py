@@ -66,6 +66,8 @@ def _hang_hit(verdict: Verdict) -> Hit:
         if verdict.seq is not None
         else f" of {group} (sequence number not known without the flight recorder)"
     )
+    if first.kind == "init":
+        number = " (the rendezvous: it waits until every rank of the world has joined)"
     parts = [
         f"{verdict.op}{how}{number}: {_ranks(verdict.waiting)} {_verb(verdict.waiting)} in it{at}"
     ]

@@ -65,6 +65,12 @@ def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> Attach
     started = time.monotonic()
     processes = scan()
     job = choose_job(request, find_jobs(processes))
+    if not job.ranks:
+        who = f"its launcher (pid {job.agent.pid})" if job.agent else "it"
+        raise AttachError(
+            f"job {job.job_id}: {who} has no rank running now (starting, restarting between "
+            "attempts, or ending): nothing to attach to; attach again in a few seconds"
+        )
     py_spy = stacks.find_py_spy()
     say(f"attach: {len(job.ranks)} ranks of {job.job_id}, sampling")
     ranks = tuple(_rank(found.process, found.rank, found.rank_from) for found in job.ranks)
