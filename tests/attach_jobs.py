@@ -55,6 +55,17 @@ class Job:
         except psutil.NoSuchProcess:
             return []
 
+    def snapshot(self) -> dict[int, str]:
+        """pid -> "stopped", "zombie" or "alive" for every process of the job: the same
+        before and after attach, for a job whose own processes stop or die on purpose (a
+        live one's running or sleeping changes by itself)."""
+        states = {}
+        for process in self.ranks():
+            with contextlib.suppress(psutil.Error):
+                status = process.status()
+                states[process.pid] = status if status in ("stopped", "zombie") else "alive"
+        return states
+
     def untouched(self) -> bool:
         """Still running, no process of it stopped or gone."""
         if self.process.poll() is not None:

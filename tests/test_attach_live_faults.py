@@ -28,11 +28,13 @@ def test_killed_worker_under_a_rank_waiting_in_a_collective(tmp_path) -> None:
     with running("worker_killed.py", tmp_path) as job:
         job.wait_ready()
         worker = wait_for_status(job, psutil.STATUS_ZOMBIE)[0]
+        before = job.snapshot()
         attached = attach(job.process.pid)
         assert attached.returncode == 1
         dead = attached.finding("DDP703")
         assert dead["evidence"]["rank"] == "rank 1"
         assert dead["evidence"]["workers"] == [worker.pid]
+        assert dead["evidence"]["states"] == {str(worker.pid): "zombie"}
         hang = attached.finding("DDP302")
         assert hang["evidence"]["waiting"] == [1]
         evaluate = line_of("worker_killed.py", "time.sleep(3600)")
@@ -40,7 +42,7 @@ def test_killed_worker_under_a_rank_waiting_in_a_collective(tmp_path) -> None:
         assert hang["location"]["line"] == evaluate
         assert dead["location"]["path"].endswith("_common.py")  # rank 1's step, in backward
         assert attached.seconds < WITHIN_S
-        assert job.process.poll() is None  # attach left the job as it was
+        assert job.process.poll() is None and job.snapshot() == before  # left as it was
 
 
 def test_mismatched_collectives_name_both_ops_and_lines(tmp_path) -> None:
@@ -62,6 +64,7 @@ def test_zombie_rank_the_other_waits_for(tmp_path) -> None:
     with running("rank_dies.py", tmp_path, launcher=_plain_launcher()) as job:
         job.wait_ready()
         zombie = wait_for_status(job, psutil.STATUS_ZOMBIE)[0]
+        before = job.snapshot()
         attached = attach(job.process.pid)  # the launcher's pid: a plain job has no agent
         assert attached.returncode == 1
         dead = attached.finding("DDP307")
@@ -73,7 +76,7 @@ def test_zombie_rank_the_other_waits_for(tmp_path) -> None:
         assert dead["location"]["line"] == init
         assert attached.facts["launcher"] == "env"
         assert attached.seconds < WITHIN_S
-        assert job.process.poll() is None
+        assert job.process.poll() is None and job.snapshot() == before
 
 
 def test_reaped_rank_of_a_one_host_job_is_named(tmp_path) -> None:

@@ -20,6 +20,11 @@ from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Location, Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
+WORKER_STATES = {
+    "zombie": "dead, not reaped: torch raises 'DataLoader worker (pid N) is killed' in the rank "
+    "once its main thread runs Python again, out of the collective or call it is in",
+    "stopped": "stopped by a signal: it makes no batch until it is continued",
+}
 PTRACE_FIX = Remediation(
     "Let the doctor read the ranks' memory: run `ddp-doctor attach` as the job's user or as "
     "root with CAP_SYS_PTRACE; in a container add the SYS_PTRACE capability."
@@ -164,10 +169,14 @@ def dataloader_worker_dead(facts: FactSet) -> Iterator[Hit]:
         last = view.rank.samples[-1].children
         bad = [c for c in last if c.state in ("zombie", "stopped")]
         if bad:
-            pids = ", ".join(f"{c.pid} ({c.state})" for c in bad)
+            pids = ", ".join(f"{c.pid} ({WORKER_STATES[c.state]})" for c in bad)
             yield Hit(
                 f"{view.label()}'s worker process {pids}; the rank {view.last.describe()}",
-                {"rank": label(view.key), "workers": [c.pid for c in bad]},
+                {
+                    "rank": label(view.key),
+                    "workers": [c.pid for c in bad],
+                    "states": {str(c.pid): c.state for c in bad},
+                },
                 location=_location(view),
             )
 
