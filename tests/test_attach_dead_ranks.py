@@ -156,3 +156,21 @@ def test_ranks_standing_in_init_for_ranks_of_other_nodes_are_a_hang_not_progress
     assert verdict.absent == (1,) and not verdict.gone
     codes = _codes(facts)
     assert "DDP302" in codes and "DDP706" not in codes
+
+
+def test_an_orphaned_dataloader_worker_is_not_taken_for_its_dead_rank() -> None:
+    launcher = Candidate(10, 5, f"{PY} launch.py", "u")
+    orphan = replace(_plain(13, 1, 1), name="pt_data_worker")  # its rank died: now init's
+    jobs = find_jobs(_table(launcher, _plain(11, 10, 0), orphan))
+    assert [r.process.pid for r in jobs[0].ranks] == [11]
+
+
+def test_a_pid_above_the_agent_names_its_job() -> None:
+    from ddp_doctor.probes.attach.collect import AttachRequest, choose_job
+
+    wrapper = Candidate(9, 1, "timeout 60 /venv/bin/torchrun --nproc-per-node 1 t.py", "u")
+    agent = Candidate(10, 9, f"{PY} /venv/bin/torchrun --nproc-per-node 1 t.py", "u")
+    env = {"RANK": "0", "WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "r"}
+    table = _table(wrapper, agent, Candidate(11, 10, f"{PY} -u t.py", "u", env))
+    jobs = find_jobs(table)
+    assert choose_job(AttachRequest(target="9"), jobs, table).job_id == "r"

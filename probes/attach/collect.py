@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +22,14 @@ from ddp_doctor.facts.attach import (
     SourceStatus,
 )
 from ddp_doctor.probes.attach import debug_server, flightrec, procstate, ras, stacks
-from ddp_doctor.probes.attach.processes import Candidate, FoundJob, find_jobs, job_for, scan
+from ddp_doctor.probes.attach.processes import (
+    Candidate,
+    FoundJob,
+    find_jobs,
+    job_below,
+    job_for,
+    scan,
+)
 
 CAP_SYS_PTRACE = 19
 PY_SPY_TIMEOUT_S = 5.0  # one stack read of one rank
@@ -44,14 +51,20 @@ class AttachRequest:
     native: bool = False
 
 
-def choose_job(request: AttachRequest, jobs: Sequence[FoundJob]) -> FoundJob:
+def choose_job(
+    request: AttachRequest,
+    jobs: Sequence[FoundJob],
+    processes: Mapping[int, Candidate] | None = None,
+) -> FoundJob:
     if not jobs:
         raise AttachError(
             "no distributed training job found on this host (no torchrun, accelerate, "
             "deepspeed or mp.spawn process, and no process with RANK and WORLD_SIZE set)"
         )
     if request.target is not None:
-        job = job_for(list(jobs), request.target)
+        job = job_for(list(jobs), request.target) or job_below(
+            list(jobs), request.target, processes or {}
+        )
         if job is None:
             raise AttachError(f"{request.target} is neither a job id nor a pid of a job's process")
         return job
@@ -64,7 +77,7 @@ def choose_job(request: AttachRequest, jobs: Sequence[FoundJob]) -> FoundJob:
 def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> AttachFacts:
     started = time.monotonic()
     processes = scan()
-    job = choose_job(request, find_jobs(processes))
+    job = choose_job(request, find_jobs(processes), processes)
     if not job.ranks:
         who = f"its launcher (pid {job.agent.pid})" if job.agent else "it"
         raise AttachError(

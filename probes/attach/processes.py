@@ -33,6 +33,7 @@ AGENT_MARKERS = {
     "deepspeed": ("deepspeed.launcher.runner", "deepspeed.launcher.launch", "/deepspeed "),
 }
 SPAWN_MARKER = "multiprocessing.spawn import spawn_main"
+WORKER_NAMES = ("pt_data_worker",)  # torch 2.13's name (comm) for a DataLoader worker
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Candidate:
     env: Mapping[str, str] = field(default_factory=dict)
     env_readable: bool = True
     zombie: bool = False  # exited, not yet reaped by its parent: no command line nor environment
+    name: str = ""  # the kernel's name of it (comm): torch renames its DataLoader workers
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def scan() -> dict[int, Candidate]:
             user=info.get("username") or "",
             env=env,
             env_readable=readable,
+            name=str(info.get("name") or ""),
         )
     return found
 
@@ -91,7 +94,14 @@ def _zombie(info: Mapping) -> Candidate:
     parent and owner, not its command line nor its environment."""
     name = str(info.get("name") or "")
     return Candidate(
-        info["pid"], info["ppid"] or 0, f"[{name}]", info.get("username") or "", {}, False, True
+        info["pid"],
+        info["ppid"] or 0,
+        f"[{name}]",
+        info.get("username") or "",
+        {},
+        False,
+        True,
+        name,
     )
 
 
@@ -181,6 +191,8 @@ def _is_rank(
 ) -> bool:
     if candidate.pid in agents or candidate.zombie or not is_python(candidate):
         return False  # a zombie is a dead rank of a job only beside its ranks (dead_ranks)
+    if candidate.name.startswith(WORKER_NAMES):
+        return False  # a DataLoader worker whose rank died: reparented, it keeps RANK
     parent = processes.get(candidate.ppid)
     if parent is not None and _rank_like(parent) and parent.pid not in agents:
         return False  # a rank's own child: a DataLoader worker
@@ -278,3 +290,29 @@ def job_for(jobs: list[FoundJob], wanted: str) -> FoundJob | None:
         if job.agent is None and any(str(r.process.ppid) == wanted for r in job.ranks):
             return job  # the process that started a job's plain ranks (a script, a shell)
     return None
+
+
+def job_below(
+    jobs: list[FoundJob], wanted: str, processes: Mapping[int, Candidate]
+) -> FoundJob | None:
+    """The one job whose launcher or ranks run below the process `wanted` names (a `timeout`,
+    `setsid`, `nohup` or shell around torchrun): `pgrep -f torchrun` finds the wrapper too."""
+    if not wanted.isdigit():
+        return None
+    pid = int(wanted)
+    below = [j for j in jobs if any(_descends(p, pid, processes) for p in _members(j))]
+    return below[0] if len(below) == 1 else None
+
+
+def _members(job: FoundJob) -> list[Candidate]:
+    return ([job.agent] if job.agent else []) + [r.process for r in job.ranks]
+
+
+def _descends(candidate: Candidate, ancestor: int, processes: Mapping[int, Candidate]) -> bool:
+    pid, steps = candidate.ppid, 0
+    while pid and steps < 8:
+        if pid == ancestor:
+            return True
+        parent = processes.get(pid)
+        pid, steps = (parent.ppid if parent else 0), steps + 1
+    return False
