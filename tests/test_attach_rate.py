@@ -105,3 +105,10 @@ def test_stacks_are_read_without_locals_where_reading_them_fails(tmp_path) -> No
     found = stacks.dump(str(fake), 1, 5.0)
     assert found.error is None and found.threads[0].frames == (Site("/a/t.py", 3, "f"),)
     assert found.counters == ()
+
+
+def test_one_sample_claims_no_progress() -> None:
+    rank = AttachedRank(pid=100, rank=0, host="h", world_size=1, samples=(_sample(0.0),))
+    facts = AttachFacts("h", "job", "torchrun", interval_s=2.0, sample_count=1, ranks=(rank,))
+    found = judge([ProbeResult("attach", ProbeStatus.OK, facts, 0.0)])
+    assert "DDP706" not in [f.code for f in found]

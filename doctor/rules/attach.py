@@ -242,8 +242,8 @@ def job_progressing(facts: FactSet) -> Iterator[Hit]:
     if attached is None:
         return
     verdict = verdict_of(attached)
-    if verdict.kind != PROGRESSING:
-        return
+    if verdict.kind != PROGRESSING or any(len(v.rank.samples) < 2 for v in verdict.views):
+        return  # one sample shows where the ranks are, not whether they move
     rate = step_rate([(v.key, v.rank.samples) for v in verdict.views])
     yield Hit(
         f"the job progresses: {rate.describe()}",
