@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -84,13 +85,27 @@ def kill_tree(process: subprocess.Popen) -> None:
     process.wait()
 
 
+CPU_USED: list[tuple[float, float]] = []  # (CPU s of the doctor and its py-spy, wall s) each
+
+
 def attach(pid: int, *options: str) -> tuple[float, dict]:
-    started = time.monotonic()
+    started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "ddp_doctor", "attach", str(pid), "--format", "json", *options],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    return time.monotonic() - started, json.loads(done.stdout)
+    after, seconds = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - started
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU_USED.append((cpu, seconds))
+    return seconds, json.loads(done.stdout)
+
+
+def cpu_share() -> str:
+    """What attach itself costs, whatever the load: its CPU time (the doctor and the py-spy
+    it runs) per attach, and as a share of one core while it runs."""
+    cpu = statistics.median(c for c, _ in CPU_USED)
+    share = statistics.median(c / w for c, w in CPU_USED if w)
+    return f"attach's own CPU {cpu:.2f} s per attach, {share:.0%} of one core while it runs"
 
 
 def rate(steps: Path, start: float, end: float) -> float:
@@ -106,7 +121,7 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
 
 
-def overhead(runs: int, window: float, folder: Path) -> tuple[float, str]:
+def overhead(runs: int, window: float, folder: Path) -> tuple[float, str, str]:
     """Alternating windows without and with attach running back to back; the median rate of
     each kind, and their ratio."""
     plain, attached, counts = [], [], []
@@ -130,12 +145,13 @@ def overhead(runs: int, window: float, folder: Path) -> tuple[float, str]:
     print(f"loop speed: median {without:.1f} steps/s without attach, {during:.1f} steps/s while "
           f"attach runs back to back ({statistics.median(counts):g} attaches per {window:g} s "
           f"window), {runs} rounds: median of the rounds' ratios {share:.1%} of without "
-          "(target >= 95%)")  # fmt: skip
-    return share, load()
+          f"(target >= 95%); {cpu_share()}")  # fmt: skip
+    return share, load(), cpu_share()
 
 
 def eight_ranks(runs: int, folder: Path) -> tuple[float, str]:
     times, verdicts, ranks = [], [], 0
+    CPU_USED.clear()
     with job(8, folder) as (process, _):
         for _ in range(runs):
             seconds, report = attach(process.pid)
@@ -146,7 +162,8 @@ def eight_ranks(runs: int, folder: Path) -> tuple[float, str]:
     median = statistics.median(times)
     print(f"attach on {ranks} local ranks (--interval 3, --samples 2): median "
           f"{median:.2f} s of {runs} (target <= 5 s), each "
-          f"{', '.join(f'{t:.2f}' for t in times)} s; findings {verdicts} ({busy})")  # fmt: skip
+          f"{', '.join(f'{t:.2f}' for t in times)} s; findings {verdicts} ({busy}); "
+          f"{cpu_share()}")  # fmt: skip
     return median, busy
 
 
@@ -157,11 +174,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"bench_attach: {args.runs} rounds, {args.window:g} s windows, {load()} at start")
     with tempfile.TemporaryDirectory() as folder:
-        share, loaded = overhead(args.runs, args.window, Path(folder))
+        share, loaded, cost = overhead(args.runs, args.window, Path(folder))
         median, busy = eight_ranks(5, Path(folder))
     print(f"bench_attach result: loop at {share:.1%} of its speed while attached (target >= 95%, "
           f"{loaded}); attach on 8 local ranks {median:.2f} s median (target <= 5 s, "
-          f"{busy})")  # fmt: skip
+          f"{busy}); on 2 ranks {cost}")  # fmt: skip
 
 
 if __name__ == "__main__":
