@@ -34,6 +34,8 @@ def test_rank_blocked_in_dataset_while_rank0_waits_in_allreduce(tmp_path) -> Non
         sleep = line_of("dataset_blocks.py", "time.sleep(3600)")
         assert f"dataset_blocks.py:{sleep}" in hang["evidence"]["missing"]["rank 1"]
         assert hang["location"]["line"] == sleep
+        step = line_of("_common.py", "model(batch).sum().backward()")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"_common.py:{step}")
         assert all(r["store"] for r in attached.facts["ranks"])  # each rank's store socket
         assert attached.seconds < WITHIN_S
         assert job.untouched()
@@ -49,6 +51,8 @@ def test_barrier_only_rank0_reaches_while_rank1_polls(tmp_path) -> None:
         assert hang["evidence"]["waiting"] == [0]
         poll = line_of("barrier_poll.py", "time.sleep(0.05)")
         assert f"barrier_poll.py:{poll}" in hang["evidence"]["missing"]["rank 1"]
+        barrier = line_of("barrier_poll.py", "    dist.barrier()")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"barrier_poll.py:{barrier}")
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 
@@ -74,6 +78,10 @@ def test_straggler_is_named(tmp_path) -> None:
         assert attached.finding("DDP704")["evidence"]["rank"] == "rank 1"
         sleep = line_of("straggler.py", "time.sleep(0.3)")
         assert attached.finding("DDP704")["location"]["line"] == sleep
+        assert attached.finding("DDP706")["evidence"]["steps_per_s"] is None  # a top-level loop
+        step = line_of("_common.py", "model(batch).sum().backward()")
+        waiting_at = attached.finding("DDP704")["evidence"]["waiting_at"]["rank 0"]
+        assert waiting_at.endswith(f"_common.py:{step}")
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 
@@ -89,6 +97,8 @@ def test_mp_spawn_job(tmp_path) -> None:
         assert hang["evidence"]["waiting"] == [0]
         sleep = line_of("spawn_hang.py", "time.sleep(3600)")
         assert f"spawn_hang.py:{sleep}" in hang["evidence"]["missing"]["rank 1"]
+        reduce = line_of("spawn_hang.py", "dist.all_reduce(")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"spawn_hang.py:{reduce}")
         assert job.untouched()
 
 

@@ -37,6 +37,8 @@ def test_killed_worker_under_a_rank_waiting_in_a_collective(tmp_path) -> None:
         assert dead["evidence"]["states"] == {str(worker.pid): "zombie"}
         hang = attached.finding("DDP302")
         assert hang["evidence"]["waiting"] == [1]
+        step = line_of("_common.py", "model(batch).sum().backward()")
+        assert hang["evidence"]["waiting_at"]["rank 1"].endswith(f"_common.py:{step}")
         evaluate = line_of("worker_killed.py", "time.sleep(3600)")
         assert f"worker_killed.py:{evaluate}" in hang["evidence"]["missing"]["rank 0"]
         assert hang["location"]["line"] == evaluate

@@ -212,7 +212,13 @@ def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
         yield Hit(
             f"{', '.join(v.label() for v in others)} {waits} at every sample "
             f"while {view.label()} {view.last.describe()}",
-            {"rank": label(key), "verdict": verdict.kind},
+            {
+                "rank": label(key),
+                "verdict": verdict.kind,
+                "waiting_at": {
+                    label(v.key): str(v.last.site) if v.last.site else None for v in others
+                },
+            },
             location=_location(view),
         )
 

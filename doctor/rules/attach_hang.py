@@ -90,6 +90,7 @@ def _hang_hit(verdict: Verdict) -> Hit:
             "group": verdict.group,
             "seq": verdict.seq,
             "waiting": list(verdict.waiting),
+            "waiting_at": {label(k): _site_text(verdict.view(k)) for k in verdict.waiting},
             "missing": {label(k): verdict.view(k).last.describe() for k in verdict.missing},
             "absent": list(verdict.absent),
         },
@@ -151,6 +152,10 @@ def _death(view: RankView) -> str:
     inferred = view.rank.rank_from not in ("RANK", "SLURM_PROCID", "spawn order")
     how = f"; its rank is {view.rank.rank_from}" if inferred and view.key >= 0 else ""
     return f"a zombie: it exited and its launcher has not reaped it{how}"
+
+
+def _site_text(view: RankView) -> str | None:
+    return str(view.last.site) if view.last.site else None
 
 
 def _first_site(verdict: Verdict, keys: tuple[int, ...]):  # type: ignore[no-untyped-def]
