@@ -112,3 +112,36 @@ def test_one_sample_claims_no_progress() -> None:
     facts = AttachFacts("h", "job", "torchrun", interval_s=2.0, sample_count=1, ranks=(rank,))
     found = judge([ProbeResult("attach", ProbeStatus.OK, facts, 0.0)])
     assert "DDP706" not in [f.code for f in found]
+
+
+def test_the_pace_of_collectives_in_a_fresh_dump(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from ddp_doctor.facts.attach import RecorderPace
+    from ddp_doctor.probes.attach.recorder_pace import recent_pace
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "attach" / "flight_recorder"
+    assert recent_pace(fixture / "rank0.json") == RecorderPace("0", 4, 0.019)
+    entries = [
+        {"collective_seq_id": n, "time_created_ns": n * 250_000_000, "process_group": ["3", "tp"]}
+        for n in range(1, 6)
+    ]
+    entries.append({"collective_seq_id": 9, "time_created_ns": 9 * 10**9, "is_p2p": True})
+    dump = tmp_path / "dump_0"
+    dump.write_text(json.dumps({"entries": entries}))
+    assert recent_pace(dump) == RecorderPace("3", 4, 1.0)  # no default group: the last one's
+    dump.write_text("{not json")
+    assert recent_pace(dump) is None and recent_pace(tmp_path / "absent") is None
+
+
+def test_rate_from_the_flight_recorder_where_no_counter_is_visible() -> None:
+    from ddp_doctor.facts.attach import RecorderPace
+
+    samples = (_sample(0.0), _sample(2.0))
+    rate = step_rate([(0, samples), (1, samples)], [(1, RecorderPace("0", 40, 2.0)), (0, None)])
+    assert rate.per_s is None and rate.collectives_per_s == 20.0 and rate.rank == 1
+    assert "collectives/s" in rate.describe()
+    counted = step_rate([(0, (_sample(0.0, _counter(1)), _sample(2.0, _counter(5))))],
+                        [(0, RecorderPace("0", 40, 2.0))])  # fmt: skip
+    assert counted.per_s == 2.0 and counted.collectives_per_s is None  # steps come first

@@ -1,8 +1,10 @@
 """The step rate of a job that progresses, from what the samples show: a step counter of the
 user's training loop (an integer local of the main thread's own frames named step, iteration,
 i, batch_idx ...; py-spy --locals reads it) that rose between the first and the last sample.
-Absent when none is visible, with why. Collective counters would give a rate too, but attach
-reads the flight recorder and NCCL's RAS once, after the samples, so they give none. Pure."""
+Where none is visible, the pace of the collectives in a flight-recorder dump written during
+this attach (its last entries' sequence numbers and creation times): collectives per second,
+not steps. Absent when neither is visible, with why; NCCL's RAS is read once, so it gives no
+rate. Pure."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ddp_doctor.attach.places import is_user_frame
-from ddp_doctor.facts.attach import LoopCounter, RankSample
+from ddp_doctor.facts.attach import LoopCounter, RankSample, RecorderPace
 from ddp_doctor.facts.trace import Site
 
 ONCE_ONLY = (
-    "collective counters give none: the flight recorder and NCCL's RAS are read once, after "
-    "the samples"
+    "and no flight-recorder dump written during this attach counts collectives (the job set "
+    "no TORCH_NCCL_DEBUG_INFO_PIPE_FILE; NCCL's RAS is read once, so gives no rate)"
 )
 
 
@@ -28,8 +30,16 @@ class StepRate:
     rose: int = 0
     span_s: float = 0.0
     why: str = ""
+    collectives_per_s: float | None = None  # from a fresh flight-recorder dump, where no step
+    group: str = ""  # counter is visible: its process group
 
     def describe(self) -> str:
+        if self.per_s is None and self.collectives_per_s is not None:
+            return (
+                f"step rate not visible, {self.collectives_per_s:g} collectives/s of process "
+                f"group {self.group} (rank {self.rank}'s flight recorder: {self.rose} in "
+                f"{self.span_s:g} s)"
+            )
         if self.per_s is None:
             return f"step rate not visible: {self.why}"
         return (
@@ -38,8 +48,12 @@ class StepRate:
         )
 
 
-def step_rate(ranks: Sequence[tuple[int, Sequence[RankSample]]]) -> StepRate:
-    """From (rank key, samples) pairs: the best-named counter that rose, lowest rank first."""
+def step_rate(
+    ranks: Sequence[tuple[int, Sequence[RankSample]]],
+    paces: Sequence[tuple[int, RecorderPace | None]] = (),
+) -> StepRate:
+    """From (rank key, samples) pairs: the best-named counter that rose, lowest rank first;
+    else the lowest rank's pace of collectives from (rank key, pace) pairs."""
     found: list[tuple[int, int, StepRate]] = []
     seen: set[str] = set()
     read_twice = False
@@ -68,7 +82,16 @@ def step_rate(ranks: Sequence[tuple[int, Sequence[RankSample]]]) -> StepRate:
             found.append((_priority(counter.name), key, rate))
     if found:
         return min(found, key=lambda item: (item[0], item[1]))[2]
-    return StepRate(None, why=_why(read_twice, seen))
+    why = _why(read_twice, seen)
+    timed = sorted((key, pace) for key, pace in paces if pace is not None and key >= 0)
+    if timed:
+        key, pace = timed[0]
+        per_s = round(pace.collectives / pace.span_s, 2)
+        return StepRate(
+            None, key, rose=pace.collectives, span_s=pace.span_s, why=why,
+            collectives_per_s=per_s, group=pace.group,
+        )  # fmt: skip
+    return StepRate(None, why=why)
 
 
 def _own(counters: Sequence[LoopCounter]) -> list[LoopCounter]:
@@ -86,14 +109,14 @@ def _priority(name: str) -> int:
 
 def _why(read_twice: bool, seen: set[str]) -> str:
     if not read_twice:
-        return f"no rank's stack was read in two samples; {ONCE_ONLY}"
+        return f"no rank's stack was read in two samples, {ONCE_ONLY}"
     if not seen:
         return (
             "no integer step counter (step, iteration, i, batch_idx ...) is a local of the "
             "main thread's own frames (a loop at a script's top level has no locals py-spy "
-            f"can read); {ONCE_ONLY}"
+            f"can read), {ONCE_ONLY}"
         )
     return (
-        f"no step counter rose between the samples ({', '.join(sorted(seen)[:4])} seen); "
+        f"no step counter rose between the samples ({', '.join(sorted(seen)[:4])} seen), "
         f"{ONCE_ONLY}"
     )

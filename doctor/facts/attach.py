@@ -68,6 +68,17 @@ class RankGpu:
 
 
 @dataclass(frozen=True)
+class RecorderPace:
+    """How fast the rank's collectives of one process group went lately, from a flight-recorder
+    dump written during this attach: from the first to the last of its last entries, so many
+    collectives (sequence numbers) in so many seconds (their time_created_ns)."""
+
+    group: str
+    collectives: int
+    span_s: float
+
+
+@dataclass(frozen=True)
 class AttachedRank:
     pid: int
     rank: int | None  # RANK, SLURM_PROCID, or the mp.spawn index
@@ -93,6 +104,7 @@ class AttachedRank:
     # for through its TORCH_NCCL_DEBUG_INFO_PIPE_FILE; how it was got, and why not.
     flight_recorder: tuple[CollectiveCall, ...] = ()
     flight_recorder_from: str = ""
+    flight_recorder_pace: RecorderPace | None = None  # from a fresh dump only
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,13 @@ def render_attach_text(facts: dict[str, Any]) -> str:
     verdict = verdict_of(attached)
     rate = ""
     if verdict.kind == PROGRESSING:
-        rate = ", " + step_rate([(v.key, v.rank.samples) for v in verdict.views]).describe()
+        rate = (
+            ", "
+            + step_rate(
+                [(v.key, v.rank.samples) for v in verdict.views],
+                [(v.key, v.rank.flight_recorder_pace) for v in verdict.views],
+            ).describe()
+        )
     parts = [_summary(attached) + f"\nverdict: {verdict.kind}{rate}"]
     if verdict.views:
         rows = [_row(view) for view in verdict.views]

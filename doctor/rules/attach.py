@@ -235,7 +235,10 @@ def job_progressing(facts: FactSet) -> Iterator[Hit]:
     and none is stuck in a collective or outside one: the job progresses. Where a step counter
     of the training loop is visible (an integer local of the main thread's own frames named
     step, iteration, i, batch_idx ..., read with py-spy's --locals), it rose between the first
-    and the last sample, and its rise over the time between them is the step rate.
+    and the last sample, and its rise over the time between them is the step rate. Where none
+    is, a flight-recorder dump written during this attach (asked for through the job's own
+    TORCH_NCCL_DEBUG_INFO_PIPE_FILE) gives the pace of the collectives instead: so many in so
+    many seconds by its last entries' sequence numbers and creation times.
     Why it matters: "hung, or just slow?" is the first question about a quiet job; this is the
     answer "slow, not hung", with how fast where that is visible. The report says why a rate is
     absent (a loop at a script's top level has no locals py-spy can read).
@@ -250,11 +253,15 @@ def job_progressing(facts: FactSet) -> Iterator[Hit]:
     verdict = verdict_of(attached)
     if verdict.kind != PROGRESSING or any(len(v.rank.samples) < 2 for v in verdict.views):
         return  # one sample shows where the ranks are, not whether they move
-    rate = step_rate([(v.key, v.rank.samples) for v in verdict.views])
+    rate = step_rate(
+        [(v.key, v.rank.samples) for v in verdict.views],
+        [(v.key, v.rank.flight_recorder_pace) for v in verdict.views],
+    )
     yield Hit(
         f"the job progresses: {rate.describe()}",
         {
             "steps_per_s": rate.per_s,
+            "collectives_per_s": rate.collectives_per_s,
             "rank": rate.rank,
             "counter": rate.counter or None,
             "rose": rate.rose,

@@ -21,7 +21,14 @@ from ddp_doctor.facts.attach import (
     RasFacts,
     SourceStatus,
 )
-from ddp_doctor.probes.attach import debug_server, flightrec, procstate, ras, stacks
+from ddp_doctor.probes.attach import (
+    debug_server,
+    flightrec,
+    procstate,
+    ras,
+    recorder_pace,
+    stacks,
+)
 from ddp_doctor.probes.attach.processes import (
     Candidate,
     FoundJob,
@@ -246,8 +253,18 @@ def _flight_recorders(
         note = "the job enabled no flight recorder (TORCH_FR_BUFFER_SIZE) nor dump file"
         return ranks, SourceStatus("flight-recorder", "not-set", note)
     found = flightrec.collect(recorders, max(0.5, timeout_s))
+    paces = {
+        r.pid: recorder_pace.recent_pace(r.dump)
+        for r in recorders
+        if r.pid in found and found[r.pid][1] == flightrec.FRESH
+    }
     updated = tuple(
-        replace(r, flight_recorder=found[r.pid][0], flight_recorder_from=found[r.pid][1])
+        replace(
+            r,
+            flight_recorder=found[r.pid][0],
+            flight_recorder_from=found[r.pid][1],
+            flight_recorder_pace=paces.get(r.pid),
+        )
         if r.pid in found
         else r
         for r in ranks
