@@ -148,4 +148,5 @@ def test_attach_reads_the_debug_server_frontend_of_rank_0(invoke, tmp_path: Path
     got = {r["rank"]: r for r in facts["ranks"]}
     assert [c["seq"] for c in got[1]["flight_recorder"]] == [1, 2, 3, 4]
     assert got[1]["flight_recorder_from"] == "torch debug server"
+    assert got[1]["flight_recorder_pace"]["collectives"] == 3  # entries 1-4: its pace too
     assert {s["name"]: s["status"] for s in facts["sources"]}["debug-server"] == "read"

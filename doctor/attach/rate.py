@@ -17,7 +17,8 @@ from ddp_doctor.facts.trace import Site
 
 ONCE_ONLY = (
     "and no flight-recorder dump written during this attach counts collectives (the job set "
-    "no TORCH_NCCL_DEBUG_INFO_PIPE_FILE; NCCL's RAS is read once, so gives no rate)"
+    "no TORCH_NCCL_DEBUG_INFO_PIPE_FILE and started no debug server; NCCL's RAS is read once, "
+    "so gives no rate)"
 )
 
 

@@ -237,8 +237,9 @@ def job_progressing(facts: FactSet) -> Iterator[Hit]:
     step, iteration, i, batch_idx ..., read with py-spy's --locals), it rose between the first
     and the last sample, and its rise over the time between them is the step rate. Where none
     is, a flight-recorder dump written during this attach (asked for through the job's own
-    TORCH_NCCL_DEBUG_INFO_PIPE_FILE) gives the pace of the collectives instead: so many in so
-    many seconds by its last entries' sequence numbers and creation times.
+    TORCH_NCCL_DEBUG_INFO_PIPE_FILE, or gathered by its debug server) gives the pace of the
+    collectives instead: so many in so many seconds by its last entries' sequence numbers and
+    creation times.
     Why it matters: "hung, or just slow?" is the first question about a quiet job; this is the
     answer "slow, not hung", with how fast where that is visible. The report says why a rate is
     absent (a loop at a script's top level has no locals py-spy can read).

@@ -287,12 +287,17 @@ def _debug_server(
     errors = []
     for port in ports:
         try:
-            records = debug_server.flight_records(port, min(timeout_s, DEBUG_SERVER_TIMEOUT_S))
+            records = debug_server.ranks_read(port, min(timeout_s, DEBUG_SERVER_TIMEOUT_S))
         except debug_server.DebugServerError as error:
             errors.append(str(error))
             continue
         updated = tuple(
-            replace(r, flight_recorder=records[r.rank], flight_recorder_from="torch debug server")
+            replace(
+                r,
+                flight_recorder=records[r.rank][0],
+                flight_recorder_from="torch debug server",
+                flight_recorder_pace=records[r.rank][1],
+            )
             if not r.flight_recorder and r.rank in records
             else r
             for r in ranks
