@@ -7,7 +7,8 @@
 2. `ddp-doctor attach` on an 8-rank job (default --interval 3, --samples 2): wall time from
    start to report, median of --runs. Target: within 5 s.
 
-Run by hand: `python bench/bench_attach.py [--runs 3] [--window 8]`.
+Run by hand, when the machine is least loaded (`uptime`): `python bench/bench_attach.py [--runs 9]
+[--window 5]`. Each figure is printed with the load average beside it; the last line holds both.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -83,13 +85,27 @@ def kill_tree(process: subprocess.Popen) -> None:
     process.wait()
 
 
+CPU_USED: list[tuple[float, float]] = []  # (CPU s of the doctor and its py-spy, wall s) each
+
+
 def attach(pid: int, *options: str) -> tuple[float, dict]:
-    started = time.monotonic()
+    started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "ddp_doctor", "attach", str(pid), "--format", "json", *options],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    return time.monotonic() - started, json.loads(done.stdout)
+    after, seconds = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - started
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU_USED.append((cpu, seconds))
+    return seconds, json.loads(done.stdout)
+
+
+def cpu_share() -> str:
+    """What attach itself costs, whatever the load: its CPU time (the doctor and the py-spy
+    it runs) per attach, and as a share of one core while it runs."""
+    cpu = statistics.median(c for c, _ in CPU_USED)
+    share = statistics.median(c / w for c, w in CPU_USED if w)
+    return f"attach's own CPU {cpu:.2f} s per attach, {share:.0%} of one core while it runs"
 
 
 def rate(steps: Path, start: float, end: float) -> float:
@@ -100,12 +116,19 @@ def rate(steps: Path, start: float, end: float) -> float:
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
-def overhead(runs: int, window: float, folder: Path) -> None:
-    plain, attached = [], []
+def load() -> str:
+    """The machine's 1-minute load average and its cores, printed beside every figure."""
+    return f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+
+
+def overhead(runs: int, window: float, folder: Path) -> tuple[float, str, str]:
+    """Alternating windows without and with attach running back to back; the median rate of
+    each kind, and their ratio."""
+    plain, attached, counts = [], [], []
     with job(2, folder) as (process, steps):
         time.sleep(3)
-        for _ in range(runs):
-            start = time.monotonic()
+        for number in range(runs):
+            start, before = time.monotonic(), load()
             time.sleep(window)
             plain.append(rate(steps, start, time.monotonic()))
             start, count = time.monotonic(), 0
@@ -113,33 +136,49 @@ def overhead(runs: int, window: float, folder: Path) -> None:
                 attach(process.pid, "--interval", "1")
                 count += 1
             attached.append(rate(steps, start, time.monotonic()))
+            counts.append(count)
+            print(f"  round {number + 1}: {plain[-1]:.1f} steps/s without, {attached[-1]:.1f} "
+                  f"with {count} attaches ({before}, then {load()})")  # fmt: skip
     without, during = statistics.median(plain), statistics.median(attached)
-    print(f"loop speed: {without:.1f} steps/s without attach, {during:.1f} steps/s while attach "
-          f"runs back to back ({count} attaches per {window:g} s window): "
-          f"{during / without:.1%} of without (target >= 95%)")  # fmt: skip
+    # each round's two windows are neighbours in time: their ratio cancels the load's drift
+    share = statistics.median(a / p for a, p in zip(attached, plain, strict=True) if p)
+    print(f"loop speed: median {without:.1f} steps/s without attach, {during:.1f} steps/s while "
+          f"attach runs back to back ({statistics.median(counts):g} attaches per {window:g} s "
+          f"window), {runs} rounds: median of the rounds' ratios {share:.1%} of without "
+          f"(target >= 95%); {cpu_share()}")  # fmt: skip
+    return share, load(), cpu_share()
 
 
-def eight_ranks(runs: int, folder: Path) -> None:
-    times, verdicts = [], []
+def eight_ranks(runs: int, folder: Path) -> tuple[float, str]:
+    times, verdicts, ranks = [], [], 0
+    CPU_USED.clear()
     with job(8, folder) as (process, _):
         for _ in range(runs):
             seconds, report = attach(process.pid)
             times.append(seconds)
             verdicts.append(sorted(f["code"] for f in report["findings"]) or ["progressing"])
             ranks = len(report["probes"][0]["facts"]["ranks"])
+        busy = load()
+    median = statistics.median(times)
     print(f"attach on {ranks} local ranks (--interval 3, --samples 2): median "
-          f"{statistics.median(times):.2f} s of {runs} (target <= 5 s), each "
-          f"{', '.join(f'{t:.2f}' for t in times)} s; findings {verdicts}")  # fmt: skip
+          f"{median:.2f} s of {runs} (target <= 5 s), each "
+          f"{', '.join(f'{t:.2f}' for t in times)} s; findings {verdicts} ({busy}); "
+          f"{cpu_share()}")  # fmt: skip
+    return median, busy
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--window", type=float, default=8.0)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--window", type=float, default=5.0)
     args = parser.parse_args()
+    print(f"bench_attach: {args.runs} rounds, {args.window:g} s windows, {load()} at start")
     with tempfile.TemporaryDirectory() as folder:
-        overhead(args.runs, args.window, Path(folder))
-        eight_ranks(args.runs, Path(folder))
+        share, loaded, cost = overhead(args.runs, args.window, Path(folder))
+        median, busy = eight_ranks(5, Path(folder))
+    print(f"bench_attach result: loop at {share:.1%} of its speed while attached (target >= 95%, "
+          f"{loaded}); attach on 8 local ranks {median:.2f} s median (target <= 5 s, "
+          f"{busy}); on 2 ranks {cost}")  # fmt: skip
 
 
 if __name__ == "__main__":

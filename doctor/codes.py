@@ -162,6 +162,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP703", "dataloader-worker-dead", ERROR, "facts", "rules.attach", "A rank's DataLoader worker (a child process of the rank) is dead or a zombie."),
     Code("DDP704", "ranks-wait-for-one", WARNING, "facts", "rules.attach", "The other ranks wait in collectives while one rank works or sleeps outside them: a straggler or a long rank-only task."),
     Code("DDP705", "nccl-ras-ranks-behind", ERROR, "facts", "rules.attach_sources", "NCCL's RAS reports ranks of a communicator missing (unresponsive or dead) or behind the others in collectives."),
+    Code("DDP706", "job-progressing", INFO, "facts", "rules.attach", "The ranks moved between the samples and none is stuck: the job progresses, at the step rate shown where a step counter of its loop is visible."),
     Code("DDP901", "probe-crashed", WARNING, "facts", "rules.doctor_self", "A probe raised an unexpected error, so what it measures is missing from the report."),
     Code("DDP902", "probe-timed-out", WARNING, "facts", "rules.doctor_self", "A probe did not answer within its time limit and was abandoned."),
     Code("DDP903", "rule-crashed", WARNING, "doctor", "rules.doctor_self", "A rule raised an error while judging the facts, so its problem was not checked."),

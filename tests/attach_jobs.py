@@ -55,6 +55,17 @@ class Job:
         except psutil.NoSuchProcess:
             return []
 
+    def snapshot(self) -> dict[int, str]:
+        """pid -> "stopped", "zombie" or "alive" for every process of the job: the same
+        before and after attach, for a job whose own processes stop or die on purpose (a
+        live one's running or sleeping changes by itself)."""
+        states = {}
+        for process in self.ranks():
+            with contextlib.suppress(psutil.Error):
+                status = process.status()
+                states[process.pid] = status if status in ("stopped", "zombie") else "alive"
+        return states
+
     def untouched(self) -> bool:
         """Still running, no process of it stopped or gone."""
         if self.process.poll() is not None:
@@ -180,3 +191,28 @@ def attach(target: int, *options: str, prefix: Sequence[str] = ()) -> Attached:
             f"no JSON report: rc {done.returncode}, {done.stderr[-2000:]}"
         ) from None
     return Attached(done.returncode, report, seconds, done.stderr)
+
+
+def free_port() -> int:
+    """A TCP port free now, for a job whose launcher takes one (plain processes, mp.spawn)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_status(job: Job, status: str, timeout_s: float = 30.0) -> list[psutil.Process]:
+    """The job's processes in `status` (psutil's: stopped, zombie) once one is, read from
+    /proc only: a case whose job stops or kills a process of its own waits for it here."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = []
+        for process in job.ranks():
+            with contextlib.suppress(psutil.Error):
+                if process.status() == status:
+                    found.append(process)
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no process of the job became {status} in {timeout_s:g} s")

@@ -10,20 +10,27 @@ recording machine is kept.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from attach_jobs import FIXTURES, as_nobody, attach, running
+import psutil
+from attach_jobs import FIXTURES, as_nobody, attach, running, wait_for_status
 
 REPO = FIXTURES.parent.parent
 OUT = FIXTURES / "reports"
 CASES = {
     "dataset-blocks": ("dataset_blocks.py", ["DDP302"], "rank 1 blocks in its dataset"),
     "barrier-poll": ("barrier_poll.py", ["DDP302"], "rank 0 in barrier, rank 1 polls a file"),
-    "healthy": ("healthy.py", [], "a job that keeps stepping"),
-    "straggler": ("straggler.py", ["DDP704"], "rank 1 sleeps 0.3 s every step"),
+    "healthy": ("healthy.py", ["DDP706"], "a job that keeps stepping"),
+    "straggler": ("straggler.py", ["DDP704", "DDP706"], "rank 1 sleeps 0.3 s every step"),
+    "mismatch": ("mismatch.py", ["DDP304"], "rank 0 in all_reduce, rank 1 in broadcast"),
+    "worker-killed": (
+        "worker_killed.py",
+        ["DDP302", "DDP703"],
+        "rank 1's worker killed itself while rank 1 waits in DDP's all-reduce for rank 0",
+    ),
     "worker-stopped": ("worker_stopped.py", ["DDP302", "DDP703"], "rank 1's worker stopped"),
     "ptrace-refused": (
         "dataset_blocks.py",
@@ -31,6 +38,8 @@ CASES = {
         "the job runs as nobody, attach without CAP_SYS_PTRACE",
     ),
 }
+
+WAIT_FOR = {"worker-stopped": psutil.STATUS_STOPPED, "worker-killed": psutil.STATUS_ZOMBIE}
 
 
 def record(name: str) -> None:
@@ -40,15 +49,11 @@ def record(name: str) -> None:
     no_ptrace = ["setpriv", "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace"]
     with tempfile.TemporaryDirectory() as folder, running(script, Path(folder), **extra) as job:
         job.wait_ready()
-        stopped = None
-        if name == "worker-stopped":
-            rank1 = next(p for p in job.ranks() if p.environ().get("RANK") == "1" and p.children())
-            stopped = rank1.children()[0]
-            stopped.send_signal(signal.SIGSTOP)
+        if name in WAIT_FOR:  # the job stops or kills a process of its own
+            wait_for_status(job, WAIT_FOR[name])
+            time.sleep(1)
         prefix = no_ptrace if name == "ptrace-refused" else []
         attached = attach(job.process.pid, *options, prefix=prefix)
-        if stopped is not None:
-            stopped.send_signal(signal.SIGCONT)
     report = {**attached.report, "description": description, "expect": expect}
     text = json.dumps(report, indent=1, ensure_ascii=False).replace(str(REPO), "/home/user/train")
     OUT.mkdir(exist_ok=True)

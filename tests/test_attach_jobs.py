@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from attach_jobs import BIN, FIXTURES, as_nobody, attach, line_of, running
+from attach_jobs import BIN, FIXTURES, as_nobody, attach, line_of, running, wait_for_status
 from simulated_hosts import simulated_hosts, why_unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -35,6 +34,8 @@ def test_rank_blocked_in_dataset_while_rank0_waits_in_allreduce(tmp_path) -> Non
         sleep = line_of("dataset_blocks.py", "time.sleep(3600)")
         assert f"dataset_blocks.py:{sleep}" in hang["evidence"]["missing"]["rank 1"]
         assert hang["location"]["line"] == sleep
+        step = line_of("_common.py", "model(batch).sum().backward()")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"_common.py:{step}")
         assert all(r["store"] for r in attached.facts["ranks"])  # each rank's store socket
         assert attached.seconds < WITHIN_S
         assert job.untouched()
@@ -50,6 +51,8 @@ def test_barrier_only_rank0_reaches_while_rank1_polls(tmp_path) -> None:
         assert hang["evidence"]["waiting"] == [0]
         poll = line_of("barrier_poll.py", "time.sleep(0.05)")
         assert f"barrier_poll.py:{poll}" in hang["evidence"]["missing"]["rank 1"]
+        barrier = line_of("barrier_poll.py", "    dist.barrier()")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"barrier_poll.py:{barrier}")
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 
@@ -60,6 +63,9 @@ def test_healthy_job_progresses(tmp_path) -> None:
         attached = attach(job.process.pid)
         assert attached.returncode == 0, attached.report["findings"]
         assert not {"DDP302", "DDP304", "DDP307", "DDP702"} & set(attached.codes)
+        progress = attached.finding("DDP706")["evidence"]
+        assert progress["counter"] == "train:number" and progress["rank"] == 0
+        assert progress["steps_per_s"] > 0 and progress["rose"] > 0
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 
@@ -72,6 +78,10 @@ def test_straggler_is_named(tmp_path) -> None:
         assert attached.finding("DDP704")["evidence"]["rank"] == "rank 1"
         sleep = line_of("straggler.py", "time.sleep(0.3)")
         assert attached.finding("DDP704")["location"]["line"] == sleep
+        assert attached.finding("DDP706")["evidence"]["steps_per_s"] is None  # a top-level loop
+        step = line_of("_common.py", "model(batch).sum().backward()")
+        waiting_at = attached.finding("DDP704")["evidence"]["waiting_at"]["rank 0"]
+        assert waiting_at.endswith(f"_common.py:{step}")
         assert attached.seconds < WITHIN_S
         assert job.untouched()
 
@@ -87,26 +97,23 @@ def test_mp_spawn_job(tmp_path) -> None:
         assert hang["evidence"]["waiting"] == [0]
         sleep = line_of("spawn_hang.py", "time.sleep(3600)")
         assert f"spawn_hang.py:{sleep}" in hang["evidence"]["missing"]["rank 1"]
+        reduce = line_of("spawn_hang.py", "dist.all_reduce(")
+        assert hang["evidence"]["waiting_at"]["rank 0"].endswith(f"spawn_hang.py:{reduce}")
         assert job.untouched()
 
 
 def test_stopped_dataloader_worker(tmp_path) -> None:
     with running("worker_stopped.py", tmp_path) as job:
-        job.wait_ready()
-        rank1 = next(p for p in job.ranks() if p.environ().get("RANK") == "1" and p.children())
-        worker = rank1.children()[0]
-        worker.send_signal(signal.SIGSTOP)  # the test's own job: a worker that stopped
-        try:
-            # the batch already fetched is stepped on first: rank 1 is busy until it is used
-            # (attached at once, it is a rank the others wait for, DDP704, not yet a hang)
-            time.sleep(2)
-            attached = attach(job.process.pid)
-        finally:
-            worker.send_signal(signal.SIGCONT)
-        assert attached.finding("DDP703")["evidence"]["workers"] == [worker.pid]
+        job.wait_ready()  # rank 1's worker stops itself: nothing is sent into the job
+        workers = wait_for_status(job, psutil.STATUS_STOPPED)
+        time.sleep(1)  # rank 1 steps on the batches already fetched, then waits for its worker
+        attached = attach(job.process.pid)
+        assert attached.finding("DDP703")["evidence"]["workers"] == [w.pid for w in workers]
         assert attached.seconds < WITHIN_S
         assert "DDP302" in attached.codes
         assert attached.finding("DDP302")["evidence"]["waiting"] == [0]
+        stop = line_of("worker_stopped.py", "for number, batch in enumerate(loader)")
+        assert attached.finding("DDP703")["location"]["line"] == stop
 
 
 def test_ptrace_refused_is_a_finding_with_proc_view(tmp_path) -> None:

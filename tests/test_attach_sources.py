@@ -107,6 +107,8 @@ def test_attach_asks_the_pipe_for_a_dump_and_reads_ras(invoke, tmp_path: Path) -
     got = {r["rank"]: r for r in facts["ranks"]}
     assert [c["seq"] for c in got[0]["flight_recorder"]] == [1, 2, 3, 4, 5]
     assert got[0]["flight_recorder_from"] == "dump requested through the job's pipe"
+    # the fixture's entries 1-5 were created over 19 ms: the pace of a fresh dump
+    assert got[0]["flight_recorder_pace"] == {"group": "0", "collectives": 4, "span_s": 0.019}
     assert facts["ras"]["communicators"][0]["hash"] == "0x6a1f20c4d93b7e15"
     ras_finding = next(f for f in report["findings"] if f["code"] == "DDP705")
     assert ras_finding["evidence"]["missing"] == [1]
@@ -146,4 +148,5 @@ def test_attach_reads_the_debug_server_frontend_of_rank_0(invoke, tmp_path: Path
     got = {r["rank"]: r for r in facts["ranks"]}
     assert [c["seq"] for c in got[1]["flight_recorder"]] == [1, 2, 3, 4]
     assert got[1]["flight_recorder_from"] == "torch debug server"
+    assert got[1]["flight_recorder_pace"]["collectives"] == 3  # entries 1-4: its pace too
     assert {s["name"]: s["status"] for s in facts["sources"]}["debug-server"] == "read"

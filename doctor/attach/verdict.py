@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ddp_doctor.attach import collectives
-from ddp_doctor.attach.places import WAITING_KINDS, Place, main_thread, place_of
+from ddp_doctor.attach.places import INIT, WAITING_KINDS, Place, main_thread, place_of
 from ddp_doctor.facts.attach import AttachedRank, AttachFacts, ChildProcess, RankSample
 
 PROGRESSING, HUNG, MISMATCHED, STUCK, DEAD, WAITING_FOR_BUSY, UNSEEN = (
@@ -23,6 +23,7 @@ PROGRESSING, HUNG, MISMATCHED, STUCK, DEAD, WAITING_FOR_BUSY, UNSEEN = (
 QUIET_CPU_S = 0.02  # main-thread CPU per second of sampling below which a rank is idle
 QUIET_SWITCHES = 2  # wake-ups of the main thread per sample interval still counted as idle
 DEAD_STATES = ("zombie", "gone")
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.0.1.1")
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,18 @@ class RankView:
 
     @property
     def waiting_throughout(self) -> bool:
-        return all(p.kind in WAITING_KINDS for p in self.places)
+        """In a collective, or in init_process_group's rendezvous, at every sample."""
+        return all(p.kind in (*WAITING_KINDS, INIT) for p in self.places)
+
+    @property
+    def in_init(self) -> bool:
+        return all(p.kind == INIT for p in self.places)
 
     @property
     def stuck_waiting(self) -> bool:
-        return self.waiting_throughout and self.same_stack and self.quiet
+        """It waits and did not move: its main thread neither ran nor woke, or it is in
+        init_process_group, whose store client wakes hundreds of times a second to poll."""
+        return self.waiting_throughout and self.same_stack and (self.quiet or self.in_init)
 
     @property
     def state(self) -> str:
@@ -72,6 +80,7 @@ class Verdict:
     mismatch: collectives.Mismatch | None = None
     seq: int | None = None  # the collective's sequence number, where flight recorders say it
     group: str = "0"
+    gone: tuple[int, ...] = ()  # ranks of a one-host job that no process of this host has
 
     def view(self, key: int) -> RankView:
         return next(v for v in self.views if v.key == key)
@@ -120,9 +129,11 @@ def verdict_of(facts: AttachFacts) -> Verdict:
         return Verdict(UNSEEN, views)
     absent = _absent(facts, views)
     dead = tuple(v.key for v in views if v.state in DEAD_STATES)
-    if dead:
+    gone = () if dead else _gone(views, absent)
+    if dead or gone:
         alive = tuple(v.key for v in views if v.key not in dead)
-        return Verdict(DEAD, views, waiting=alive, missing=dead, absent=absent)
+        rest = tuple(r for r in absent if r not in gone)
+        return Verdict(DEAD, views, waiting=alive, missing=dead, absent=rest, gone=gone)
     if not any(v.stacks_seen for v in views):
         return Verdict(UNSEEN, views, absent=absent)
     stuck = [v for v in views if v.stuck_waiting]
@@ -173,6 +184,31 @@ def _stragglers(views: Sequence[RankView]) -> tuple[int, ...]:
         if outside and all(o.waiting_throughout for o in others):
             found.append(view.key)
     return tuple(found)
+
+
+def _gone(views: Sequence[RankView], absent: tuple[int, ...]) -> tuple[int, ...]:
+    """The ranks of the world that are on no host, where the job runs on this host alone and
+    every rank seen stands still: they ended (and were reaped) or never started."""
+    if not absent or any(v.key < 0 for v in views) or not single_host(views):
+        return ()
+    return absent if all(v.same_stack and (v.quiet or v.in_init) for v in views) else ()
+
+
+def single_host(views: Sequence[RankView]) -> bool:
+    """Whether the ranks seen say their job has no other node: a loopback MASTER_ADDR (no
+    other host can reach it), torchrun's LOCAL_WORLD_SIZE equal to WORLD_SIZE, or a
+    one-node SLURM job."""
+    if len({v.rank.host for v in views}) > 1:
+        return False
+    for view in views:
+        env, rank = view.rank.env, view.rank
+        if rank.master_addr in LOOPBACK:
+            return True
+        if env.get("LOCAL_WORLD_SIZE") and env.get("LOCAL_WORLD_SIZE") == env.get("WORLD_SIZE"):
+            return True
+        if (env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES")) == "1":
+            return True
+    return False
 
 
 def _absent(facts: AttachFacts, views: Sequence[RankView]) -> tuple[int, ...]:

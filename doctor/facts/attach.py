@@ -23,6 +23,18 @@ class ThreadStack:
 
 
 @dataclass(frozen=True)
+class LoopCounter:
+    """An integer local of a frame of the main thread whose name says it counts steps (step,
+    iteration, i, batch_idx ...), as py-spy's --locals read it: two samples of it give the
+    step rate. No other local of the job is kept."""
+
+    path: str
+    function: str
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
 class ChildProcess:
     """A process the rank started itself (a DataLoader worker, a compile worker)."""
 
@@ -45,6 +57,7 @@ class RankSample:
     threads: tuple[ThreadStack, ...] = ()
     stacks_error: str | None = None  # why py-spy gave no stacks (its own words, one line)
     children: tuple[ChildProcess, ...] = ()
+    counters: tuple[LoopCounter, ...] = ()  # the main thread's step counters, innermost first
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,17 @@ class RankGpu:
     index: int
     uuid: str = ""
     used_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class RecorderPace:
+    """How fast the rank's collectives of one process group went lately, from a flight-recorder
+    dump written during this attach: from the first to the last of its last entries, so many
+    collectives (sequence numbers) in so many seconds (their time_created_ns)."""
+
+    group: str
+    collectives: int
+    span_s: float
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,7 @@ class AttachedRank:
     # for through its TORCH_NCCL_DEBUG_INFO_PIPE_FILE; how it was got, and why not.
     flight_recorder: tuple[CollectiveCall, ...] = ()
     flight_recorder_from: str = ""
+    flight_recorder_pace: RecorderPace | None = None  # from a fresh dump only
 
 
 @dataclass(frozen=True)

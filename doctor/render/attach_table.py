@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.attach.places import is_user_frame
-from ddp_doctor.attach.verdict import RankView, label, verdict_of
+from ddp_doctor.attach.rate import step_rate
+from ddp_doctor.attach.verdict import PROGRESSING, RankView, label, verdict_of
 from ddp_doctor.codec import CodecError, from_jsonable
 from ddp_doctor.facts.attach import AttachFacts
 from ddp_doctor.facts.trace import Site
@@ -23,7 +24,16 @@ def render_attach_text(facts: dict[str, Any]) -> str:
     except CodecError as error:
         return f"attach facts unreadable: {error}"
     verdict = verdict_of(attached)
-    parts = [_summary(attached) + f"\nverdict: {verdict.kind}"]
+    rate = ""
+    if verdict.kind == PROGRESSING:
+        rate = (
+            ", "
+            + step_rate(
+                [(v.key, v.rank.samples) for v in verdict.views],
+                [(v.key, v.rank.flight_recorder_pace) for v in verdict.views],
+            ).describe()
+        )
+    parts = [_summary(attached) + f"\nverdict: {verdict.kind}{rate}"]
     if verdict.views:
         rows = [_row(view) for view in verdict.views]
         parts.append(plain_table(rows, HEADERS, right=(2,)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddp_doctor.attach.rate import step_rate
 from ddp_doctor.attach.verdict import (
     PROGRESSING,
     STUCK,
@@ -19,6 +20,11 @@ from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Location, Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 
+WORKER_STATES = {
+    "zombie": "dead, not reaped: torch raises 'DataLoader worker (pid N) is killed' in the rank "
+    "once its main thread runs Python again, out of the collective or call it is in",
+    "stopped": "stopped by a signal: it makes no batch until it is continued",
+}
 PTRACE_FIX = Remediation(
     "Let the doctor read the ranks' memory: run `ddp-doctor attach` as the job's user or as "
     "root with CAP_SYS_PTRACE; in a container add the SYS_PTRACE capability."
@@ -163,10 +169,14 @@ def dataloader_worker_dead(facts: FactSet) -> Iterator[Hit]:
         last = view.rank.samples[-1].children
         bad = [c for c in last if c.state in ("zombie", "stopped")]
         if bad:
-            pids = ", ".join(f"{c.pid} ({c.state})" for c in bad)
+            pids = ", ".join(f"{c.pid} ({WORKER_STATES[c.state]})" for c in bad)
             yield Hit(
                 f"{view.label()}'s worker process {pids}; the rank {view.last.describe()}",
-                {"rank": label(view.key), "workers": [c.pid for c in bad]},
+                {
+                    "rank": label(view.key),
+                    "workers": [c.pid for c in bad],
+                    "states": {str(c.pid): c.state for c in bad},
+                },
                 location=_location(view),
             )
 
@@ -202,9 +212,65 @@ def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
         yield Hit(
             f"{', '.join(v.label() for v in others)} {waits} at every sample "
             f"while {view.label()} {view.last.describe()}",
-            {"rank": label(key), "verdict": verdict.kind},
+            {
+                "rank": label(key),
+                "verdict": verdict.kind,
+                "waiting_at": {
+                    label(v.key): str(v.last.site) if v.last.site else None for v in others
+                },
+            },
             location=_location(view),
         )
+
+
+@rule(
+    "DDP706",
+    Remediation(
+        "Nothing to fix: the job progresses. If it is slower than it should be, compare the "
+        "step rate with a healthy run's and look for a straggler (`--samples 4`)."
+    ),
+)
+def job_progressing(facts: FactSet) -> Iterator[Hit]:
+    """What it finds: between the samples the ranks moved (their stacks changed, or they ran)
+    and none is stuck in a collective or outside one: the job progresses. Where a step counter
+    of the training loop is visible (an integer local of the main thread's own frames named
+    step, iteration, i, batch_idx ..., read with py-spy's --locals), it rose between the first
+    and the last sample, and its rise over the time between them is the step rate. Where none
+    is, a flight-recorder dump written during this attach (asked for through the job's own
+    TORCH_NCCL_DEBUG_INFO_PIPE_FILE, or gathered by its debug server) gives the pace of the
+    collectives instead: so many in so many seconds by its last entries' sequence numbers and
+    creation times.
+    Why it matters: "hung, or just slow?" is the first question about a quiet job; this is the
+    answer "slow, not hung", with how fast where that is visible. The report says why a rate is
+    absent (a loop at a script's top level has no locals py-spy can read).
+    Example: a 2-rank DDP job whose `train()` loops `for step, batch in enumerate(loader)`:
+    "the job progresses: 6.1 steps/s (rank 0's `train:step` rose 12 in 2 s)".
+    Fix: nothing; to find why it is slow, attach with more samples (`--samples 4`), which
+    names a straggler (DDP704).
+    """
+    attached: AttachFacts | None = facts.attach
+    if attached is None:
+        return
+    verdict = verdict_of(attached)
+    if verdict.kind != PROGRESSING or any(len(v.rank.samples) < 2 for v in verdict.views):
+        return  # one sample shows where the ranks are, not whether they move
+    rate = step_rate(
+        [(v.key, v.rank.samples) for v in verdict.views],
+        [(v.key, v.rank.flight_recorder_pace) for v in verdict.views],
+    )
+    yield Hit(
+        f"the job progresses: {rate.describe()}",
+        {
+            "steps_per_s": rate.per_s,
+            "collectives_per_s": rate.collectives_per_s,
+            "rank": rate.rank,
+            "counter": rate.counter or None,
+            "rose": rate.rose,
+            "span_s": rate.span_s,
+            "why": rate.why or None,
+        },
+        location=Location(rate.where) if rate.where else None,
+    )
 
 
 def _location(view: RankView) -> Location | None:

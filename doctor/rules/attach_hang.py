@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.attach.verdict import DEAD, HUNG, MISMATCHED, Verdict, label, verdict_of
+from ddp_doctor.attach.verdict import (
+    DEAD,
+    HUNG,
+    MISMATCHED,
+    RankView,
+    Verdict,
+    label,
+    verdict_of,
+)
 from ddp_doctor.facts.attach import AttachFacts
 from ddp_doctor.facts.machine import FactSet
 from ddp_doctor.model import Finding, Location, Remediation
@@ -58,6 +66,8 @@ def _hang_hit(verdict: Verdict) -> Hit:
         if verdict.seq is not None
         else f" of {group} (sequence number not known without the flight recorder)"
     )
+    if first.kind == "init":
+        number = " (the rendezvous: it waits until every rank of the world has joined)"
     parts = [
         f"{verdict.op}{how}{number}: {_ranks(verdict.waiting)} {_verb(verdict.waiting)} in it{at}"
     ]
@@ -80,6 +90,7 @@ def _hang_hit(verdict: Verdict) -> Hit:
             "group": verdict.group,
             "seq": verdict.seq,
             "waiting": list(verdict.waiting),
+            "waiting_at": {label(k): _site_text(verdict.view(k)) for k in verdict.waiting},
             "missing": {label(k): verdict.view(k).last.describe() for k in verdict.missing},
             "absent": list(verdict.absent),
         },
@@ -98,7 +109,11 @@ def _mismatch_hit(verdict: Verdict) -> Hit:
     site = _first_site(verdict, tuple(mismatch.calls))
     return Hit(
         "ranks wait in different collectives at the same point: " + "; ".join(parts),
-        {"seen": SEEN, "calls": {label(k): c.op for k, c in mismatch.calls.items()}},
+        {
+            "seen": SEEN,
+            "calls": {label(k): c.op for k, c in mismatch.calls.items()},
+            "where": {label(k): c.where for k, c in mismatch.calls.items()},
+        },
         fix=MISMATCH_FIX,
         location=Location(site.path, site.line) if site else None,
     )
@@ -106,14 +121,41 @@ def _mismatch_hit(verdict: Verdict) -> Hit:
 
 def _dead_hit(verdict: Verdict) -> Hit:
     dead = [verdict.view(k) for k in verdict.missing]
-    parts = [f"{v.label()} (pid {v.rank.pid}) is {v.state}" for v in dead]
-    if verdict.waiting:
-        parts.append(f"{_ranks(verdict.waiting)} {_verb(verdict.waiting)} for it")
+    parts = [f"{v.label()} (pid {v.rank.pid}) is {_death(v)}" for v in dead]
+    if verdict.gone:
+        parts.append(
+            f"{_ranks(verdict.gone)} of the world {'is' if len(verdict.gone) == 1 else 'are'} "
+            "not running: the job runs on this host alone and no process of it has that rank "
+            "(it ended and was reaped, or never started)"
+        )
+    for key in verdict.waiting:
+        view = verdict.view(key)
+        parts.append(f"{view.label()} {view.last.describe()}")
+    site = _first_site(verdict, verdict.waiting)
     return Hit(
         "; ".join(parts),
-        {"seen": SEEN, "dead": [label(v.key) for v in dead], "alive": list(verdict.waiting)},
+        {
+            "seen": SEEN,
+            "dead": [label(k) for k in (*verdict.missing, *verdict.gone)],
+            "pids": {label(v.key): v.rank.pid for v in dead},
+            "alive": list(verdict.waiting),
+            "where": {label(k): verdict.view(k).last.describe() for k in verdict.waiting},
+        },
         fix=DEAD_FIX,
+        location=Location(site.path, site.line) if site else None,
     )
+
+
+def _death(view: RankView) -> str:
+    if view.state != "zombie":
+        return f"{view.state} (it ended while attached)"
+    inferred = view.rank.rank_from not in ("RANK", "SLURM_PROCID", "spawn order")
+    how = f"; its rank is {view.rank.rank_from}" if inferred and view.key >= 0 else ""
+    return f"a zombie: it exited and its launcher has not reaped it{how}"
+
+
+def _site_text(view: RankView) -> str | None:
+    return str(view.last.site) if view.last.site else None
 
 
 def _first_site(verdict: Verdict, keys: tuple[int, ...]):  # type: ignore[no-untyped-def]

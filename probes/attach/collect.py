@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,8 +21,22 @@ from ddp_doctor.facts.attach import (
     RasFacts,
     SourceStatus,
 )
-from ddp_doctor.probes.attach import debug_server, flightrec, procstate, ras, stacks
-from ddp_doctor.probes.attach.processes import Candidate, FoundJob, find_jobs, job_for, scan
+from ddp_doctor.probes.attach import (
+    debug_server,
+    flightrec,
+    procstate,
+    ras,
+    recorder_pace,
+    stacks,
+)
+from ddp_doctor.probes.attach.processes import (
+    Candidate,
+    FoundJob,
+    find_jobs,
+    job_below,
+    job_for,
+    scan,
+)
 
 CAP_SYS_PTRACE = 19
 PY_SPY_TIMEOUT_S = 5.0  # one stack read of one rank
@@ -44,14 +58,20 @@ class AttachRequest:
     native: bool = False
 
 
-def choose_job(request: AttachRequest, jobs: Sequence[FoundJob]) -> FoundJob:
+def choose_job(
+    request: AttachRequest,
+    jobs: Sequence[FoundJob],
+    processes: Mapping[int, Candidate] | None = None,
+) -> FoundJob:
     if not jobs:
         raise AttachError(
             "no distributed training job found on this host (no torchrun, accelerate, "
             "deepspeed or mp.spawn process, and no process with RANK and WORLD_SIZE set)"
         )
     if request.target is not None:
-        job = job_for(list(jobs), request.target)
+        job = job_for(list(jobs), request.target) or job_below(
+            list(jobs), request.target, processes or {}
+        )
         if job is None:
             raise AttachError(f"{request.target} is neither a job id nor a pid of a job's process")
         return job
@@ -64,7 +84,13 @@ def choose_job(request: AttachRequest, jobs: Sequence[FoundJob]) -> FoundJob:
 def collect_attach(request: AttachRequest, say: Callable[[str], None]) -> AttachFacts:
     started = time.monotonic()
     processes = scan()
-    job = choose_job(request, find_jobs(processes))
+    job = choose_job(request, find_jobs(processes), processes)
+    if not job.ranks:
+        who = f"its launcher (pid {job.agent.pid})" if job.agent else "it"
+        raise AttachError(
+            f"job {job.job_id}: {who} has no rank running now (starting, restarting between "
+            "attempts, or ending): nothing to attach to; attach again in a few seconds"
+        )
     py_spy = stacks.find_py_spy()
     say(f"attach: {len(job.ranks)} ranks of {job.job_id}, sampling")
     ranks = tuple(_rank(found.process, found.rank, found.rank_from) for found in job.ranks)
@@ -168,6 +194,7 @@ def _sample(
         threads=dumped.threads,
         stacks_error=dumped.error,
         children=children,
+        counters=dumped.counters,
     )
 
 
@@ -226,8 +253,18 @@ def _flight_recorders(
         note = "the job enabled no flight recorder (TORCH_FR_BUFFER_SIZE) nor dump file"
         return ranks, SourceStatus("flight-recorder", "not-set", note)
     found = flightrec.collect(recorders, max(0.5, timeout_s))
+    paces = {
+        r.pid: recorder_pace.recent_pace(r.dump)
+        for r in recorders
+        if r.pid in found and found[r.pid][1] == flightrec.FRESH
+    }
     updated = tuple(
-        replace(r, flight_recorder=found[r.pid][0], flight_recorder_from=found[r.pid][1])
+        replace(
+            r,
+            flight_recorder=found[r.pid][0],
+            flight_recorder_from=found[r.pid][1],
+            flight_recorder_pace=paces.get(r.pid),
+        )
         if r.pid in found
         else r
         for r in ranks
@@ -250,12 +287,17 @@ def _debug_server(
     errors = []
     for port in ports:
         try:
-            records = debug_server.flight_records(port, min(timeout_s, DEBUG_SERVER_TIMEOUT_S))
+            records = debug_server.ranks_read(port, min(timeout_s, DEBUG_SERVER_TIMEOUT_S))
         except debug_server.DebugServerError as error:
             errors.append(str(error))
             continue
         updated = tuple(
-            replace(r, flight_recorder=records[r.rank], flight_recorder_from="torch debug server")
+            replace(
+                r,
+                flight_recorder=records[r.rank][0],
+                flight_recorder_from="torch debug server",
+                flight_recorder_pace=records[r.rank][1],
+            )
             if not r.flight_recorder and r.rank in records
             else r
             for r in ranks

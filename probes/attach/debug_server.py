@@ -20,9 +20,11 @@ from pathlib import Path
 
 import psutil
 
+from ddp_doctor.facts.attach import RecorderPace
 from ddp_doctor.facts.collectives import CollectiveCall
 from ddp_doctor.flightrec.dumps import DumpError, read_dump
 from ddp_doctor.probes.attach.flightrec import KEEP_ENTRIES
+from ddp_doctor.probes.attach.recorder_pace import recent_pace
 
 MAX_PAGE_BYTES = 32 << 20
 RANK_BLOCK = re.compile(
@@ -65,14 +67,22 @@ def _listening(pid: int) -> set[int]:
 
 def flight_records(port: int, timeout_s: float) -> dict[int, tuple[CollectiveCall, ...]]:
     """rank -> its last flight-recorder entries, from the frontend's /fr_trace_json."""
+    return {rank: calls for rank, (calls, _) in ranks_read(port, timeout_s).items()}
+
+
+def ranks_read(
+    port: int, timeout_s: float
+) -> dict[int, tuple[tuple[CollectiveCall, ...], RecorderPace | None]]:
+    """rank -> (its last entries, the pace of its collectives): the frontend gathers every
+    rank's flight recorder when asked, so its pages are as fresh as a dump asked for now."""
     page = _get(f"http://127.0.0.1:{port}/fr_trace_json", timeout_s)
     found = {}
     for rank, failed, body in RANK_BLOCK.findall(page):
         if failed:
             continue
-        calls = _calls(html.unescape(body))
-        if calls is not None:
-            found[int(rank)] = calls
+        read = _calls(html.unescape(body))
+        if read is not None:
+            found[int(rank)] = read
     if not found and "<h2>Rank" not in page:
         raise DebugServerError(f"port {port} is not torch's debug server frontend")
     return found
@@ -87,7 +97,7 @@ def _get(url: str, timeout_s: float) -> str:
         raise DebugServerError(f"{url}: {getattr(error, 'reason', error)}") from None
 
 
-def _calls(text: str) -> tuple[CollectiveCall, ...] | None:
+def _calls(text: str) -> tuple[tuple[CollectiveCall, ...], RecorderPace | None] | None:
     """The one flight-recorder reader reads it (it takes a file: one in a private folder)."""
     with tempfile.TemporaryDirectory(prefix="ddp-doctor-attach-") as folder:
         path = Path(folder) / "debug_server_rank"
@@ -97,4 +107,5 @@ def _calls(text: str) -> tuple[CollectiveCall, ...] | None:
             dump = read_dump(path)
         except DumpError:
             return None
-    return tuple(call for call in dump.entries[-KEEP_ENTRIES:] if not call.point_to_point)
+        pace = recent_pace(path)
+    return tuple(call for call in dump.entries[-KEEP_ENTRIES:] if not call.point_to_point), pace

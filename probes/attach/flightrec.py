@@ -25,6 +25,7 @@ from ddp_doctor.flightrec.dumps import DumpError, read_dump
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"  # torch's default TORCH_FR_DUMP_TEMP_FILE
 KEEP_ENTRIES = 64  # the last entries of each rank kept in the facts
 DUMP_WAIT_S = 5.0
+FRESH = "dump requested through the job's pipe"
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def _read(
         return (), f"dump unreadable: {error}"
     # entries come read by the one flight-recorder entry parser
     calls = tuple(call for call in dump.entries[-KEEP_ENTRIES:] if not call.point_to_point)
-    origin = "dump requested through the job's pipe" if fresh else "dump the job had written"
+    origin = FRESH if fresh else "dump the job had written"
     return calls, origin
 
 

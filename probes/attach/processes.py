@@ -33,6 +33,7 @@ AGENT_MARKERS = {
     "deepspeed": ("deepspeed.launcher.runner", "deepspeed.launcher.launch", "/deepspeed "),
 }
 SPAWN_MARKER = "multiprocessing.spawn import spawn_main"
+WORKER_NAMES = ("pt_data_worker",)  # torch 2.13's name (comm) for a DataLoader worker
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Candidate:
     user: str
     env: Mapping[str, str] = field(default_factory=dict)
     env_readable: bool = True
+    zombie: bool = False  # exited, not yet reaped by its parent: no command line nor environment
+    name: str = ""  # the kernel's name of it (comm): torch renames its DataLoader workers
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,14 @@ def scan() -> dict[int, Candidate]:
     """Every process of this host that can be read, by pid (the doctor itself left out)."""
     found = {}
     me = os.getpid()
-    for process in psutil.process_iter(["pid", "ppid", "cmdline", "username"]):
+    for process in psutil.process_iter(["pid", "ppid", "cmdline", "username", "status", "name"]):
         info = process.info
-        if info["pid"] == me or not info.get("cmdline"):
+        if info["pid"] == me:
+            continue
+        if info.get("status") == psutil.STATUS_ZOMBIE:
+            found[info["pid"]] = _zombie(info)
+            continue
+        if not info.get("cmdline"):
             continue
         env, readable = _environ(process)
         found[info["pid"]] = Candidate(
@@ -76,8 +84,25 @@ def scan() -> dict[int, Candidate]:
             user=info.get("username") or "",
             env=env,
             env_readable=readable,
+            name=str(info.get("name") or ""),
         )
     return found
+
+
+def _zombie(info: Mapping) -> Candidate:
+    """A process that exited and waits for its parent to reap it: /proc keeps its name (comm),
+    parent and owner, not its command line nor its environment."""
+    name = str(info.get("name") or "")
+    return Candidate(
+        info["pid"],
+        info["ppid"] or 0,
+        f"[{name}]",
+        info.get("username") or "",
+        {},
+        False,
+        True,
+        name,
+    )
 
 
 def _environ(process: psutil.Process) -> tuple[dict[str, str], bool]:
@@ -92,6 +117,10 @@ def _environ(process: psutil.Process) -> tuple[dict[str, str], bool]:
 
 
 def launcher_of(candidate: Candidate) -> str | None:
+    """The launcher a Python process runs (`timeout 60 torchrun ...` is not an agent: its
+    torchrun child is)."""
+    if candidate.zombie or not is_python(candidate):
+        return None
     words = " " + candidate.cmdline
     for launcher, markers in AGENT_MARKERS.items():
         if any(marker in words for marker in markers):
@@ -100,6 +129,8 @@ def launcher_of(candidate: Candidate) -> str | None:
 
 
 def is_python(candidate: Candidate) -> bool:
+    if candidate.zombie:
+        return "python" in candidate.cmdline or candidate.cmdline.startswith("[pt_")
     first = candidate.cmdline.split(" ", 1)[0]
     return "python" in os.path.basename(first) or SPAWN_MARKER in candidate.cmdline
 
@@ -127,10 +158,28 @@ def find_jobs(processes: Mapping[int, Candidate]) -> list[FoundJob]:
             job_id if shared[job_id] == 1 else f"{job_id}@{agent_pid}",
             launchers[(job_id, agent_pid)][0],
             launchers[(job_id, agent_pid)][1],
-            _ordered(found),
+            _ordered([*found, *dead_ranks(found, launchers[(job_id, agent_pid)][1], processes)]),
         )
         for (job_id, agent_pid), found in jobs.items()
     ]
+
+
+def dead_ranks(
+    found: list[FoundRank], agent: Candidate | None, processes: Mapping[int, Candidate]
+) -> list[FoundRank]:
+    """The job's ranks that exited and that their launcher has not reaped: zombie Python
+    children of the agent, or of the process that started the job's plain ranks (init, which
+    reaps, excepted). A zombie keeps no environment, so its rank is known only where one
+    rank of the world is missing and one zombie is found."""
+    parents = {agent.pid} if agent else {f.process.ppid for f in found}
+    parents.discard(1)
+    zombies = [p for p in processes.values() if p.zombie and p.ppid in parents and is_python(p)]
+    sizes = {_int(f.process.env.get("WORLD_SIZE")) for f in found} - {None}
+    seen = {f.rank for f in found}
+    missing = [r for r in range(sizes.pop()) if r not in seen] if len(sizes) == 1 else []
+    if len(zombies) == 1 and len(missing) == 1:
+        return [FoundRank(zombies[0], missing[0], "the one rank of the world not running")]
+    return [FoundRank(z, None, "zombie") for z in sorted(zombies, key=lambda z: z.pid)]
 
 
 def _under_agent(candidate: Candidate, agents: Mapping[int, Candidate]) -> bool:
@@ -140,8 +189,10 @@ def _under_agent(candidate: Candidate, agents: Mapping[int, Candidate]) -> bool:
 def _is_rank(
     candidate: Candidate, processes: Mapping[int, Candidate], agents: Mapping[int, Candidate]
 ) -> bool:
-    if candidate.pid in agents or not is_python(candidate):
-        return False
+    if candidate.pid in agents or candidate.zombie or not is_python(candidate):
+        return False  # a zombie is a dead rank of a job only beside its ranks (dead_ranks)
+    if candidate.name.startswith(WORKER_NAMES):
+        return False  # a DataLoader worker whose rank died: reparented, it keeps RANK
     parent = processes.get(candidate.ppid)
     if parent is not None and _rank_like(parent) and parent.pid not in agents:
         return False  # a rank's own child: a DataLoader worker
@@ -236,4 +287,32 @@ def job_for(jobs: list[FoundJob], wanted: str) -> FoundJob | None:
             return job
         if any(str(r.process.pid) == wanted for r in job.ranks):
             return job
+        if job.agent is None and any(str(r.process.ppid) == wanted for r in job.ranks):
+            return job  # the process that started a job's plain ranks (a script, a shell)
     return None
+
+
+def job_below(
+    jobs: list[FoundJob], wanted: str, processes: Mapping[int, Candidate]
+) -> FoundJob | None:
+    """The one job whose launcher or ranks run below the process `wanted` names (a `timeout`,
+    `setsid`, `nohup` or shell around torchrun): `pgrep -f torchrun` finds the wrapper too."""
+    if not wanted.isdigit():
+        return None
+    pid = int(wanted)
+    below = [j for j in jobs if any(_descends(p, pid, processes) for p in _members(j))]
+    return below[0] if len(below) == 1 else None
+
+
+def _members(job: FoundJob) -> list[Candidate]:
+    return ([job.agent] if job.agent else []) + [r.process for r in job.ranks]
+
+
+def _descends(candidate: Candidate, ancestor: int, processes: Mapping[int, Candidate]) -> bool:
+    pid, steps = candidate.ppid, 0
+    while pid and steps < 8:
+        if pid == ancestor:
+            return True
+        parent = processes.get(pid)
+        pid, steps = (parent.ppid if parent else 0), steps + 1
+    return False
