@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
+
 MAX_VALUES = 64
 
 # Lines the table's own anchors already pass (connection refused / timed out, NCCL WARN) need
@@ -39,6 +41,7 @@ FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
+    *RANK_FACT_ANCHORS,
 )
 
 # host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
@@ -141,16 +144,19 @@ class LogFacts:
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+    run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
-    def read(self, body: str, number: int) -> None:
-        """Takes what one line says (called for each line the prefilter passed)."""
+    def read(self, body: str, number: int, who: str | None = None) -> None:
+        """Takes what one line says (called for each line the prefilter passed); `who` is the
+        speaker its launcher prefix names ("rank 3", "task 0"), if any."""
+        self.run.read(body, number, who, _nccl_host(body) if "NCCL" in body else None)
         if "Using" in body and ("Bootstrap" in body or "NET/Socket" in body or "NET :" in body):
             self._interfaces(body, number)
         if "set by environment to" in body:
             for name, value in _ENV.findall(body):
                 self._put(self.env, name, (value, number))
         if "NCCL version" in body:
-            self._version(body, number)
+            self._version(body, number, who)
         if "cudaDriverVersion" in body:
             self._driver(body, number)
         if "Rendezvous complete for workers" in body:
@@ -186,13 +192,16 @@ class LogFacts:
         if host is not None or "host not found" in body or "gaierror" in body:
             self.unresolved = (host, error, number)
 
-    def _version(self, body: str, number: int) -> None:
+    def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
         host = _NCCL_PREFIX.search(body)
         if version and host:  # a version with no host prefix says nothing about which node
             self._put(self.nccl_versions, host.group(1), (version.group(1), number))
             if version.group(2):
                 self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
+        if version and (who or host):
+            speaker = who or host.group(1)  # type: ignore[union-attr]
+            self.run.nccl_version(version.group(1), version.group(2), number, speaker)
 
     def _driver(self, body: str, number: int) -> None:
         prefix = _NCCL_PREFIX.search(body)
@@ -250,12 +259,14 @@ class LogFacts:
     def worth_judging(self) -> bool:
         """Whether any rule of factrules.py could fire (most logs: no, and nothing loads)."""
         return bool(
-            self.unresolved
+            self.run.worth_judging()
+            or len(self.world_sizes) > 1
+            or self.unresolved
             or self.connections
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
-            or len(self.interfaces) > 1
+            or bool(self.interfaces)  # one virtual interface counts in a multi-node log
         )
 
     def lines(self) -> dict[str, int | str]:
@@ -296,7 +307,12 @@ class LogFacts:
         if self.unresolved is not None:
             host, error, line = self.unresolved
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
-        return shown
+        return {**shown, **self.run.shown(set(self.nccl_versions))}
+
+
+def _nccl_host(body: str) -> str | None:
+    prefix = _NCCL_PREFIX.search(body)
+    return prefix.group(1) if prefix else None
 
 
 _ENVIRONMENT_NAMES = {
