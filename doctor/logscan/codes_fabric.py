@@ -68,7 +68,8 @@ completion with error 12, opcode 1, len 0, vendor err 129", "Got completion from
 the 2.2x "NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12)"), "Call to
 ibv_modify_qp failed" / "ibv_reg_mr ... failed" (a queue pair that cannot connect, memory that
 cannot be registered), NET/IB "collective mismatch error" (sizes that disagree on the wire),
-"Got async event : GID table change", and UCX/libmlx5's "Transport retry count exceeded".
+"Got async event : GID table change", and UCX/libmlx5's "Transport retry count exceeded"
+(libibverbs' own wording, "transport retry counter exceeded", too).
 Why it matters: the RDMA transport itself failed; status 12 (retry exceeded) is a timeout
 between two NICs that cannot talk (routing, RoCE GID, a switch, a link), status 4 a local
 protection error (often GPU Direct RDMA), status 5 a flushed request after an earlier error.

@@ -84,6 +84,10 @@ _UNRESOLVED_HOST = (
     re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
     re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
 )
+# An IPv6-only lookup that fails with "no such name/no AAAA record" is harmless (c10d falls back
+# to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
+# for the name, which the IPv4 lookup meets too.
+_RESOLVER_FAILED = "Temporary failure in name resolution"
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -167,7 +171,7 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
-        if self.unresolved is None and "IPv6" not in body:
+        if self.unresolved is None and ("IPv6" not in body or _RESOLVER_FAILED in body):
             self._unresolved(body, number)
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1

@@ -67,7 +67,9 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=...
     #   (NVIDIA/nccl#426, #928, #1405, #1814). NET/IB "collective mismatch error, local size N
     #   remote size M" (#615, #969). UCX / libmlx5: "Transport retry count exceeded on
-    #   mlx5_0:1/RoCE" (openucx/ucx#6000), "mlx5: host: got completion with error".
+    #   mlx5_0:1/RoCE" (openucx/ucx#6000), "mlx5: host: got completion with error"; libibverbs'
+    #   own status string for IBV_WC_RETRY_EXC_ERR, as UCX's verbs transports print it: "Send
+    #   completion with error on qp 0x10e55: transport retry counter exceeded" (openucx/ucx#1880)
     Pattern(
         "DDP514",
         "ib-transport-error",
@@ -76,6 +78,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "Got completion with error",
             "got completion with error",
             "Transport retry count exceeded",
+            "transport retry counter exceeded",
         ),
         "the InfiniBand/RoCE transport failed[: work completion status {status}][ (vendor "
         "error {vendor_err})][ talking to {peer}]",
@@ -152,6 +155,18 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "NCCL found ranks calling different collectives[ (at and around rank {rank})]",
         fields={"rank": (r"around rank (\d+)",)},
     ),
+    # NCCL >= 2.24's RAS client (ncclras) report: "#0-0 (fa93daea854b060b) MISMATCH /
+    #   Communicator ranks have different AllGather operation counts / 30 ranks have launched
+    #   up to operation 640 / 2 ranks have launched up to operation 641" (NVIDIA/nccl#1911)
+    Pattern(
+        "DDP304",
+        "mismatched-collectives",
+        ("operation counts",),
+        "NCCL's RAS report: the communicator's ranks launched different numbers of[ {op_type}] "
+        "collectives",
+        fields={"op_type": (r"ranks have different (\w+) operation counts",)},
+        confirm=r"ranks have different \w+ operation counts",
+    ),
     # NCCL enqueue.cc: "NCCL WARN Cuda failure 'named symbol not found'" when its kernels were
     #   not built for the GPU (NVCC_GENCODE without the GPU's sm_XX; NVIDIA/nccl#1372)
     Pattern(
@@ -178,12 +193,14 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "condition: [MemoryPressure]",
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
+            "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
         ),
         "the host or container ran out of memory and was killed by {killer}",
         fields={
             "killer": (
                 r"(slurmstepd)",
                 r"(OOMKilled|low on resource: memory|MemoryPressure)",
+                r"(runc|crun|containerd)\b",
                 r"(raylet|memory pressure|running low on memory)",
             )
         },
