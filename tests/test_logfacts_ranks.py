@@ -121,7 +121,10 @@ def test_nodes_that_report_different_world_sizes_are_judged_by_world_size_mismat
 
 
 def test_ranks_that_print_different_world_sizes_are_ddp207() -> None:
-    text = "[rank0]: WORLD_SIZE=8 RANK=0\n[rank5]: WORLD_SIZE=4 RANK=5\n"
+    text = (  # each rank's environment dump, read for the master it names
+        "[rank0]: MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 WORLD_SIZE=8 RANK=0\n"
+        "[rank5]: MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 WORLD_SIZE=4 RANK=5\n"
+    )
     assert codes(text) == ["DDP207"]
 
 
@@ -251,6 +254,19 @@ def test_nccl_on_loopback_alone_in_a_multi_node_log_is_ddp215() -> None:
 def test_nccl_on_loopback_on_one_machine_is_silent() -> None:
     text = "NAME :70918:70928 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>\n"
     assert codes(text) == []
+
+
+def test_the_rank_fact_anchors_add_no_prefilter_pass() -> None:
+    """Every fact anchor reuses a character the table's anchors are scanned for already."""
+    from ddp_doctor.logscan.pattern import choose_suffixes
+    from ddp_doctor.logscan.patterns import all_anchors
+    from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS
+
+    def firsts(anchors):
+        return {suffix[0] for suffix in choose_suffixes(anchors).values()}
+
+    without = tuple(a for a in all_anchors() if a not in RANK_FACT_ANCHORS)
+    assert firsts(all_anchors()) == firsts(without)
 
 
 def test_logs_v_shows_the_rank_facts_with_their_lines() -> None:

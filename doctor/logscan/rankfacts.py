@@ -16,7 +16,11 @@ MAX_VALUES = 64
 LOOPBACK = ("localhost", "::1", "ip6-localhost")
 
 # Lines worth reading only for these facts (fact-only anchors: the table never sees them
-# unless one of its own anchors is there too).
+# unless one of its own anchors is there too). Each must keep the prefilter's few passes: an
+# anchor whose every 7-character suffix starts at a character not scanned for already costs a
+# pass over every byte (pattern.py), so short or upper-case words ("nnodes", "NODE_RANK",
+# "WORLD_SIZE=", "tcp://") are no anchors; they are read on the launch line or environment dump
+# that names the master (MASTER_ADDR=..., --master_addr ...), and a per-rank WORLD_SIZE= there.
 RANK_FACT_ANCHORS: tuple[str, ...] = (
     "MASTER_ADDR",
     "master_addr",
@@ -25,19 +29,11 @@ RANK_FACT_ANCHORS: tuple[str, ...] = (
     "master_port",
     "master-port",
     "main_process_port",
-    "nnodes",
-    "NNODES",
     "num_nodes",
-    "node_rank",
-    "NODE_RANK",
-    "node-rank",
-    "tcp://",
+    "distributed_init_method",  # vLLM / verl: distributed_init_method=tcp://10.0.0.7:34773
     "orch version",  # "torch version: 2.1.0", "Torch version", "PyTorch version"
-    "WORLD_SIZE=",
-    "world_size=",
 )
-
-_LAUNCH_WORDS = (*RANK_FACT_ANCHORS[:14], "group_world_size")
+_LAUNCH_WORDS = (*RANK_FACT_ANCHORS[:9], "nnodes", "node_rank", "node-rank", "tcp://")
 _VALUE = r"[\"']?(?:\s*[=:]\s*|\s+)[\"']?"
 _LAUNCH = (
     ("master_addr", re.compile(r"(?:MASTER_ADDR|master[_-]addr)" + _VALUE + r"(\[?[\w.:%-]+)")),
