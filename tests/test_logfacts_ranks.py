@@ -72,6 +72,7 @@ def test_nccl_versions_per_rank_prefix_are_judged_by_version_skew() -> None:
     identities = calls[0].job.identities
     assert {i.rank: i.nccl_version for i in identities} == {0: "2.19.3", 8: "2.20.5"}
     assert findings[0].evidence["per_rank"] == {"0": "2.19.3", "8": "2.20.5"}
+    assert findings[0].evidence["per_host"] == {"gpu-1": "2.19.3", "gpu-2": "2.20.5"}
     assert findings[0].evidence["from_log_facts"]["versions"]["rank 8"]["nccl"] == "2.20.5"
 
 

@@ -71,7 +71,7 @@ def _versions_differ(run: RunFacts) -> Iterator[tuple[Finding, int]]:
                 int(rank.group(1)) if rank else index,
                 0,
                 0,
-                who,
+                run.hosts.get(who, who),
                 0,
                 "cuda",
                 torch_version=_value(fields.get("torch")),

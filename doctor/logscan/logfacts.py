@@ -203,9 +203,9 @@ class LogFacts:
             self._put(self.nccl_versions, host.group(1), (version.group(1), number))
             if version.group(2):
                 self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
-        if version and (who or host):
-            speaker = who or host.group(1)  # type: ignore[union-attr]
-            self.run.nccl_version(version.group(1), version.group(2), number, speaker)
+        if version and (who or host):  # who or where is set
+            where = host.group(1) if host else None
+            self.run.nccl_version(version.group(1), version.group(2), number, who or where, where)
 
     def _driver(self, body: str, number: int) -> None:
         prefix = _NCCL_PREFIX.search(body)

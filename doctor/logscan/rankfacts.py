@@ -80,6 +80,7 @@ class RunFacts:
     exits: dict[int, RankExit] = field(default_factory=dict)  # rank -> its failure
     launch: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # name -> values
     host_env: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    hosts: dict[str, str] = field(default_factory=dict)  # who ("rank 3") -> NCCL's host name
 
     def read(self, body: str, number: int, who: str | None, host: str | None) -> None:
         """One line's facts; `who` is its launcher prefix's speaker, `host` NCCL's prefix."""
@@ -93,7 +94,11 @@ class RunFacts:
         if any(word in body for word in _LAUNCH_WORDS):
             self._launch(body, number)
 
-    def nccl_version(self, version: str, cuda: str | None, number: int, who: str) -> None:
+    def nccl_version(
+        self, version: str, cuda: str | None, number: int, who: str, host: str | None = None
+    ) -> None:
+        if host and host != who:
+            _put(self.hosts, who, host)
         self._version(who, "nccl", version, number)
         if cuda:
             self._version(who, "nccl_cuda", cuda, number)
