@@ -63,3 +63,30 @@ def test_an_ipv6_lookup_with_no_such_address_stays_silent() -> None:
         "servname provided, or not known).\n"
     )
     assert codes(text) == []
+
+
+# --- after corpus D's held half was measured (no longer held out) -------------------------------
+def test_a_fault_text_cut_by_a_wrapped_line_is_a_cuda_fault() -> None:
+    text = (  # vllm-project/vllm#5537, wrapped inside "memory" as pasted
+        "(RayWorkerWrapper pid=14390) [rank1]:[E ProcessGroupNCCL.cpp:1414] [PG 2 Rank 1] "
+        "Process group watchdog thread terminated with exception: CUDA error: an illegal me\n"
+        "mory access was encountered\n"
+    )
+    assert codes(text) == ["DDP512"]
+
+
+def test_another_cuda_error_of_the_watchdog_is_not_a_fault() -> None:
+    text = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Process group watchdog thread "
+        "terminated with exception: CUDA error: operation not permitted when stream is capturing\n"
+    )
+    assert "DDP512" not in codes(text)
+
+
+def test_slurmstepd_rpc_errors_after_a_requeue_are_not_refused_connections() -> None:
+    text = (  # facebookincubator/submitit#1708
+        "slurmstepd: error: *** JOB 608 ON SERVER_NAME CANCELLED AT 2022-08-12T02:06:12 DUE TO "
+        "JOB REQUEUE ***\n"
+        "slurmstepd: error: Failed to send MESSAGE_TASK_EXIT: Connection refused\n"
+    )
+    assert codes(text) == ["DDP507"]

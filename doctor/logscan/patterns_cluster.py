@@ -15,6 +15,19 @@ from __future__ import annotations
 from ddp_doctor.logscan.pattern import Pattern
 
 _RANK = (r"\[[Rr]ank ?(\d+)\]", r"\bRank (\d+)\]")
+FAULT_TEXTS = (
+    "an illegal memory access was encountered",
+    "unspecified launch failure",
+    "misaligned address",
+    "an illegal instruction was encountered",
+)
+
+
+def _cut_fault_text(error: object) -> bool:
+    """The start of a fault text, cut where the line was wrapped ("an illegal me")."""
+    text = str(error or "")
+    return any(fault.startswith(text) and fault != text for fault in FAULT_TEXTS)
+
 
 CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     # torch >= 2.2 heartbeat monitor (ProcessGroupNCCL.cpp): "[PG 0 Rank 1] Heartbeat monitor
@@ -59,6 +72,19 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
                 r"misaligned address|illegal instruction)",
             ),
         },
+    ),
+    # The same fault in a line a terminal or an issue hard-wrapped inside its words: "Process
+    #   group watchdog thread terminated with exception: CUDA error: an illegal me" / "mory
+    #   access was encountered" (vllm-project/vllm#5537): the error text the line ends with
+    #   is the start of one of the fault texts above.
+    Pattern(
+        "DDP512",
+        "cuda-fault-on-rank",
+        ("thread terminated with exception: CUDA error: ",),
+        "[rank {rank}: ]a CUDA kernel faulted ({error}...); every later CUDA and NCCL call on "
+        "that rank fails",
+        fields={"rank": _RANK, "error": (r"exception: CUDA error: (.{6,}?)\s*$",)},
+        accept=lambda evidence: _cut_fault_text(evidence.get("error")),
     ),
     # NCCL 2.4 - 2.6 (net_ib.cc): NET/IB : Got completion with error 12, opcode 1, len 0,
     #   vendor err 129;  2.7 - 2.19: NET/IB : Got completion from peer 10.0.0.2<54862> with
