@@ -232,8 +232,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         },
     ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
-    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. The
-    #   inference step (inference.py) reads an unexplained SIGKILL as the host's memory.
+    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays
+    #   DDP307 unless the log holds memory evidence (DDP504; inference.py).
     Pattern(
         "DDP307",
         "rank-crashed",
