@@ -69,11 +69,12 @@ def _with(finding: Finding, **changes: object) -> Finding:
 
 # --- DDP203: a host name that does not resolve ----------------------------------------------
 def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    if facts.unresolved is None:
+    failed = facts.unresolvable()
+    if failed is None:
         return
     from ddp_doctor.facts.job import JobFacts, Preflight
 
-    host, error, line = facts.unresolved
+    host, error, line = failed
     preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
     job = JobFacts(launched=False, preflight=preflight)
     read = {"host": host, "error": error, "line": line}
@@ -115,6 +116,9 @@ def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
             f"({peer.outcome}): a link-local address is not routed between hosts"
         )
         line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
+    elif bad and _chosen_by_variable(facts, bad, failing):
+        yield from _variable_picks_unreachable(facts, bad, failing)
+        return
     elif bad and (len(facts.interfaces) > 1 or _several_nodes(facts)):
         names = ", ".join(f"{i.name} ({i.address})" for i in bad)
         message = (
@@ -127,6 +131,26 @@ def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     else:
         return
     yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
+
+
+def _chosen_by_variable(facts: LogFacts, bad: list, failing: object) -> bool:
+    """NCCL_SOCKET_IFNAME chose them (DDP215 is NCCL's own choice, the variable unset): every
+    interface NCCL uses is loopback, virtual or link-local, in a run of several nodes or with
+    NCCL's connections failing (over loopback on one host they would not)."""
+    only_bad = "NCCL_SOCKET_IFNAME" in facts.env and len(bad) == len(facts.interfaces)
+    return only_bad and bool(failing or _several_nodes(facts))
+
+
+def _variable_picks_unreachable(facts: LogFacts, bad: list, failing: object):
+    named, line = facts.env["NCCL_SOCKET_IFNAME"]
+    names = ", ".join(f"{i.name} ({i.address})" for i in bad)
+    message = (
+        f"NCCL_SOCKET_IFNAME={named!r} leaves NCCL only {names}: "
+        "other nodes cannot reach a loopback, container-bridge or link-local address"
+        + (", and connections fail" if failing else "")
+    )
+    read = {"NCCL_SOCKET_IFNAME": named, "line": line, "interfaces": [i.name for i in bad]}
+    yield _hit("DDP205", message, bad[0].line, read, Severity.ERROR)
 
 
 def _several_nodes(facts: LogFacts) -> bool:

@@ -32,6 +32,7 @@ FACT_ANCHORS: tuple[str, ...] = (
     "returned Connection",
     "remote=[",
     "connectFullMesh failed",
+    "(errno: 22 - ",  # a connect that found no address to try (an unresolvable name)
 )
 # Lines that only tell facts (they are common in NCCL_DEBUG=INFO logs): the scanner reads
 # their facts and sends them to the pattern table only when a table anchor may be there too.
@@ -88,6 +89,11 @@ _UNRESOLVED_HOST = (
 # to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
 # for the name, which the IPv4 lookup meets too.
 _RESOLVER_FAILED = "Temporary failure in name resolution"
+# ... unless a connect to that same name then failed with EINVAL: c10d found no address to try
+# (meta-pytorch/monarch#1571: "failed to connect to [job-....internal]:50745 (errno: 22 -
+# Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
+_NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
+_HARMLESS_NAMES = ("localhost", "ip6-localhost")
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -148,6 +154,8 @@ class LogFacts:
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+    ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
+    no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
     def read(self, body: str, number: int, who: str | None = None) -> None:
@@ -172,7 +180,11 @@ class LogFacts:
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
         if self.unresolved is None and ("IPv6" not in body or _RESOLVER_FAILED in body):
-            self._unresolved(body, number)
+            self.unresolved = self._lookup_failure(body, number)
+        elif self.ipv6_unresolved is None and "IPv6" in body:
+            self.ipv6_unresolved = self._lookup_failure(body, number)
+        if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
+            self.no_address_hosts.update(_NO_ADDRESS_CONNECT.findall(body))
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
@@ -187,14 +199,25 @@ class LogFacts:
         for name, address in found:
             self._put(self.interfaces, name, Interface(name, address, number))
 
-    def _unresolved(self, body: str, number: int) -> None:
+    @staticmethod
+    def _lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None:
         error = next((text for text in _UNRESOLVED if text in body), None)
         if error is None:
-            return
+            return None
         hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
         host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
         if host is not None or "host not found" in body or "gaierror" in body:
-            self.unresolved = (host, error, number)
+            return (host, error, number)
+        return None
+
+    def unresolvable(self) -> tuple[str | None, str, int] | None:
+        """The first name lookup that failed for good: any but an IPv6-only one, which counts
+        only when a connect to the same (non-local) name then found no address at all."""
+        if self.unresolved is not None:
+            return self.unresolved
+        host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
+        local = host is None or host in _HARMLESS_NAMES or host.endswith(".local")
+        return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
 
     def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
@@ -265,7 +288,7 @@ class LogFacts:
         return bool(
             self.run.worth_judging()
             or len(self.world_sizes) > 1
-            or self.unresolved
+            or self.unresolvable()
             or self.connections
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
@@ -308,8 +331,8 @@ class LogFacts:
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
         if self.gloo_loopback_fallback is not None:
             shown["gloo fell back to loopback"] = self.gloo_loopback_fallback
-        if self.unresolved is not None:
-            host, error, line = self.unresolved
+        if self.unresolvable() is not None:
+            host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
         return {**shown, **self.run.shown(set(self.nccl_versions))}
 

@@ -41,7 +41,7 @@ _LAUNCH = (
         "master_port",
         re.compile(r"(?:MASTER_PORT|master[_-]port|main_process_port)" + _VALUE + r"(\d{1,5})\b"),
     ),
-    ("nnodes", re.compile(r"(?:NNODES|nnodes|num_nodes)" + _VALUE + r"(?:\d{1,5}:)?(\d{1,5})\b")),
+    ("nnodes", re.compile(r"(?:NNODES|nnodes?|num_nodes)" + _VALUE + r"(?:\d{1,5}:)?(\d{1,5})\b")),
     ("node_rank", re.compile(r"(?:NODE_RANK|node[_-]rank)" + _VALUE + r"(\d{1,5})\b")),
 )
 _INIT_METHOD = re.compile(r"tcp://\[?([\w.:%-]+?)\]?:(\d{1,5})\b")
