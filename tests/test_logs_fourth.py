@@ -118,3 +118,31 @@ def test_a_python_assertion_is_no_kernel_assertion() -> None:
 
 def test_the_incompatible_device_warnings_source_line_is_ddp004() -> None:
     assert codes(INCOMPATIBLE) == ["DDP004"]
+
+
+# --- DDP513 after a collective timeout is the timeout's consequence ----------------------------
+# snowflakedb/ArcticTraining#219: rank 7's stuck watchdog printed before rank 2's earlier timeout
+STUCK = (
+    "[rank7]:[E626 05:14:36.393067540 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) "
+    "Rank 7] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in "
+    "monitoring enqueued collectives.\n"
+)
+TIMEOUT = (
+    "[rank2]:[E626 05:06:30.929096625 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=120049, OpType=_ALLGATHER_BASE, "
+    "NumelIn=16384000, NumelOut=131072000, Timeout(ms)=1800000) ran for 1800065 milliseconds "
+    "before timing out.\n"
+)
+
+
+def test_a_stuck_watchdog_with_a_collective_timeout_comes_after_it() -> None:
+    assert codes(STUCK + TIMEOUT)[:2] == ["DDP302", "DDP513"]
+
+
+def test_a_stuck_watchdog_alone_is_ddp513() -> None:
+    assert codes(STUCK) == ["DDP513"]
+
+
+def test_a_crash_before_both_stays_first() -> None:
+    crash = "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert codes(crash + STUCK + TIMEOUT)[0] == "DDP512"

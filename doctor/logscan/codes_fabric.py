@@ -47,6 +47,8 @@ PG on this rank that detected no heartbeat of its watchdog".
 Why it matters: it is not a collective timeout: the watchdog thread itself made no progress
 for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480 or 600 s), because a NCCL or CUDA call it waits on
 (cudaEventQuery, cudaEventDestroy, ncclCommAbort) hangs, so the monitor kills the process.
+With a collective timeout (DDP302) in the same log it is that timeout's consequence (the abort
+after it hung) and is reported after it.
 Example: ranks deadlocked in a collective at the end of an epoch; a CUDA call hanging after
 training finished, while the process groups are torn down.
 Fix: the stacks of the stuck rank say which call blocked; fix that hang.""",

@@ -64,6 +64,7 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _peer_exited_early(tallies)
     _dataparallel(tallies, hints)
     _sigkill_explained_by_memory(tallies)
+    _stuck_watchdog_after_a_timeout(tallies)
     _system_port(tallies)
     _consequences_of_a_crash(tallies)
     return tallies
@@ -262,6 +263,23 @@ def _sigkill_explained_by_memory(tallies: Tallies) -> None:
     crashed.judge(
         role=Role.SYMPTOM,
         note=f"the SIGKILL of the memory kill at line {memory.first_line} (DDP504)",
+    )
+
+
+def _stuck_watchdog_after_a_timeout(tallies: Tallies) -> None:
+    """A watchdog stuck while a collective timed out in the same log (DDP513's explain text:
+    the call it waits on hangs, e.g. the ncclCommAbort after the timeout) is the timeout's
+    consequence, whichever line a rank printed first."""
+    stuck, timeout = tallies.get("DDP513"), tallies.get("DDP302")
+    if stuck is None or timeout is None:
+        return
+    others = [t for t in tallies.values() if t.role == Role.CAUSE and t not in (stuck, timeout)]
+    if not others:  # then the hang is the first failure this log shows
+        timeout.judge(role=Role.CAUSE)
+    stuck.judge(
+        role=Role.SYMPTOM,
+        note=f"after the collective timeout of line {timeout.first_line} (DDP302): the watchdog "
+        "hung tearing it down",
     )
 
 
