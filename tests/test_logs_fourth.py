@@ -146,3 +146,30 @@ def test_a_stuck_watchdog_alone_is_ddp513() -> None:
 def test_a_crash_before_both_stays_first() -> None:
     crash = "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
     assert codes(crash + STUCK + TIMEOUT)[0] == "DDP512"
+
+
+# --- DDP204 from a pasted hosts lookup --------------------------------------------------------
+# ray-project/ray#24305: gloo refused at loopback; `getent hosts` shows the head's name on it
+GLOO_REFUSED = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+    "[127.0.0.1]:14221: Connection refused\n"
+)
+GETENT = "#0 machine(head: ) getent hosts `hostname`\n127.0.0.1       PC103686\n"
+
+
+def test_a_pasted_lookup_of_the_host_name_on_loopback_with_a_refused_connect_is_ddp204() -> None:
+    found = scan_text(GLOO_REFUSED + GETENT)
+    assert found[0].code == "DDP204"
+    assert "PC103686" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GETENT,  # the lookup alone: nothing failed
+        GLOO_REFUSED + "$ getent hosts localhost\n127.0.0.1       localhost\n",
+        GLOO_REFUSED + "127.0.0.1       PC103686\n",  # not the answer to a pasted lookup
+    ],
+)
+def test_otherwise_no_ddp204_from_hosts_lines(text: str) -> None:
+    assert "DDP204" not in codes(text)

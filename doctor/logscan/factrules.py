@@ -93,12 +93,16 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     cluster = facts.addresses or facts.gloo_mesh_failed is not None  # one host never fails it
     if chosen is None and fallback is not None and cluster:
         chosen = Connection("127.0.0.1", 0, None, fallback)  # gloo's own word, on a cluster
+    named = facts.hostname_loopback  # the user's pasted lookup: this host's name on loopback
+    if chosen is None and named is not None and (failed or facts.gloo_mesh_failed is not None):
+        chosen = Connection(named[0], 0, None, named[2])
     if chosen is None:
         return
     from ddp_doctor.facts.machine import HostFacts, PlanFacts
 
     master = next(iter(facts.addresses), "on another node")
-    host = HostFacts("Linux", "", "", "the advertising node's", hostname_address=chosen.address)
+    name = named[1] if named is not None and chosen.line == named[2] else "the advertising node's"
+    host = HostFacts("Linux", "", "", name, hostname_address=chosen.address)
     read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
     yield from _run(
         "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read

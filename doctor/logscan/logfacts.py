@@ -42,6 +42,8 @@ FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
+    "getent hosts",  # a pasted `getent hosts $(hostname)`: its answer is on the next lines
+    "/etc/hosts",
     *RANK_FACT_ANCHORS,
 )
 
@@ -57,6 +59,10 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
 _RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
 RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
+HOSTS_LINES = 4  # lines read after a pasted `getent hosts` / `cat /etc/hosts` command
+# "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
+_HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
+_LOCAL_NAMES = ("localhost", "ip6-", "loopback")
 _COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
     ("torch", re.compile(r"PyTorch version: (\S+)")),
     ("driver", re.compile(r"Nvidia driver version: (\S+)")),
@@ -154,6 +160,8 @@ class LogFacts:
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+    hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
+    _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
     ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
     no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
@@ -172,7 +180,9 @@ class LogFacts:
         if "cudaDriverVersion" in body:
             self._driver(body, number)
         if "Rendezvous complete for workers" in body:
-            self.following, self._result = RESULT_LINES, {}
+            self.following, self._result, self._reading_hosts = RESULT_LINES, {}, False
+        elif ("getent hosts" in body or "/etc/hosts" in body) and not self.following:
+            self.following, self._reading_hosts = HOSTS_LINES, True
         if "version:" in body or "build PyTorch:" in body:
             self._collect_env(body, number)
         if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
@@ -239,7 +249,11 @@ class LogFacts:
             self._put(self.driver_cuda, prefix.group(1), (version, number))
 
     def read_following(self, body: str, number: int) -> None:
-        """One of the lines after torchrun's "Rendezvous complete for workers. Result:"."""
+        """One of the lines after torchrun's "Rendezvous complete for workers. Result:", or
+        after a pasted hosts lookup."""
+        if self._reading_hosts:
+            self._hosts_entry(body, number)
+            return
         match = _RESULT_FIELD.match(body)
         self.following = self.following - 1 if match else 0
         if match:
@@ -247,6 +261,13 @@ class LogFacts:
         if self.following == 0 or (match and match.group(1) == "global_world_sizes"):
             self.following = 0
             self._take_result()
+
+    def _hosts_entry(self, body: str, number: int) -> None:
+        self.following -= 1
+        entry = _HOSTS_ENTRY.match(body)
+        name = entry.group(2) if entry else ""
+        if entry and not name.startswith(_LOCAL_NAMES) and self.hostname_loopback is None:
+            self.hostname_loopback = (entry.group(1), name, number)
 
     def _take_result(self) -> None:
         result = self._result
@@ -292,6 +313,7 @@ class LogFacts:
             or self.connections
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
+            or self.hostname_loopback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
             or bool(self.interfaces)  # one virtual interface counts in a multi-node log
         )
@@ -331,6 +353,9 @@ class LogFacts:
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
         if self.gloo_loopback_fallback is not None:
             shown["gloo fell back to loopback"] = self.gloo_loopback_fallback
+        if self.hostname_loopback is not None:
+            address, name, line = self.hostname_loopback
+            shown[f"host name {name} resolves to {address}"] = line
         if self.unresolvable() is not None:
             host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
