@@ -173,3 +173,16 @@ def test_a_pasted_lookup_of_the_host_name_on_loopback_with_a_refused_connect_is_
 )
 def test_otherwise_no_ddp204_from_hosts_lines(text: str) -> None:
     assert "DDP204" not in codes(text)
+
+
+# --- torchrun 1.x prints the death signal as a number -------------------------------------------
+@pytest.mark.parametrize(
+    ("number", "name"),
+    [("15", "SIGTERM"), ("2", "SIGINT")],  # determined-ai/determined#8915, MCG-NJU/RTD-Action#31
+)
+def test_a_numbered_death_signal_is_named(number: str, name: str) -> None:
+    text = (
+        "WARNING:torch.distributed.elastic.agent.server.api:Received "
+        f"{number} death signal, shutting down workers\n"
+    )
+    assert by_code(text)["DDP507"].evidence["signal"] == name

@@ -302,7 +302,11 @@ def _anchor_position(pattern: Pattern, text: str) -> int:
 
 
 def _name_the_signal(facts: dict[str, object]) -> None:
-    """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself."""
+    """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself; so does
+    a signal torchrun 1.x printed as a number ("Received 15 death signal")."""
+    number = facts.get("signal")
+    if isinstance(number, int) or (isinstance(number, str) and number.isdigit()):
+        facts["signal"] = signal_name(-int(number)) or number
     exitcode = facts.get("exitcode")
     if isinstance(exitcode, int) and "signal" not in facts:
         name = signal_name(exitcode)
