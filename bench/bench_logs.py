@@ -48,6 +48,8 @@ MATCHES = (
     "node-{r}:{pid}:{pid} [{d}] NCCL INFO Bootstrap : Using eth0:10.0.{r}.{d}<0>",
     "node-{r}:{pid}:{pid} [{d}] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0",
     "node-{r}:{pid}:{pid} [{d}] NCCL INFO NCCL version 2.21.5+cuda12.4",
+    # per-rank facts (rankfacts.py): launch values, world size and versions each rank prints
+    "[rank{r}]: WORLD_SIZE=8 RANK={r} MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 torch version: 2.5.1",
     "[rank{r}]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
     "collective operation timeout: WorkNCCL(SeqNum={st}, OpType=ALLREDUCE, NumelIn=1, "
     "NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.",

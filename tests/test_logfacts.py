@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from unittest import mock
 
 from ddp_doctor import registry
 from ddp_doctor.logscan import LogScanner, scan_text
@@ -33,8 +32,14 @@ def test_a_connection_to_127_0_1_1_gets_ddp204_from_the_live_rule() -> None:
         calls.append(facts)
         return rendezvous.hostname_is_loopback(facts)
 
-    with mock.patch.dict(registry.RULES, {"DDP204": dataclasses.replace(spec, check=spy)}):
+    # only this entry is swapped (and back): mock.patch.dict would restore the whole table and
+    # unregister rule modules loaded while it was patched
+    registry.RULES["DDP204"] = dataclasses.replace(spec, check=spy)
+    try:
         findings = scan_text(GLOO_127011)
+    finally:
+        registry.RULES["DDP204"] = spec
+    assert registry.RULES["DDP204"] is spec
     assert findings[0].code == "DDP204"
     assert calls and calls[0].host.hostname_address == "127.0.1.1"
     assert findings[0].evidence["from_log_facts"]["advertised_address"] == "127.0.1.1"

@@ -198,8 +198,8 @@ def test_a_mention_of_childfailederror_is_not_a_summary() -> None:
     assert codes(mention + "RuntimeError: CUDA error: invalid device ordinal\n") == ["DDP027"]
 
 
-def test_a_rank_killed_by_sigkill_is_a_cause_with_the_oom_fix() -> None:
-    text = (FIXTURES / "oom_killed_slurm.log").read_text()
+def test_a_rank_killed_by_sigkill_is_a_cause_with_the_signals_fix() -> None:
+    text = (FIXTURES / "store_wait_after_kill.log").read_text()
     first = scan_text(text)[0]
     assert (first.code, first.evidence["signal"]) == ("DDP307", "SIGKILL")
     assert first.fix is not None and first.fix != registry.spec_for("DDP307").fix

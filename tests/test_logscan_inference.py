@@ -89,17 +89,34 @@ def test_shell_and_launcher_forms_of_a_signal_pick_its_fix(
     assert signal_name(137) == "SIGKILL" and signal_name(1) is None
 
 
-def test_an_unexplained_sigkill_is_likely_the_hosts_memory() -> None:
+def test_a_bare_sigkill_is_the_ranks_death_not_a_memory_guess() -> None:
     text = SUMMARY.format(rank=3, exitcode=-9, traceback="Signal 9 (SIGKILL) received by PID 10")
-    assert codes(text) == ["DDP504", "DDP307"]
-    assert by_code(text)["DDP504"].evidence["likely"] is True
+    assert codes(text) == ["DDP307"]
+    crashed = by_code(text)["DDP307"]
+    assert crashed.evidence["signal"] == "SIGKILL"
+    commands = " ".join(crashed.fix.commands) if crashed.fix else ""
+    assert all(word in commands for word in ("dmesg", "sacct", "terminated.reason")), commands
 
 
-def test_a_sigkill_with_the_kernels_own_line_is_not_guessed() -> None:
-    text = "kernel: Out of memory: Killed process 10 (python)\n" + SUMMARY.format(
-        rank=3, exitcode=-9, traceback="Signal 9 (SIGKILL) received by PID 10"
-    )
-    assert "likely" not in by_code(text)["DDP504"].evidence
+@pytest.mark.parametrize(
+    "memory_line",
+    [
+        "kernel: Out of memory: Killed process 10 (python)",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=9.0. Some of your processes "
+        "may have been killed by the cgroup out-of-memory handler.",
+    ],
+)
+def test_a_sigkill_with_memory_evidence_is_the_memory_kill(memory_line: str) -> None:
+    summary = SUMMARY.format(rank=3, exitcode=-9, traceback="Signal 9 (SIGKILL) received by PID 10")
+    for text in (memory_line + "\n" + summary, summary + "\n" + memory_line):
+        assert codes(text)[:2] == ["DDP504", "DDP307"], text
+        assert "likely" not in by_code(text)["DDP504"].evidence
+
+
+def test_a_container_exit_137_alone_names_sigkill() -> None:
+    text = "task failed: container terminated with exit code (137)"
+    assert codes(text) == ["DDP307"]
+    assert by_code(text)["DDP307"].evidence.get("signal") == "SIGKILL"
 
 
 # --- the torchrun summary, retyped ----------------------------------------------------------

@@ -47,6 +47,8 @@ PG on this rank that detected no heartbeat of its watchdog".
 Why it matters: it is not a collective timeout: the watchdog thread itself made no progress
 for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480 or 600 s), because a NCCL or CUDA call it waits on
 (cudaEventQuery, cudaEventDestroy, ncclCommAbort) hangs, so the monitor kills the process.
+With a collective timeout (DDP302) in the same log it is that timeout's consequence (the abort
+after it hung) and is reported after it.
 Example: ranks deadlocked in a collective at the end of an epoch; a CUDA call hanging after
 training finished, while the process groups are torn down.
 Fix: the stacks of the stuck rank say which call blocked; fix that hang.""",
@@ -68,7 +70,8 @@ completion with error 12, opcode 1, len 0, vendor err 129", "Got completion from
 the 2.2x "NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12)"), "Call to
 ibv_modify_qp failed" / "ibv_reg_mr ... failed" (a queue pair that cannot connect, memory that
 cannot be registered), NET/IB "collective mismatch error" (sizes that disagree on the wire),
-"Got async event : GID table change", and UCX/libmlx5's "Transport retry count exceeded".
+"Got async event : GID table change", and UCX/libmlx5's "Transport retry count exceeded"
+(libibverbs' own wording, "transport retry counter exceeded", too).
 Why it matters: the RDMA transport itself failed; status 12 (retry exceeded) is a timeout
 between two NICs that cannot talk (routing, RoCE GID, a switch, a link), status 4 a local
 protection error (often GPU Direct RDMA), status 5 a flushed request after an earlier error.

@@ -11,16 +11,22 @@ from collections.abc import Mapping
 
 from ddp_doctor.model import Remediation
 
-OOM_FIX = Remediation(
-    "A rank killed by SIGKILL from outside the job was most likely killed by the host's "
-    "out-of-memory killer (or a scheduler's memory limit: SLURM --mem, a Kubernetes memory "
-    "limit shown as OOMKilled). Check the kernel log, then use less RAM per node: fewer "
-    "DataLoader workers and a smaller prefetch_factor, lazy or memory-mapped datasets, "
-    "torch.load(..., mmap=True), or request more memory.",
-    ("dmesg -T | grep -i -E 'killed process|out of memory'",),
+SIGKILL_FIX = Remediation(
+    "SIGKILL comes from outside the process and this log does not say who sent it: the "
+    "kernel's out-of-memory killer or a memory limit (SLURM --mem, a cgroup, a container's "
+    "limit), torchrun killing a rank that did not stop after SIGTERM, a scheduler, or a user "
+    "(kill -9). Tell an out-of-memory kill by the host's kernel log (dmesg: 'Killed process'), "
+    "the SLURM job's state (sacct -o State: OUT_OF_MEMORY) or the container's last state "
+    "(OOMKilled). If it was memory: fewer DataLoader workers and a smaller prefetch_factor, "
+    "lazy or memory-mapped datasets, torch.load(..., mmap=True), or more memory.",
+    (
+        "dmesg -T | grep -i -E 'killed process|out of memory'",
+        "sacct -j JOBID -o JobID,State,ExitCode,MaxRSS",
+        "kubectl get pod POD -o jsonpath='{.status.containerStatuses[*].lastState.terminated.reason}'",
+    ),
 )
 _FIXES: dict[str, Remediation] = {
-    "SIGKILL": OOM_FIX,
+    "SIGKILL": SIGKILL_FIX,
     "SIGABRT": Remediation(
         "SIGABRT is an abort from native code; the reason is printed just above it: "
         "'terminate called after throwing an instance of ...', a gloo enforce failure, or "

@@ -13,13 +13,14 @@ address on (DDP205, whose live check needs the host's interface list).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ddp_doctor.logscan.logfacts import Connection, LogFacts
 from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Severity
 from ddp_doctor.registry import Hit, spec_for
 
-SHARED_CODES = ("DDP203", "DDP204", "DDP306")  # judged by the registered (live) check function
+# judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
+SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP214", "DDP306", "DDP307", "DDP309")
 VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
 
@@ -31,12 +32,18 @@ def shared_rule(code: str) -> Callable:
     return check
 
 
-def findings_from_facts(facts: LogFacts) -> list[tuple[Finding, int]]:
-    """Findings, each with the log line its main fact came from."""
+def findings_from_facts(
+    facts: LogFacts, table_codes: Iterable[str] = ()
+) -> list[tuple[Finding, int]]:
+    """Findings, each with the log line its main fact came from; `table_codes` are the
+    pattern table's codes on the same log (some judges weigh what the log showed failing)."""
+    from ddp_doctor.logscan.factrules_ranks import rank_findings
+
     found: list[tuple[Finding, int]] = []
-    judges = (_unresolvable, _loopback_host, _versions_differ, _interface_not_routable, _no_address)
+    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address)
     for judge in judges:
         found.extend(judge(facts))
+    found.extend(rank_findings(facts, table_codes))
     return found
 
 
@@ -62,11 +69,12 @@ def _with(finding: Finding, **changes: object) -> Finding:
 
 # --- DDP203: a host name that does not resolve ----------------------------------------------
 def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    if facts.unresolved is None:
+    failed = facts.unresolvable()
+    if failed is None:
         return
     from ddp_doctor.facts.job import JobFacts, Preflight
 
-    host, error, line = facts.unresolved
+    host, error, line = failed
     preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
     job = JobFacts(launched=False, preflight=preflight)
     read = {"host": host, "error": error, "line": line}
@@ -85,34 +93,20 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     cluster = facts.addresses or facts.gloo_mesh_failed is not None  # one host never fails it
     if chosen is None and fallback is not None and cluster:
         chosen = Connection("127.0.0.1", 0, None, fallback)  # gloo's own word, on a cluster
+    named = facts.hostname_loopback  # the user's pasted lookup: this host's name on loopback
+    if chosen is None and named is not None and (failed or facts.gloo_mesh_failed is not None):
+        chosen = Connection(named[0], 0, None, named[2])
     if chosen is None:
         return
     from ddp_doctor.facts.machine import HostFacts, PlanFacts
 
     master = next(iter(facts.addresses), "on another node")
-    host = HostFacts("Linux", "", "", "the advertising node's", hostname_address=chosen.address)
+    name = named[1] if named is not None and chosen.line == named[2] else "the advertising node's"
+    host = HostFacts("Linux", "", "", name, hostname_address=chosen.address)
     read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
     yield from _run(
         "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read
     )
-
-
-# --- DDP306: hosts loaded different NCCL versions --------------------------------------------
-def _versions_differ(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    if len({version for version, _ in facts.nccl_versions.values()}) < 2:
-        return
-    from ddp_doctor.facts.job import Identity, JobFacts, Preflight
-
-    identities = tuple(
-        Identity(rank, 0, 0, host, 0, "cuda", nccl_version=version)
-        for rank, (host, (version, _)) in enumerate(sorted(facts.nccl_versions.items()))
-    )
-    job = JobFacts(launched=True, preflight=Preflight(master_addr=""), identities=identities)
-    line = min(line for _, line in facts.nccl_versions.values())
-    read = {host: version for host, (version, _) in facts.nccl_versions.items()}
-    for finding, at in _run("DDP306", _facts(job=job), line, {"nccl_versions": read}):
-        message = finding.message.replace("(rank ", "(host ").replace("(ranks ", "(hosts ")
-        yield _with(finding, message=message + " (as NCCL printed it on each host)"), at
 
 
 # --- DDP215: NCCL bootstraps over an interface other nodes cannot reach ----------------------
@@ -126,7 +120,10 @@ def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
             f"({peer.outcome}): a link-local address is not routed between hosts"
         )
         line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
-    elif bad and len(facts.interfaces) > 1:
+    elif bad and _chosen_by_variable(facts, bad, failing):
+        yield from _variable_picks_unreachable(facts, bad, failing)
+        return
+    elif bad and (len(facts.interfaces) > 1 or _several_nodes(facts)):
         names = ", ".join(f"{i.name} ({i.address})" for i in bad)
         message = (
             f"NCCL bootstraps over {names} beside the host's own interface: other nodes cannot "
@@ -138,6 +135,34 @@ def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     else:
         return
     yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
+
+
+def _chosen_by_variable(facts: LogFacts, bad: list, failing: object) -> bool:
+    """NCCL_SOCKET_IFNAME chose them (DDP215 is NCCL's own choice, the variable unset): every
+    interface NCCL uses is loopback, virtual or link-local, in a run of several nodes or with
+    NCCL's connections failing (over loopback on one host they would not)."""
+    only_bad = "NCCL_SOCKET_IFNAME" in facts.env and len(bad) == len(facts.interfaces)
+    return only_bad and bool(failing or _several_nodes(facts))
+
+
+def _variable_picks_unreachable(facts: LogFacts, bad: list, failing: object):
+    named, line = facts.env["NCCL_SOCKET_IFNAME"]
+    names = ", ".join(f"{i.name} ({i.address})" for i in bad)
+    message = (
+        f"NCCL_SOCKET_IFNAME={named!r} leaves NCCL only {names}: "
+        "other nodes cannot reach a loopback, container-bridge or link-local address"
+        + (", and connections fail" if failing else "")
+    )
+    read = {"NCCL_SOCKET_IFNAME": named, "line": line, "interfaces": [i.name for i in bad]}
+    yield _hit("DDP205", message, bad[0].line, read, Severity.ERROR)
+
+
+def _several_nodes(facts: LogFacts) -> bool:
+    """The log is of a multi-node run: NCCL on several hosts, or a launch of several nodes."""
+    nnodes = facts.run.most("nnodes")
+    group = facts.rendezvous.get("group_world_size", ("1", 0))[0]
+    hosts = set(facts.nccl_versions) | set(facts.driver_cuda) | set(facts.run.host_env)
+    return len(hosts) > 1 or (nnodes is not None and nnodes[0] > 1) or group not in ("0", "1")
 
 
 def _virtual(name: str) -> bool:

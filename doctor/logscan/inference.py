@@ -46,15 +46,6 @@ RANK0_WORK_PATTERN = Pattern(
     "rank 0 was still busy[ with '{work}'][ ({elapsed} elapsed)] when the other ranks' "
     "[{timeout_ms} ms ]timeout ran out while they waited for it (line {waited_line})",
 )
-LIKELY_OOM_PATTERN = Pattern(
-    "DDP504",
-    "host-out-of-memory",
-    (),
-    "the process[ of rank {rank}][ (local rank {local_rank})][ on {host}] was killed by SIGKILL "
-    "and nothing else in this log explains it: "
-    "most likely the host ran out of memory (the kernel's OOM killer, or a cgroup or container "
-    "memory limit); the kernel log will say",
-)
 EARLY_EXIT_FIX = Remediation(
     "Find the rank that left: if no rank crashed, one ended its loop early. Give every rank "
     "the same number of steps (DistributedSampler with drop_last=True, no per-rank early "
@@ -72,7 +63,8 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _rank_zero_work(tallies, hints)
     _peer_exited_early(tallies)
     _dataparallel(tallies, hints)
-    _sigkill_without_memory_error(tallies)
+    _sigkill_explained_by_memory(tallies)
+    _stuck_watchdog_after_a_timeout(tallies)
     _system_port(tallies)
     _consequences_of_a_crash(tallies)
     return tallies
@@ -257,18 +249,38 @@ def _dataparallel(tallies: Tallies, hints: Hints) -> None:
         )
 
 
-def _sigkill_without_memory_error(tallies: Tallies) -> None:
-    """A rank killed by SIGKILL with nothing else to explain it was most likely killed by the
-    host's out-of-memory killer (or a memory limit): say so as the likely cause."""
+def _sigkill_explained_by_memory(tallies: Tallies) -> None:
+    """A SIGKILL says nothing about memory by itself (DDP504's explain text): a rank killed by
+    it stays DDP307, naming the signal, unless the log holds memory evidence of its own (the
+    kernel's or slurmstepd's OOM line, OOMKilled); then the memory finding is the cause and
+    the SIGKILL its consequence."""
     crashed = tallies.get("DDP307")
-    if crashed is None or "DDP504" in tallies or crashed.role != Role.CAUSE:
+    memory = tallies.get("DDP504")
+    if crashed is None or memory is None or crashed.role != Role.CAUSE:
         return
-    if crashed.facts().get("signal") != "SIGKILL":
+    if crashed.facts().get("signal") != "SIGKILL" or memory.role != Role.CAUSE:
         return
-    likely = replace(crashed.primary, pattern=LIKELY_OOM_PATTERN, role=Role.CAUSE)
-    tallies["DDP504"] = CodeTally.start(likely)
-    tallies["DDP504"].judge(evidence={"likely": True, "inferred_from": "SIGKILL"})
-    crashed.judge(role=Role.SYMPTOM)
+    crashed.judge(
+        role=Role.SYMPTOM,
+        note=f"the SIGKILL of the memory kill at line {memory.first_line} (DDP504)",
+    )
+
+
+def _stuck_watchdog_after_a_timeout(tallies: Tallies) -> None:
+    """A watchdog stuck while a collective timed out in the same log (DDP513's explain text:
+    the call it waits on hangs, e.g. the ncclCommAbort after the timeout) is the timeout's
+    consequence, whichever line a rank printed first."""
+    stuck, timeout = tallies.get("DDP513"), tallies.get("DDP302")
+    if stuck is None or timeout is None:
+        return
+    others = [t for t in tallies.values() if t.role == Role.CAUSE and t not in (stuck, timeout)]
+    if not others:  # then the hang is the first failure this log shows
+        timeout.judge(role=Role.CAUSE)
+    stuck.judge(
+        role=Role.SYMPTOM,
+        note=f"after the collective timeout of line {timeout.first_line} (DDP302): the watchdog "
+        "hung tearing it down",
+    )
 
 
 def _system_port(tallies: Tallies) -> None:

@@ -16,6 +16,7 @@ from ddp_doctor.flightrec.record import FlightRecord, read_flight_record
 from ddp_doctor.flightrec.sniff import looks_like_dump
 from ddp_doctor.inputs import open_regular
 from ddp_doctor.logscan.pattern import Role
+from ddp_doctor.logscan.rankfiles import speakers
 from ddp_doctor.logscan.reader import SAMPLE_BYTES, looks_binary, read_into
 from ddp_doctor.logscan.scanner import LogScanner
 from ddp_doctor.model import Finding
@@ -48,10 +49,11 @@ def scan_folder(folder: Path, max_bytes: int | None = None) -> PathScan:
     result = PathScan()
     logs, dumps = _sort_files(folder, result)
     scanner = LogScanner()
+    writers = speakers(logs)  # the rank each per-rank file is of (rankfiles.py)
     for path in logs:
         try:
             with open_regular(path) as stream:
-                scanner.next_file(str(path))
+                scanner.next_file(str(path), writers.get(path))
                 read = read_into(scanner, stream, max_bytes)
             result.logs.append(str(path))
             if read.truncated:

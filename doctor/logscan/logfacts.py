@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
+
 MAX_VALUES = 64
 
 # Lines the table's own anchors already pass (connection refused / timed out, NCCL WARN) need
@@ -30,6 +32,7 @@ FACT_ANCHORS: tuple[str, ...] = (
     "returned Connection",
     "remote=[",
     "connectFullMesh failed",
+    "(errno: 22 - ",  # a connect that found no address to try (an unresolvable name)
 )
 # Lines that only tell facts (they are common in NCCL_DEBUG=INFO logs): the scanner reads
 # their facts and sends them to the pattern table only when a table anchor may be there too.
@@ -39,6 +42,9 @@ FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
+    "getent hosts",  # a pasted `getent hosts $(hostname)`: its answer is on the next lines
+    "/etc/hosts",
+    *RANK_FACT_ANCHORS,
 )
 
 # host:pid:tid [dev] NCCL INFO ... (the NCCL_DEBUG prefix names the host)
@@ -53,6 +59,10 @@ _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
 _RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
 RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
+HOSTS_LINES = 4  # lines read after a pasted `getent hosts` / `cat /etc/hosts` command
+# "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
+_HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
+_LOCAL_NAMES = ("localhost", "ip6-", "loopback")
 _COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
     ("torch", re.compile(r"PyTorch version: (\S+)")),
     ("driver", re.compile(r"Nvidia driver version: (\S+)")),
@@ -81,6 +91,15 @@ _UNRESOLVED_HOST = (
     re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
     re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
 )
+# An IPv6-only lookup that fails with "no such name/no AAAA record" is harmless (c10d falls back
+# to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
+# for the name, which the IPv4 lookup meets too.
+_RESOLVER_FAILED = "Temporary failure in name resolution"
+# ... unless a connect to that same name then failed with EINVAL: c10d found no address to try
+# (meta-pytorch/monarch#1571: "failed to connect to [job-....internal]:50745 (errno: 22 -
+# Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
+_NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
+_HARMLESS_NAMES = ("localhost", "ip6-localhost")
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -141,28 +160,41 @@ class LogFacts:
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+    hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
+    _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
+    ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
+    no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
+    run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
-    def read(self, body: str, number: int) -> None:
-        """Takes what one line says (called for each line the prefilter passed)."""
+    def read(self, body: str, number: int, who: str | None = None) -> None:
+        """Takes what one line says (called for each line the prefilter passed); `who` is the
+        speaker its launcher prefix names ("rank 3", "task 0"), if any."""
+        self.run.read(body, number, who, _nccl_host(body) if "NCCL" in body else None)
         if "Using" in body and ("Bootstrap" in body or "NET/Socket" in body or "NET :" in body):
             self._interfaces(body, number)
         if "set by environment to" in body:
             for name, value in _ENV.findall(body):
                 self._put(self.env, name, (value, number))
         if "NCCL version" in body:
-            self._version(body, number)
+            self._version(body, number, who)
         if "cudaDriverVersion" in body:
             self._driver(body, number)
         if "Rendezvous complete for workers" in body:
-            self.following, self._result = RESULT_LINES, {}
+            self.following, self._result, self._reading_hosts = RESULT_LINES, {}, False
+        elif ("getent hosts" in body or "/etc/hosts" in body) and not self.following:
+            self.following, self._reading_hosts = HOSTS_LINES, True
         if "version:" in body or "build PyTorch:" in body:
             self._collect_env(body, number)
         if "Unable to resolve hostname" in body and self.gloo_loopback_fallback is None:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
-        if self.unresolved is None and "IPv6" not in body:
-            self._unresolved(body, number)
+        if self.unresolved is None and ("IPv6" not in body or _RESOLVER_FAILED in body):
+            self.unresolved = self._lookup_failure(body, number)
+        elif self.ipv6_unresolved is None and "IPv6" in body:
+            self.ipv6_unresolved = self._lookup_failure(body, number)
+        if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
+            self.no_address_hosts.update(_NO_ADDRESS_CONNECT.findall(body))
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
@@ -177,22 +209,36 @@ class LogFacts:
         for name, address in found:
             self._put(self.interfaces, name, Interface(name, address, number))
 
-    def _unresolved(self, body: str, number: int) -> None:
+    @staticmethod
+    def _lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None:
         error = next((text for text in _UNRESOLVED if text in body), None)
         if error is None:
-            return
+            return None
         hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
         host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
         if host is not None or "host not found" in body or "gaierror" in body:
-            self.unresolved = (host, error, number)
+            return (host, error, number)
+        return None
 
-    def _version(self, body: str, number: int) -> None:
+    def unresolvable(self) -> tuple[str | None, str, int] | None:
+        """The first name lookup that failed for good: any but an IPv6-only one, which counts
+        only when a connect to the same (non-local) name then found no address at all."""
+        if self.unresolved is not None:
+            return self.unresolved
+        host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
+        local = host is None or host in _HARMLESS_NAMES or host.endswith(".local")
+        return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
+
+    def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
         host = _NCCL_PREFIX.search(body)
         if version and host:  # a version with no host prefix says nothing about which node
             self._put(self.nccl_versions, host.group(1), (version.group(1), number))
             if version.group(2):
                 self._put(self.nccl_cuda, host.group(1), (version.group(2), number))
+        if version and (who or host):  # who or where is set
+            where = host.group(1) if host else None
+            self.run.nccl_version(version.group(1), version.group(2), number, who or where, where)
 
     def _driver(self, body: str, number: int) -> None:
         prefix = _NCCL_PREFIX.search(body)
@@ -203,7 +249,11 @@ class LogFacts:
             self._put(self.driver_cuda, prefix.group(1), (version, number))
 
     def read_following(self, body: str, number: int) -> None:
-        """One of the lines after torchrun's "Rendezvous complete for workers. Result:"."""
+        """One of the lines after torchrun's "Rendezvous complete for workers. Result:", or
+        after a pasted hosts lookup."""
+        if self._reading_hosts:
+            self._hosts_entry(body, number)
+            return
         match = _RESULT_FIELD.match(body)
         self.following = self.following - 1 if match else 0
         if match:
@@ -211,6 +261,13 @@ class LogFacts:
         if self.following == 0 or (match and match.group(1) == "global_world_sizes"):
             self.following = 0
             self._take_result()
+
+    def _hosts_entry(self, body: str, number: int) -> None:
+        self.following -= 1
+        entry = _HOSTS_ENTRY.match(body)
+        name = entry.group(2) if entry else ""
+        if entry and not name.startswith(_LOCAL_NAMES) and self.hostname_loopback is None:
+            self.hostname_loopback = (entry.group(1), name, number)
 
     def _take_result(self) -> None:
         result = self._result
@@ -250,12 +307,15 @@ class LogFacts:
     def worth_judging(self) -> bool:
         """Whether any rule of factrules.py could fire (most logs: no, and nothing loads)."""
         return bool(
-            self.unresolved
+            self.run.worth_judging()
+            or len(self.world_sizes) > 1
+            or self.unresolvable()
             or self.connections
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
+            or self.hostname_loopback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
-            or len(self.interfaces) > 1
+            or bool(self.interfaces)  # one virtual interface counts in a multi-node log
         )
 
     def lines(self) -> dict[str, int | str]:
@@ -293,10 +353,18 @@ class LogFacts:
             shown[f"connect {connection.address}:{connection.port} {what}"] = connection.line
         if self.gloo_loopback_fallback is not None:
             shown["gloo fell back to loopback"] = self.gloo_loopback_fallback
-        if self.unresolved is not None:
-            host, error, line = self.unresolved
+        if self.hostname_loopback is not None:
+            address, name, line = self.hostname_loopback
+            shown[f"host name {name} resolves to {address}"] = line
+        if self.unresolvable() is not None:
+            host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
-        return shown
+        return {**shown, **self.run.shown(set(self.nccl_versions))}
+
+
+def _nccl_host(body: str) -> str | None:
+    prefix = _NCCL_PREFIX.search(body)
+    return prefix.group(1) if prefix else None
 
 
 _ENVIRONMENT_NAMES = {

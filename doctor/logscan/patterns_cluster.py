@@ -15,6 +15,19 @@ from __future__ import annotations
 from ddp_doctor.logscan.pattern import Pattern
 
 _RANK = (r"\[[Rr]ank ?(\d+)\]", r"\bRank (\d+)\]")
+FAULT_TEXTS = (
+    "an illegal memory access was encountered",
+    "unspecified launch failure",
+    "misaligned address",
+    "an illegal instruction was encountered",
+)
+
+
+def _cut_fault_text(error: object) -> bool:
+    """The start of a fault text, cut where the line was wrapped ("an illegal me")."""
+    text = str(error or "")
+    return any(fault.startswith(text) and fault != text for fault in FAULT_TEXTS)
+
 
 CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     # torch >= 2.2 heartbeat monitor (ProcessGroupNCCL.cpp): "[PG 0 Rank 1] Heartbeat monitor
@@ -60,6 +73,19 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             ),
         },
     ),
+    # The same fault in a line a terminal or an issue hard-wrapped inside its words: "Process
+    #   group watchdog thread terminated with exception: CUDA error: an illegal me" / "mory
+    #   access was encountered" (vllm-project/vllm#5537): the error text the line ends with
+    #   is the start of one of the fault texts above.
+    Pattern(
+        "DDP512",
+        "cuda-fault-on-rank",
+        ("thread terminated with exception: CUDA error: ",),
+        "[rank {rank}: ]a CUDA kernel faulted ({error}...); every later CUDA and NCCL call on "
+        "that rank fails",
+        fields={"rank": _RANK, "error": (r"exception: CUDA error: (.{6,}?)\s*$",)},
+        accept=lambda evidence: _cut_fault_text(evidence.get("error")),
+    ),
     # NCCL 2.4 - 2.6 (net_ib.cc): NET/IB : Got completion with error 12, opcode 1, len 0,
     #   vendor err 129;  2.7 - 2.19: NET/IB : Got completion from peer 10.0.0.2<54862> with
     #   error 12, opcode 0, len 0, vendor err 129 [(Recv) localGid ... remoteGids ...];
@@ -67,7 +93,9 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12) opcode=...
     #   (NVIDIA/nccl#426, #928, #1405, #1814). NET/IB "collective mismatch error, local size N
     #   remote size M" (#615, #969). UCX / libmlx5: "Transport retry count exceeded on
-    #   mlx5_0:1/RoCE" (openucx/ucx#6000), "mlx5: host: got completion with error".
+    #   mlx5_0:1/RoCE" (openucx/ucx#6000), "mlx5: host: got completion with error"; libibverbs'
+    #   own status string for IBV_WC_RETRY_EXC_ERR, as UCX's verbs transports print it: "Send
+    #   completion with error on qp 0x10e55: transport retry counter exceeded" (openucx/ucx#1880)
     Pattern(
         "DDP514",
         "ib-transport-error",
@@ -76,6 +104,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "Got completion with error",
             "got completion with error",
             "Transport retry count exceeded",
+            "transport retry counter exceeded",
         ),
         "the InfiniBand/RoCE transport failed[: work completion status {status}][ (vendor "
         "error {vendor_err})][ talking to {peer}]",
@@ -152,6 +181,18 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "NCCL found ranks calling different collectives[ (at and around rank {rank})]",
         fields={"rank": (r"around rank (\d+)",)},
     ),
+    # NCCL >= 2.24's RAS client (ncclras) report: "#0-0 (fa93daea854b060b) MISMATCH /
+    #   Communicator ranks have different AllGather operation counts / 30 ranks have launched
+    #   up to operation 640 / 2 ranks have launched up to operation 641" (NVIDIA/nccl#1911)
+    Pattern(
+        "DDP304",
+        "mismatched-collectives",
+        ("operation counts",),
+        "NCCL's RAS report: the communicator's ranks launched different numbers of[ {op_type}] "
+        "collectives",
+        fields={"op_type": (r"ranks have different (\w+) operation counts",)},
+        confirm=r"ranks have different \w+ operation counts",
+    ),
     # NCCL enqueue.cc: "NCCL WARN Cuda failure 'named symbol not found'" when its kernels were
     #   not built for the GPU (NVCC_GENCODE without the GPU's sm_XX; NVIDIA/nccl#1372)
     Pattern(
@@ -178,19 +219,21 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "condition: [MemoryPressure]",
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
+            "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
         ),
         "the host or container ran out of memory and was killed by {killer}",
         fields={
             "killer": (
                 r"(slurmstepd)",
                 r"(OOMKilled|low on resource: memory|MemoryPressure)",
+                r"(runc|crun|containerd)\b",
                 r"(raylet|memory pressure|running low on memory)",
             )
         },
     ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
-    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. The
-    #   inference step (inference.py) reads an unexplained SIGKILL as the host's memory.
+    #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays
+    #   DDP307 unless the log holds memory evidence (DDP504; inference.py).
     Pattern(
         "DDP307",
         "rank-crashed",

@@ -233,7 +233,10 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         },
         # c10d retries with "[W socket.cpp] The client socket has failed to connect to
         # [node-0]:29500 (errno: 111 - Connection refused)" until the master is up: harmless
-        unless=("client socket has failed to connect",),
+        unless=("client socket has failed to connect", "slurmstepd"),
+        # slurmstepd's own RPCs after a cancel ("slurmstepd: error: Failed to send
+        # MESSAGE_TASK_EXIT: Connection refused", facebookincubator/submitit#1708) are SLURM's
+        # consequences of the cancel, never a connection of the job's
     ),
     # ProcessGroupNCCL (all ranks but 0 fetch NCCL's unique id from the store, key '0', at the
     # first collective):

@@ -33,7 +33,12 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP004",
         "gpu-arch-unsupported",
-        ("no kernel image is available", "is not compatible with the current PyTorch installation"),
+        (
+            "no kernel image is available",
+            "is not compatible with the current PyTorch installation",
+            # the warning's source line, which Python prints under it (torch/cuda/__init__.py)
+            "warn(incompatible_device_warn.format(",
+        ),
         "this torch build has no kernels for the GPU[ ({arch})]",
         fields={
             "arch": (r"CUDA capability (sm_\d+)",),

@@ -86,6 +86,18 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
         ("device-side assert triggered",),
         "[rank {rank}: ]a CUDA kernel assertion failed (device-side assert)",
     ),
+    # The kernel's own line, often pasted without the RuntimeError after it (one per thread):
+    #   .../THCTensorIndex.cu:218: block: [0,0,0], thread: [106,0,0] Assertion `srcIndex <
+    #   srcSelectDimSize` failed.   (NVIDIA/flowtron#52; >= 1.13: .../Indexing.cu:1146:
+    #   indexSelectLargeIndex: block: [..], thread: [..] Assertion `...` failed.)
+    Pattern(
+        "DDP506",
+        "cuda-device-assert",
+        ("] Assertion `",),
+        "[rank {rank}: ]a CUDA kernel assertion failed (device-side assert)[: {assertion}]",
+        fields={"assertion": (r"Assertion `(.{1,120}?)` failed",)},
+        confirm=r"thread: \[\d+,\s*\d+,\s*\d+\] Assertion `",
+    ),
     # SLURM: slurmstepd: error: *** JOB 1234 ON node01 CANCELLED AT 2024-05-01T10:00:00 DUE TO
     #        TIME LIMIT ***   (scancel: no "DUE TO"; preemption: DUE TO PREEMPTION)
     # torchrun 1.x: Received 15 death signal, shutting down workers

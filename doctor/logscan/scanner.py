@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
+from ddp_doctor.logscan.factmerge import with_fact_findings
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
 from ddp_doctor.logscan.logfacts import FACT_ONLY_ANCHORS, LogFacts
@@ -31,7 +32,7 @@ from ddp_doctor.logscan.patterns import (
 from ddp_doctor.logscan.quoting import quote_nccl_warnings
 from ddp_doctor.logscan.replica_block import ReplicaErrorBlock
 from ddp_doctor.logscan.torchrun_block import TorchrunFailureBlock
-from ddp_doctor.model import Finding, Location, Remediation
+from ddp_doctor.model import Finding, Remediation
 
 MAX_LINE_BYTES = 1 << 20  # a longer "line" (binary data, no newlines) is scanned in pieces
 MAX_OTHER_FAILURES = 16
@@ -59,6 +60,7 @@ class LogScanner:
         self._hints = Hints()
         self._blocks: list[TorchrunFailureBlock | ReplicaErrorBlock] = []
         self.log_facts = LogFacts()  # what the lines say about the run (logfacts.py)
+        self.file_speaker: dict[str, int] = {}  # a folder's per-rank file: {"rank": 3} ...
 
     def feed(self, data: bytes) -> None:
         self.bytes += len(data)
@@ -82,10 +84,13 @@ class LogScanner:
             self._scan(bytes(self._pending))  # a piece of an endless line: its number stays
             self._pending = bytearray()
 
-    def next_file(self, source: str) -> None:
+    def next_file(self, source: str, speaker: dict[str, int] | None = None) -> None:
         """Ends the current file and reads the next one's lines (numbered from 1) into the same
-        tallies: what one rank's log shows explains another's (a folder of per-rank logs)."""
+        tallies: what one rank's log shows explains another's (a folder of per-rank logs).
+        `speaker` ({"rank": 3}, {"local_rank": 0}, {"task": 2}) is who wrote a per-rank file:
+        its lines without a launcher prefix of their own are that rank's."""
         self._end_file()
+        self.file_speaker = dict(speaker or {})
         self.total_lines += self.lines
         self.lines = 0
         self.source = source
@@ -102,7 +107,7 @@ class LogScanner:
         quote_nccl_warnings(tallies, self.log_facts)
         ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
         results = [(tally.role, tally.finding(self.source)) for tally in ordered]
-        return _with_fact_findings(results, self.log_facts, self.source)
+        return with_fact_findings(results, self.log_facts, self.source)
 
     def _end_file(self) -> None:
         if self._pending:
@@ -141,11 +146,13 @@ class LogScanner:
         self.lines += chunk.count(b"\n", begin, end)
 
     def _handle(self, line: LogLine) -> None:
+        if self.file_speaker and not line.labelled:  # a per-rank file's unprefixed line
+            line = replace(line, **self.file_speaker)
         if self.log_facts.following:  # torchrun's rendezvous result, then maybe a candidate
             self.log_facts.read_following(line.body, self._fact_line(line))
             if not self._blocks and not PREFILTER.candidates(line.body.encode("utf-8", "replace")):
                 return
-        self.log_facts.read(line.body, self._fact_line(line))
+        self.log_facts.read(line.body, self._fact_line(line), line.who())
         if not self._blocks and _facts_only(line.body):
             return
         self.table_lines += 1
@@ -216,6 +223,10 @@ class LogScanner:
         if block.task is not None:
             facts["task"] = block.task
         _name_the_signal(facts)
+        line = block.root_line or block.start_line
+        self.log_facts.run.exited(facts, self.total_lines + line, first=True)
+        for other in block.others()[:MAX_OTHER_FAILURES]:
+            self.log_facts.run.exited(_brief(other), self.total_lines + block.start_line, False)
         others = [_brief(other) for other in block.others()[:MAX_OTHER_FAILURES]]
         if others:
             facts["other_failures"] = others
@@ -265,46 +276,6 @@ def _facts_only(body: str) -> bool:
     return not TABLE_PREFILTER.candidates(body.encode("utf-8", "replace"))
 
 
-CRASH_CODES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
-
-
-def _with_fact_findings(
-    results: list[tuple[Role, Finding]], facts: LogFacts, source: str | None
-) -> list[tuple[Role, Finding]]:
-    """The probes' rules' findings on the log's facts (factrules.py) replace the table's
-    finding of the same code and come first among the causes, after a rank's own crash."""
-    if not facts.worth_judging():
-        return results
-    from ddp_doctor.logscan.factrules import findings_from_facts
-
-    by_code = {finding.code: finding for _, finding in results}
-    judged = []
-    for finding, number in findings_from_facts(facts):
-        path, line = facts.locate(number, source)
-        location = Location(path, line) if path else finding.location
-        finding = _replace(finding, evidence=_local_lines(finding.evidence, number, line))
-        table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
-        evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
-        judged.append((Role.CAUSE, _replace(finding, location=location, evidence=evidence)))
-    if not judged:
-        return results
-    codes = {finding.code for _, finding in judged}
-    kept = [(role, finding) for role, finding in results if finding.code not in codes]
-    crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
-    rest = [pair for pair in kept if pair not in crashes]
-    return [*crashes, *judged, *rest]
-
-
-def _local_lines(evidence: dict, number: int, line: int) -> dict:
-    """The fact's line within its own file, in the evidence (the same in a single log)."""
-    if number == line:
-        return evidence
-    read = evidence.get("from_log_facts")
-    if isinstance(read, dict) and read.get("line") == number:
-        read = {**read, "line": line}
-    return {**evidence, "line": line, "from_log_facts": read}
-
-
 def _replace(finding: Finding, **changes: object) -> Finding:
     from dataclasses import replace
 
@@ -331,7 +302,11 @@ def _anchor_position(pattern: Pattern, text: str) -> int:
 
 
 def _name_the_signal(facts: dict[str, object]) -> None:
-    """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself."""
+    """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself; so does
+    a signal torchrun 1.x printed as a number ("Received 15 death signal")."""
+    number = facts.get("signal")
+    if isinstance(number, int) or (isinstance(number, str) and number.isdigit()):
+        facts["signal"] = signal_name(-int(number)) or number
     exitcode = facts.get("exitcode")
     if isinstance(exitcode, int) and "signal" not in facts:
         name = signal_name(exitcode)

@@ -106,7 +106,10 @@ describe(
     ),
     """What it finds: "Detected mismatch between collectives on ranks" (TORCH_DISTRIBUTED_DEBUG=
     DETAIL) and gloo's "Received data size doesn't match expected size" in the job's output
-    (through the log patterns).
+    (through the log patterns); in a log, NCCL's own wordings too: NCCL 2.4-2.6's "NCCL WARN
+    Mismatched collective detected, please check your collective calls at and around rank N",
+    and the report of NCCL >= 2.24's RAS client (ncclras), "MISMATCH" / "Communicator ranks
+    have different AllGather operation counts" / "N ranks have launched up to operation M".
     Why it matters: without DETAIL it is a hang until the group timeout, or a SIGABRT.
     Example: `if rank == 0: dist.barrier()`; a batch-size-dependent all_gather.
     Fix: rank-symmetric control flow.
