@@ -230,8 +230,9 @@ def _where(identities: list[Identity]) -> str:
         "Read the first failing rank's own error; its exit code says where to look. 1: a "
         "Python exception (its traceback; wrap the entry point in "
         "torch.distributed.elastic.multiprocessing.errors.record to have torchrun print it). "
-        "2: a command-line usage error. -9 (SIGKILL): most often the host's out-of-memory "
-        "killer (check dmesg). -6 (SIGABRT): an abort whose reason is printed just above it. "
+        "2: a command-line usage error. -9 (SIGKILL): something killed it; the host's "
+        "out-of-memory killer is the usual sender, which dmesg, `sacct -o State` or the "
+        "container's OOMKilled state confirm (a SIGKILL alone does not). -6 (SIGABRT): an abort whose reason is printed just above it. "
         "-11 (SIGSEGV): native code crashed (a compiled package built for another torch). "
         "-15 (SIGTERM): stopped from outside, usually after another rank failed.",
         ("dmesg -T | grep -i -E 'killed process|out of memory'",),
@@ -243,8 +244,9 @@ def rank_crashed(facts: FactSet) -> Iterator[Hit]:
     stage and the exit code or signal are named.
     Why it matters: the other ranks then fail with "Connection closed by peer" and torchrun
     prints ChildFailedError for all of them; the first failure is the one to read.
-    Example: exitcode -9 on rank 3 during data loading: the host ran out of memory.
-    Fix: the rank's own error; for -9, memory.
+    Example: exitcode -9 on rank 3 during data loading, and dmesg shows the kernel's
+    "Out of memory: Killed process" for its pid: the host ran out of memory.
+    Fix: the rank's own error; for -9, find out who killed it (dmesg, the scheduler).
     """
     job = facts.job
     if not job:
