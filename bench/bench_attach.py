@@ -8,7 +8,11 @@
    start to report, median of --runs. Target: within 5 s.
 
 Run by hand, when the machine is least loaded (`uptime`): `python bench/bench_attach.py [--runs 9]
-[--window 5]`. Each figure is printed with the load average beside it; the last line holds both.
+[--window 5] [--pin]`. Each figure is printed with the load average beside it; the last line holds
+both. On a machine with fewer cores than the job and the doctor need (2 cores, a 2-rank job
+spinning on both), attach's own CPU time is taken from the job: `--pin` puts the job's ranks on
+CPU 0 and attach (and its py-spy) on CPU 1, so the figure is what attach costs the ranks
+themselves (their pauses while py-spy reads them), as on a node with cores to spare.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SCRIPT = """
@@ -51,13 +55,14 @@ BIN = Path(sys.executable).parent
 
 @contextlib.contextmanager
 def job(ranks: int, folder: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """The job, on JOB_CPUS where --pin gave some (torchrun's ranks inherit the affinity)."""
     script, steps = folder / "loop.py", folder / f"steps-{ranks}.log"
     script.write_text(SCRIPT)
     argv = [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", str(ranks), str(script)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(
         [*argv, str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=_pinned(JOB_CPUS),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 180
@@ -85,6 +90,14 @@ def kill_tree(process: subprocess.Popen) -> None:
     process.wait()
 
 
+JOB_CPUS: set[int] = set()  # --pin: the job's CPUs; attach runs on the others
+ATTACH_CPUS: set[int] = set()
+
+
+def _pinned(cpus: set[int]) -> Callable[[], None] | None:
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 CPU_USED: list[tuple[float, float]] = []  # (CPU s of the doctor and its py-spy, wall s) each
 
 
@@ -92,7 +105,7 @@ def attach(pid: int, *options: str) -> tuple[float, dict]:
     started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "ddp_doctor", "attach", str(pid), "--format", "json", *options],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, preexec_fn=_pinned(ATTACH_CPUS),
     )  # fmt: skip
     after, seconds = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - started
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -171,13 +184,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--window", type=float, default=5.0)
+    parser.add_argument("--pin", action="store_true", help="job on CPU 0, attach on CPU 1")
     args = parser.parse_args()
-    print(f"bench_attach: {args.runs} rounds, {args.window:g} s windows, {load()} at start")
+    if args.pin:
+        if len(os.sched_getaffinity(0)) < 2:
+            parser.error("--pin needs two CPUs")
+        first, second, *_ = sorted(os.sched_getaffinity(0))
+        JOB_CPUS.add(first)
+        ATTACH_CPUS.add(second)
+    pinning = f", job on CPU {min(JOB_CPUS)}, attach on CPU {min(ATTACH_CPUS)}" if args.pin else ""
+    print(
+        f"bench_attach: {args.runs} rounds, {args.window:g} s windows, {load()} at start{pinning}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         share, loaded, cost = overhead(args.runs, args.window, Path(folder))
         median, busy = eight_ranks(5, Path(folder))
-    print(f"bench_attach result: loop at {share:.1%} of its speed while attached (target >= 95%, "
-          f"{loaded}); attach on 8 local ranks {median:.2f} s median (target <= 5 s, "
+    print(f"bench_attach result{pinning}: loop at {share:.1%} of its speed while attached "
+          f"(target >= 95%, {loaded}); attach on 8 local ranks {median:.2f} s median (target <= 5 s, "
           f"{busy}); on 2 ranks {cost}")  # fmt: skip
 
 
