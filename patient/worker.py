@@ -36,6 +36,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--exchange-timeout", type=float, default=10.0)
+    parser.add_argument("--isolate-s", type=float, default=0.0)  # > 0: run --isolate first
+    parser.add_argument("--isolate-bytes", type=int, default=512 * 1024)
     return parser.parse_args(argv)
 
 
@@ -51,6 +53,7 @@ class Worker:
         self.torch: Any = None
         self.device: Any = None
         self.backend = args.backend
+        self.stopped = False  # the pair tests failed: the whole-world stages would hang
 
     def run(self) -> int:
         stages: list[tuple[str, Stage]] = [
@@ -61,9 +64,11 @@ class Worker:
             ("bandwidth", self.bandwidth),
             ("memory", self.memory),
         ]
+        if self.args.isolate_s > 0:
+            stages.insert(0, ("isolate", self.isolate))
         code = 0
         for name, stage in stages:
-            if not self._run_stage(name, stage):
+            if not self._run_stage(name, stage) or self.stopped:
                 code = 1
                 break
         if self.args.cluster_dir is not None:
@@ -107,6 +112,19 @@ class Worker:
         return True
 
     # -- stages ----------------------------------------------------------------------------
+    def isolate(self) -> dict[str, Any]:
+        import torch
+
+        from .isolate import run_isolation
+
+        self.torch = torch
+        backend = _choose_backend(torch, self.args.backend)
+        data = run_isolation(
+            torch, self.placement, backend, self.args.isolate_s, self.args.isolate_bytes
+        )
+        self.stopped = bool(data.get("stop"))
+        return data
+
     def init(self) -> dict[str, Any]:
         import torch
         import torch.distributed as dist

@@ -24,6 +24,7 @@ class NodePlan:
     scheduler: str | None = None  # "slurm", "kubernetes"; None: plain torchrun-style flags
     hosts: tuple[str, ...] = ()  # every node's host in node-rank order, where the scheduler says
     sources: Mapping[str, str] = field(default_factory=dict)
+    isolate: bool = False  # --isolate: the job tests the nodes in pairs first
 
     @property
     def hosts_master(self) -> bool | None:

@@ -19,7 +19,8 @@ def pair_failure(pair: PairTest, isolation: IsolationFacts) -> str | None:
     reference = isolation.expected_gbps or isolation.median_gbps
     if pair.gbps is not None and reference and pair.gbps < isolation.slow_below * reference:
         basis = "the expected band" if isolation.expected_gbps else "the median"
-        return f"bandwidth {100 * pair.gbps / reference:.0f}% of {basis} ({pair.gbps:.3f} GB/s)"
+        share = 100 * pair.gbps / reference
+        return f"bandwidth {share:.2g}% of {basis} ({pair.gbps:.3g} GB/s, {reference:.3g} GB/s)"
     return None
 
 

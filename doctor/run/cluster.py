@@ -25,6 +25,7 @@ from ddp_doctor.readings.netfix import fixes, nccl_possible, predict
 from ddp_doctor.registry import Selector
 
 RENDEZVOUS_SHARE = 0.5  # of --timeout: how long nodes wait for each other
+ISOLATE_SHARE, MIN_ISOLATE_S = 0.4, 10.0  # of --timeout: the pair tests of --isolate
 MIN_RENDEZVOUS_S = 10.0
 JOB_GRACE_S = 10.0
 
@@ -113,7 +114,12 @@ def _job_config(
         rendezvous=_rendezvous(plan.nodes, network, plan.timeout_s or left),
         extra_env={} if plan.as_is else fixes(predicted),
         exchange_timeout_s=base.init_timeout_s,
+        isolate_s=isolate_budget(plan.timeout_s or left) if plan.nodes.isolate else 0.0,
     )
+
+
+def isolate_budget(timeout_s: float) -> float:
+    return max(MIN_ISOLATE_S, timeout_s * ISOLATE_SHARE)
 
 
 def _snapshot(config: Any, checks: Any) -> dict[str, Any]:

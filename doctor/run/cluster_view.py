@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, VerdictFinding
+from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, IsolationFacts, VerdictFinding
 from ddp_doctor.facts.job import Identity, JobFacts, RankFacts
 from ddp_doctor.model import Finding
 from ddp_doctor.probes.job.results import (
@@ -77,6 +77,7 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
             )
         )
     return ClusterFacts(
+        isolation=isolation_of(job, len(nodes)),
         nnodes=len(nodes),
         node_rank=node_rank,
         whole=True,
@@ -84,6 +85,18 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
         missing_ranks=tuple(r.rank for r in job.ranks if r.rank not in reported),
         groups=group_nodes(nodes, job.identities, probes_of),
     )
+
+
+def isolation_of(job: JobFacts, nnodes: int) -> IsolationFacts | None:
+    """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled."""
+    from ddp_doctor.run.isolation import isolation_facts, pair_tests
+
+    rank0 = next((rank for rank in job.ranks if rank.rank == 0), None)
+    record = rank0.stage("isolate") if rank0 else None
+    if record is None:
+        return None
+    rows = record.data.get("pairs") if record.ended else None
+    return isolation_facts(nnodes, pair_tests(rows if isinstance(rows, list) else []))
 
 
 def member_cluster(

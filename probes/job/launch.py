@@ -58,6 +58,7 @@ class JobConfig:
     # variables set for the job only, to check a fix the network preflight predicted
     extra_env: Mapping[str, str] = field(default_factory=dict)
     exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
+    isolate_s: float = 0.0  # run --isolate: the pair tests' budget (patient/isolate.py); 0: none
 
 
 def preflight(
@@ -236,6 +237,8 @@ def torchrun_argv(
     if cluster_dir is not None:
         argv += ["--cluster-dir", str(cluster_dir)]
         argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
+    if config.isolate_s > 0:
+        argv += ["--isolate-s", f"{config.isolate_s:g}"]
     return argv
 
 
