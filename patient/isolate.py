@@ -5,6 +5,7 @@ round from the outcomes.
 Keys under `ddp_doctor/isolate/`:
   plan/R            node 0: round R's pairs as JSON (`[]`: no round R, the rounds are over)
   outcome/R/NODE    each tested node: its view of its pair (pair_test.test_pair)
+  arrived           every rank adds 1 as it starts; round 1 waits (bounded) for all
   finished          node 0: every pair's outcome, the nodes settled, and whether to stop
 The other ranks of every node wait for `finished` and stop with their node if a pair failed
 (the whole-world stages would hang on a node that cannot connect, or crawl on a slow one).
@@ -28,9 +29,11 @@ from .pair_test import test_pair
 
 PREFIX = "ddp_doctor/isolate/"
 FINISHED = PREFIX + "finished"
+ARRIVED = PREFIX + "arrived"
+POLL_S = 0.05
 SLOW_BELOW = 0.5  # of the median of the pairs so far: the doctor's own threshold (run/isolation)
 CONNECT_S = 8.0  # the most a pair may take to form its group
-ITERS = 4  # timed transfers each way (the best counts), after a warm-up
+WINDOW_S = 0.25  # each way: transfers timed for about this long, the best counts
 
 
 def run_isolation(
@@ -47,7 +50,7 @@ def run_isolation(
         device = torch.device("cuda", placement["local_rank"] % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(device)
     connect_s = min(CONNECT_S, max(2.0, budget_s / 8))
-    return isolate(torch, store, placement, device, budget_s, connect_s, nbytes, ITERS)
+    return isolate(torch, store, placement, device, budget_s, connect_s, nbytes, WINDOW_S)
 
 
 def isolate(
@@ -58,15 +61,19 @@ def isolate(
     budget_s: float,
     connect_s: float,
     nbytes: int,
-    iters: int,
+    window_s: float,
 ) -> dict[str, Any]:
     """This rank's part; the stage's data (node 0's first rank: every pair's outcome)."""
     deadline = time.monotonic() + budget_s
+    store.add(ARRIVED, 1)
     if placement["local_rank"] != 0:
         return {"waited": True, **_finished(store, deadline)}
     node, nodes = placement["group_rank"], placement["group_world_size"]
-    tester = _Tester(torch, store, node, device, connect_s, nbytes, iters)
+    tester = _Tester(torch, store, node, device, connect_s, nbytes, window_s)
     if node == 0:
+        _wait_for_everyone(
+            store, placement["world_size"], min(deadline, time.monotonic() + 2 * connect_s)
+        )
         return _coordinate(store, nodes, tester, deadline)
     return {**_take_part(store, tester, deadline), **_finished(store, deadline)}
 
@@ -80,15 +87,15 @@ class _Tester:
         device: Any,
         connect_s: float,
         nbytes: int,
-        iters: int,
+        window_s: float,
     ) -> None:
         self.torch, self.store, self.node, self.device = torch, store, node, device
-        self.connect_s, self.nbytes, self.iters = connect_s, nbytes, iters
+        self.connect_s, self.nbytes, self.window_s = connect_s, nbytes, window_s
 
     @property
     def pair_bound_s(self) -> float:
         """How long node 0 waits for a round's outcomes after its own test."""
-        return 3 * self.connect_s + 2 * (self.iters + 1) * self.nbytes / 1.25e6 + 5
+        return 3 * self.connect_s + 2 * (self.window_s + 3 * self.nbytes / 1.25e6) + 5
 
     def run_round(self, number: int, pairs: list[Pair]) -> None:
         mine = next((p for p in pairs if self.node in p), None)
@@ -97,7 +104,7 @@ class _Tester:
         prefix = f"{PREFIX}group/{number}/{mine[0]}-{mine[1]}/"
         row = test_pair(
             self.torch, self.store, prefix, mine, self.node, self.device,
-            self.connect_s, self.nbytes, self.iters,
+            self.connect_s, self.nbytes, self.window_s,
         )  # fmt: skip
         self.store.set(f"{PREFIX}outcome/{number}/{self.node}", json.dumps(row))
 
@@ -128,6 +135,13 @@ def _coordinate(store: Any, nodes: int, tester: _Tester, deadline: float) -> dic
     }
     store.set(FINISHED, json.dumps({k: v for k, v in summary.items() if k != "pairs"}))
     return summary
+
+
+def _wait_for_everyone(store: Any, world_size: int, until: float) -> None:
+    """Round 1 waits (bounded) until every rank has imported torch and arrived: a pair timed
+    while other ranks still import would measure their CPU load, not its link."""
+    while int(store.add(ARRIVED, 0)) < world_size and time.monotonic() < until:
+        time.sleep(POLL_S)
 
 
 def _take_part(store: Any, tester: _Tester, deadline: float) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 TAG_DATA, TAG_ACK = 17, 18
+MAX_TRANSFERS = 1000  # per direction
 ERROR_CHARS = 300
 
 
@@ -66,28 +67,47 @@ def exact_allreduce(torch: Any, group: Any, node: int, partner: int, device: Any
 
 
 def send_gbps(
-    torch: Any, group: Any, pair_rank: int, nbytes: int, iters: int, device: Any
+    torch: Any, group: Any, pair_rank: int, nbytes: int, window_s: float, device: Any
 ) -> float | None:
-    """Bandwidth one way at a time (sender's view: data sent until the receiver's ack), the
-    best of `iters` after a warm-up; each side returns its own direction's, GB/s."""
-    data = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device=device)
+    """Bandwidth one way at a time, each side's own direction (data sent until the receiver's
+    ack), GB/s: the best of as many transfers as fit in `window_s` (at least two, the first a
+    warm-up), so a fast link is timed over hundreds and a scheduler's pause costs nothing."""
+    data = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
     ack = torch.zeros(1, dtype=torch.float32, device=device)
     mine: float | None = None
     for sender in (0, 1):
-        best = None
-        for _ in range(iters + 1):  # the first is a warm-up
-            if pair_rank == sender:
-                started = time.perf_counter()
-                group.send([data], 1 - sender, TAG_DATA).wait()
-                group.recv([ack], 1 - sender, TAG_ACK).wait()
-                took = time.perf_counter() - started
-                best = took if best is None or took < best else best
-            else:
-                group.recv([data], sender, TAG_DATA).wait()
-                group.send([ack], sender, TAG_ACK).wait()
-        if pair_rank == sender and best:
-            mine = data.numel() * 4 / best / 1e9
+        if pair_rank == sender:
+            mine = _send_timed(group, data, ack, 1 - sender, window_s)
+        else:
+            _receive_until_last(group, data, ack, sender)
     return mine
+
+
+def _send_timed(group: Any, data: Any, ack: Any, peer: int, window_s: float) -> float:
+    """data[0] says whether another transfer follows (1) or this is the last (0)."""
+    times: list[float] = []
+    began = time.perf_counter()
+    while True:
+        spent = time.perf_counter() - began
+        last = len(times) >= MAX_TRANSFERS - 1 or (
+            len(times) >= 1 and spent + min(times) * 2 > window_s
+        )
+        data[0] = 0.0 if last else 1.0
+        started = time.perf_counter()
+        group.send([data], peer, TAG_DATA).wait()
+        group.recv([ack], peer, TAG_ACK).wait()
+        times.append(time.perf_counter() - started)
+        if last:
+            break
+    return data.numel() * 4 / min(times[1:]) / 1e9
+
+
+def _receive_until_last(group: Any, data: Any, ack: Any, peer: int) -> None:
+    for _ in range(MAX_TRANSFERS):
+        group.recv([data], peer, TAG_DATA).wait()
+        group.send([ack], peer, TAG_ACK).wait()
+        if float(data[0]) == 0.0:
+            return
 
 
 def test_pair(
@@ -99,7 +119,7 @@ def test_pair(
     device: Any,
     connect_s: float,
     nbytes: int,
-    iters: int,
+    window_s: float,
 ) -> dict[str, Any]:
     """This node's view of its pair: connected, exact, its own direction's GB/s, an error."""
     pair_rank = nodes.index(node)
@@ -118,8 +138,8 @@ def test_pair(
         )
         row["connected"] = True
         row["gbps"] = bounded(
-            lambda: send_gbps(torch, group, pair_rank, nbytes, iters, device),
-            _bandwidth_bound(nbytes, iters, connect_s),
+            lambda: send_gbps(torch, group, pair_rank, nbytes, window_s, device),
+            _bandwidth_bound(nbytes, window_s, connect_s),
             f"send/recv with node {partner}",
         )
     except Exception as error:
@@ -127,6 +147,6 @@ def test_pair(
     return row
 
 
-def _bandwidth_bound(nbytes: int, iters: int, connect_s: float) -> float:
-    """Room for both directions at 10 Mbit/s, half the slowest link a test here measures."""
-    return connect_s + 2 * (iters + 1) * nbytes / 1.25e6
+def _bandwidth_bound(nbytes: int, window_s: float, connect_s: float) -> float:
+    """Room for both directions' windows, and their two transfers at 10 Mbit/s."""
+    return connect_s + 2 * (window_s + 3 * nbytes / 1.25e6)
