@@ -33,7 +33,7 @@ ARRIVED = PREFIX + "arrived"
 POLL_S = 0.05
 SLOW_BELOW = 0.5  # of the median of the pairs so far: the doctor's own threshold (run/isolation)
 CONNECT_S = 8.0  # the most a pair may take to form its group
-WINDOW_S = 0.25  # each way: transfers timed for about this long, the best counts
+WINDOW_S = 0.5  # each way: transfers timed for about this long, the best counts
 
 
 def run_isolation(
@@ -95,7 +95,7 @@ class _Tester:
     @property
     def pair_bound_s(self) -> float:
         """How long node 0 waits for a round's outcomes after its own test."""
-        return 3 * self.connect_s + 2 * (self.window_s + 3 * self.nbytes / 1.25e6) + 5
+        return 4 * self.connect_s + 2 * (self.window_s + 3 * self.nbytes / 1.25e6)
 
     def run_round(self, number: int, pairs: list[Pair]) -> None:
         mine = next((p for p in pairs if self.node in p), None)

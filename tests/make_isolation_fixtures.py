@@ -1,8 +1,9 @@
 """Writes fixtures/jobs/isolate-*.json: the recorded healthy two-node report
 (multinode-healthy-node0.json) grown to four nodes, with the pair rounds of `run --isolate` as
 the scheduler (patient/pair_rounds.py) runs them on a model of the links (tests/test_isolation.py).
-Run by hand: `python tests/make_isolation_fixtures.py`. The job stage that measures pairs in a
-real job is not written yet, so these are modelled, not recorded."""
+Run by hand: `python tests/make_isolation_fixtures.py`. These are modelled, not recorded: two
+bad nodes at once and a failing path between two good nodes; the real runs on four simulated
+hosts are recorded beside them as isolate-recorded-*.json (tests/record_isolation_fixtures.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ other nodes keep node 0's verdict as it came back."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, IsolationFacts, VerdictFinding
@@ -77,7 +77,7 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
             )
         )
     return ClusterFacts(
-        isolation=isolation_of(job, len(nodes)),
+        isolation=isolation_of(job.ranks, len(nodes)),
         nnodes=len(nodes),
         node_rank=node_rank,
         whole=True,
@@ -87,11 +87,11 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
     )
 
 
-def isolation_of(job: JobFacts, nnodes: int) -> IsolationFacts | None:
+def isolation_of(ranks: Sequence[RankFacts], nnodes: int) -> IsolationFacts | None:
     """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled."""
     from ddp_doctor.run.isolation import isolation_facts, pair_tests
 
-    rank0 = next((rank for rank in job.ranks if rank.rank == 0), None)
+    rank0 = next((rank for rank in ranks if rank.rank == 0), None)
     record = rank0.stage("isolate") if rank0 else None
     if record is None:
         return None
