@@ -4,7 +4,9 @@ Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory
 its start and its result to the rank's own journal the moment it happens (journal.py), so a
 later hang or a dead rank loses nothing already measured. A failed stage ends the rank. In a
 multi-node job (`--cluster-dir`) the bandwidth stage also sweeps inside and across nodes, and
-every rank then sends its journal to rank 0 through the job's store (cluster_share.py).
+every rank then sends its journal to rank 0 through the job's store (cluster_share.py). With
+`--isolate-s` (`run --isolate`) an isolate stage comes first: the nodes tested in pairs
+(isolate.py); where a pair failed every rank stops after it.
 """
 
 from __future__ import annotations
