@@ -75,15 +75,19 @@ def send_gbps(
     data = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
     ack = torch.zeros(1, dtype=torch.float32, device=device)
     mine: float | None = None
+    # NCCL's wait() only orders streams: the clock needs the device to have finished
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     for sender in (0, 1):
         if pair_rank == sender:
-            mine = _send_timed(group, data, ack, 1 - sender, window_s)
+            mine = _send_timed(group, data, ack, 1 - sender, window_s, sync)
         else:
             _receive_until_last(group, data, ack, sender)
     return mine
 
 
-def _send_timed(group: Any, data: Any, ack: Any, peer: int, window_s: float) -> float:
+def _send_timed(
+    group: Any, data: Any, ack: Any, peer: int, window_s: float, sync: Callable[[], None]
+) -> float:
     """data[0] says whether another transfer follows (1) or this is the last (0)."""
     times: list[float] = []
     began = time.perf_counter()
@@ -96,10 +100,11 @@ def _send_timed(group: Any, data: Any, ack: Any, peer: int, window_s: float) -> 
         started = time.perf_counter()
         group.send([data], peer, TAG_DATA).wait()
         group.recv([ack], peer, TAG_ACK).wait()
+        sync()
         times.append(time.perf_counter() - started)
         if last:
             break
-    return data.numel() * 4 / min(times[1:]) / 1e9
+    return data.numel() * 4 / max(min(times[1:]), 1e-9) / 1e9
 
 
 def _receive_until_last(group: Any, data: Any, ack: Any, peer: int) -> None:
