@@ -141,6 +141,8 @@ def test_isolate_needs_several_nodes(invoke, monkeypatch) -> None:
     monkeypatch.setattr(torch_info, "collect_torch", forbidden)
     assert_clean_usage_error(invoke("run", "--isolate"))
     assert_clean_usage_error(invoke("run", "--isolate", "--nnodes", "1"))
+    two = ["--nnodes", "2", "--node-rank", "0", "--master-addr", "node0", "--master-port", "29500"]
+    assert_clean_usage_error(invoke("run", "--isolate", "--no-jobs", *two))
 
 
 def test_the_job_is_told_its_budget(tmp_path) -> None:

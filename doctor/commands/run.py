@@ -148,7 +148,7 @@ def run_command(
     flags = LaunchFlags(nnodes, node_rank, master_addr, master_port, rdzv_endpoint, rdzv_id)
     nodes = _planned_nodes(flags)
     if isolate:
-        nodes = _isolating(nodes)
+        nodes = _isolating(nodes, no_jobs)
     plan = PlanFacts(
         nproc=nproc or _torchrun_nproc(nodes),
         backend=backend,
@@ -197,9 +197,11 @@ def _planned_nodes(flags: LaunchFlags) -> NodePlan | None:
         raise click.UsageError(str(error)) from None
 
 
-def _isolating(nodes: NodePlan | None) -> NodePlan:
+def _isolating(nodes: NodePlan | None, no_jobs: bool) -> NodePlan:
     import dataclasses
 
+    if no_jobs:
+        raise click.UsageError("--isolate tests nodes inside the job: --no-jobs launches none")
     if nodes is None or nodes.nnodes < 2:
         raise click.UsageError(
             "--isolate tests nodes in pairs: it needs a run of several nodes (--nnodes 2 or "
