@@ -31,7 +31,9 @@ PREFIX = "ddp_doctor/isolate/"
 FINISHED = PREFIX + "finished"
 ARRIVED = PREFIX + "arrived"
 POLL_S = 0.05
-SLOW_BELOW = 0.5  # of the median of the pairs so far: the doctor's own threshold (run/isolation)
+# of the median of the pairs so far: the doctor replays the rounds with the same threshold
+# and the same running median (run/isolation.py), so its report agrees with these decisions
+SLOW_BELOW = 0.5
 CONNECT_S = 8.0  # the most a pair may take to form its group
 WINDOW_S = 0.5  # each way: transfers timed for about this long, the best counts
 

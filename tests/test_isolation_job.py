@@ -57,8 +57,9 @@ class Links:
     """A pair test from a model: each node's own speed; `silent` nodes post nothing (a node
     whose first rank is stuck); `unreachable` ones never connect."""
 
-    def __init__(self, slow=(), unreachable=(), silent=()) -> None:
+    def __init__(self, slow=(), unreachable=(), silent=(), speeds=None) -> None:
         self.slow, self.unreachable, self.silent = set(slow), set(unreachable), set(silent)
+        self.speeds = speeds or {}
 
     def test_pair(self, torch, store, prefix, nodes, node, device, connect_s, nbytes, window):
         if node in self.silent:
@@ -66,7 +67,7 @@ class Links:
             raise _Stuck()
         if set(nodes) & self.unreachable:
             return {"node": node, "connected": False, "error": "PairTimeout: no answer"}
-        speed = min(SLOW if n in self.slow else FAST for n in nodes)
+        speed = min(SLOW if n in self.slow else self.speeds.get(n, FAST) for n in nodes)
         return {"node": node, "connected": True, "exact": True, "gbps": speed}
 
 
@@ -168,3 +169,16 @@ def test_node0_reads_rank0s_pairs_into_facts(rank0_rows) -> None:
     assert facts is not None and facts.bad == (2,) and facts.rounds == 2
     assert len(facts.pairs) == 4 and facts.median_gbps == FAST
     assert isolation_of((RankFacts(0),), 4) is None
+
+
+def test_the_doctor_replays_the_rounds_as_node_0_decided_them(monkeypatch) -> None:
+    """Node 0 judged round 1 against round 1's median (node 0's link at a fifth of the others
+    passed then); against the final median it would fail, and a replay by the final median
+    would leave nodes 0 and 2 unsettled instead of naming node 2."""
+    from ddp_doctor.run.isolation import isolation_facts, pair_tests
+
+    results = run_nodes(4, Links(unreachable={2}, speeds={0: FAST / 5}), monkeypatch)
+    summary = results[0]
+    assert summary["bad"] == [2] and summary["unsettled"] == []
+    facts = isolation_facts(4, pair_tests(summary["pairs"]))
+    assert list(facts.bad) == summary["bad"] and list(facts.unsettled) == summary["unsettled"]

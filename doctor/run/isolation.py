@@ -4,6 +4,7 @@ re-judged report agree with what the nodes decided in the job."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,23 +19,32 @@ SLOW_BELOW = 0.5  # of the median (or of the expected band): a slower pair fails
 def isolation_facts(
     nodes: int, pairs: Sequence[PairTest], expected_gbps: float | None = None
 ) -> IsolationFacts:
-    measured = [p.gbps for p in pairs if p.connected and p.gbps is not None]
+    rounds = max((p.round for p in pairs), default=0)
     facts = IsolationFacts(
         pairs=tuple(pairs),
-        rounds=max((p.round for p in pairs), default=0),
-        median_gbps=statistics.median(measured) if measured else None,
+        rounds=rounds,
+        median_gbps=_median(pairs, rounds),
         expected_gbps=expected_gbps,
         slow_below=SLOW_BELOW,
     )
     state = Isolation(nodes)
     for number in range(1, facts.rounds + 1):
-        outcomes = {p.nodes: pair_failure(p, facts) is None for p in pairs if p.round == number}
+        # judged as node 0 judged it in the job: against the median of the pairs so far
+        so_far = dataclasses.replace(facts, median_gbps=_median(pairs, number))
+        outcomes = {p.nodes: pair_failure(p, so_far) is None for p in pairs if p.round == number}
         record(state, outcomes)
     untested = set(range(nodes)) - state.good - state.bad - state.suspects
     return IsolationFacts(
         **{**_fields(facts), "bad": tuple(sorted(state.bad))},
         unsettled=tuple(sorted(state.suspects | (untested if pairs else set()))),
     )
+
+
+def _median(pairs: Sequence[PairTest], up_to_round: int) -> float | None:
+    measured = [
+        p.gbps for p in pairs if p.round <= up_to_round and p.connected and p.gbps is not None
+    ]
+    return statistics.median(measured) if measured else None
 
 
 def _fields(facts: IsolationFacts) -> dict[str, Any]:
