@@ -6,7 +6,8 @@ later hang or a dead rank loses nothing already measured. A failed stage ends th
 multi-node job (`--cluster-dir`) the bandwidth stage also sweeps inside and across nodes, and
 every rank then sends its journal to rank 0 through the job's store (cluster_share.py). With
 `--isolate-s` (`run --isolate`) an isolate stage comes first: the nodes tested in pairs
-(isolate.py); where a pair failed every rank stops after it.
+(isolate.py); where a pair failed every rank stops after it (and exits 0: the finding is the
+report's, and a rank exiting 1 would make torchrun stop the others mid-exchange).
 """
 
 from __future__ import annotations
@@ -70,12 +71,14 @@ class Worker:
             stages.insert(0, ("isolate", self.isolate))
         code = 0
         for name, stage in stages:
-            if not self._run_stage(name, stage) or self.stopped:
+            if not self._run_stage(name, stage):
                 code = 1
                 break
+            if self.stopped:  # every rank stops alike, on purpose: no rank "fails" (exit 0),
+                break  # so torchrun stops none of them while they share the pair tests
         if self.args.cluster_dir is not None:
             self._share_with_cluster()
-        if code == 0:
+        if code == 0 and self.torch.distributed.is_initialized():
             self.torch.distributed.destroy_process_group()
         return code
 

@@ -122,8 +122,6 @@ def died_by_itself(rank: RankFacts, job: JobFacts) -> bool:
     last = rank.last_started
     if last is not None and last.ended and not last.ok:
         return not is_consequence(last.error)
-    if last is not None and last.stage == "isolate" and last.ok and last.data.get("stop"):
-        return False  # run --isolate stopped the job on purpose: its pair tests failed (DDP219)
     code = rank.exit_code
     if code == ABORTED and WATCHDOG_TIMEOUT in job.output_tail:
         return False  # the watchdog aborts every rank of a hung collective (SIGABRT)
