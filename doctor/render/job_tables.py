@@ -108,8 +108,6 @@ def job_summary(job: dict[str, Any]) -> str:
     return f"job: {ranks}, {job.get('backend')}{sweep}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
-
-
 def ranks_in(job: dict[str, Any]) -> int:
     from ddp_doctor.facts.runs import parse_ranges
 
