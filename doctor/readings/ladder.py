@@ -5,10 +5,12 @@ network preflight's connect to the master's port, torchrun's rendezvous), gloo a
 (its bootstrap and a first collective), NCCL over the fabric (IB, RoCE or EFA, not sockets),
 GPUDirect RDMA on that fabric, and NVLS where the GPUs sit in an NVSwitch fabric.
 
-The GPU rungs are read from NCCL's own INFO lines in the job's output (with NCCL_DEBUG=INFO):
+The GPU rungs are read from NCCL's own INFO lines in the job's output (the doctor sets
+NCCL_DEBUG=INFO for its own job where NCCL runs between nodes, unless the user set NCCL_DEBUG;
+where it did, the lines are kept apart in JobFacts.nccl_info, readings/nccl_debug.py):
 "NET/IB : Using [0]mlx5_0:1/IB ...", "NET/IB : No device found.", "Using network Socket",
 "... via NET/IB/0/GDRDMA", "NVLS multicast support is not available on dev 0". Without those
-lines they are "not run", with why.
+lines they are "not run", with why (the user's NCCL_DEBUG=WARN, a NCCL_DEBUG_FILE ...).
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import re
 from dataclasses import dataclass
 
 from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.readings.nccl_debug import lines_missing_why
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
 RUNGS = ("store", "gloo", "nccl-socket", "nccl-fabric", "gpudirect", "nvls")
 GPU_RUNGS = RUNGS[2:]
-NO_NCCL_LINES = "NCCL's INFO lines are not in the job's output (set NCCL_DEBUG=INFO)"
 
 _NCCL_INFO = re.compile(r"NCCL INFO (.*)")
 _IB_USING = re.compile(r"NET/IB ?: Using ([^;]*)")
@@ -81,7 +83,7 @@ def ladder(facts: FactSet) -> tuple[Rung, ...]:
     job = facts.job
     rungs = [_store(facts), _gloo(facts)]
     if job is not None and job.backend == "nccl":
-        rungs += _nccl_rungs(facts, nccl_net(job.output_tail))
+        rungs += _nccl_rungs(facts, nccl_net("\n".join((*job.nccl_info, job.output_tail))))
     else:
         rungs += [Rung(name, NOT_RUN, "the job ran no NCCL") for name in GPU_RUNGS]
     return _stopped_at_first_failure(rungs)
@@ -147,7 +149,8 @@ def _nccl_rungs(facts: FactSet, net: NcclNet) -> list[Rung]:
         ]
     rungs = [Rung("nccl-socket", PASSED)]
     if not net.seen:
-        return rungs + [Rung(name, NOT_RUN, NO_NCCL_LINES) for name in GPU_RUNGS[1:]]
+        why = lines_missing_why(facts.env.variables, job.doctor_env)
+        return rungs + [Rung(name, NOT_RUN, why) for name in GPU_RUNGS[1:]]
     rungs.append(_fabric(net))
     rungs.append(_gpudirect(net))
     rungs.append(_nvls(facts, net))

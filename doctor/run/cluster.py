@@ -21,6 +21,7 @@ from ddp_doctor.facts.machine import EnvFacts, PlanFacts, TorchFacts
 from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
 from ddp_doctor.progress import Progress
+from ddp_doctor.readings.nccl_debug import doctor_nccl_env
 from ddp_doctor.readings.netfix import fixes, nccl_possible, predict
 from ddp_doctor.registry import Selector
 
@@ -101,13 +102,13 @@ def _job_config(
     network: NetworkFacts | None,
     env: EnvFacts,
 ) -> Any:
-    """One node's job: its rendezvous, and the fixes the preflight predicts (unless --as-is)."""
+    """One node's job: its rendezvous, the fixes the preflight predicts (unless --as-is), and
+    NCCL's INFO lines asked for where NCCL may run between the nodes (readings/nccl_debug.py)."""
     from ddp_doctor.run import jobplan
 
     assert plan.nodes is not None
-    predicted = (
-        predict(network, env.variables, nccl_possible(gpus, plan.backend)) if network else []
-    )
+    nccl = nccl_possible(gpus, plan.backend)
+    predicted = predict(network, env.variables, nccl) if network else []
     base = jobplan.job_config(plan, gpus, left, python)
     return dataclasses.replace(
         base,
@@ -115,6 +116,7 @@ def _job_config(
         extra_env={} if plan.as_is else fixes(predicted),
         exchange_timeout_s=base.init_timeout_s,
         isolate_s=isolate_budget(plan.timeout_s or left) if plan.nodes.isolate else 0.0,
+        doctor_env=doctor_nccl_env(env.variables, nccl and plan.nodes.nnodes > 1),
     )
 
 

@@ -59,6 +59,9 @@ class JobConfig:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
     isolate_s: float = 0.0  # run --isolate: the pair tests' budget (patient/isolate.py); 0: none
+    # variables the doctor sets for its own job's sake (NCCL_DEBUG=INFO for the ladder's NCCL
+    # rungs, readings/nccl_debug.py); never a user's own: those are left out of it
+    doctor_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def preflight(
@@ -180,6 +183,7 @@ def planned_facts(config: JobConfig, checks: Preflight) -> dict[str, object]:
         iters=config.iters,
         nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
         applied_fixes=dict(config.extra_env),
+        doctor_env=dict(config.doctor_env),
     )
 
 
@@ -277,7 +281,7 @@ def _launch_and_collect(
     except OSError as error:
         raise LaunchFailed(f"cannot prepare the job's folder: {error.strerror or error}") from None
     argv = torchrun_argv(config, checks.master_port or 0, journals, workdir, cluster_dir)
-    environment = {**job_environment(workdir), **config.extra_env}
+    environment = {**job_environment(workdir), **config.doctor_env, **config.extra_env}
     started = time.monotonic()
     with output:
         try:
@@ -298,7 +302,7 @@ def _launch_and_collect(
     if exchange:
         exchange.finish()
     ended_at = time.time()
-    output_tail = _tail(output_path)
+    output_tail, nccl_info = _output(output_path, config)
     numbers = local_rank_numbers(journals, config.nproc, config.rendezvous)
     ranks = collect_ranks(journals, numbers, torch_exit_codes(output_tail), ended_at)
     timed_out = ended == TIMED_OUT
@@ -316,6 +320,7 @@ def _launch_and_collect(
         inter_node_bandwidth=inter_node_rows_of(ranks),
         store_peers=tuple(exchange.store_peers) if exchange else (),
         output_tail=output_tail,
+        nccl_info=nccl_info,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )
 
@@ -381,6 +386,15 @@ def _backend_used(ranks: tuple) -> str | None:
         if record and record.ended and record.ok:
             return str(record.data.get("backend"))
     return None
+
+
+def _output(path: Path, config: JobConfig) -> tuple[str, tuple[str, ...]]:
+    """The output's tail, and NCCL's INFO lines apart where the doctor asked for them."""
+    if "NCCL_DEBUG" in config.doctor_env:
+        from ddp_doctor.probes.job.nccl_lines import split_output
+
+        return split_output(path, OUTPUT_TAIL_BYTES)
+    return _tail(path), ()
 
 
 def _tail(path: Path) -> str:

@@ -1,0 +1,54 @@
+"""NCCL's INFO lines for the doctor's own job: when the doctor asks for them, and why they
+are missing when they are.
+
+The NCCL rungs of the ladder (readings/ladder.py) are read from NCCL's INFO lines, so where the
+doctor's own job uses NCCL across nodes the doctor sets NCCL_DEBUG=INFO and
+NCCL_DEBUG_SUBSYS=INIT,NET for that job (the "NET/IB : Using", "Using network" and
+"Channel ... via NET/IB/0/GDRDMA" lines are INFO(NCCL_INIT | NCCL_NET) in NVIDIA/nccl's
+src/transport/net.cc and src/init.cc). A user's own NCCL_DEBUG stands: the job tests the
+user's settings, so the doctor adds nothing then, and the rungs say why they were not read. A
+NCCL_DEBUG_FILE of the user's sends NCCL's lines into the user's file: the doctor then sets
+nothing either (it writes nowhere outside its own folder, and cannot read that file's lines
+back as the job's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DOCTOR_NCCL_DEBUG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+
+
+def doctor_nccl_env(variables: Mapping[str, str], nccl_across_nodes: bool) -> dict[str, str]:
+    """What the doctor sets for its own job so that NCCL names its network; empty where the
+    job runs no NCCL between nodes or the user's environment decides NCCL's logging."""
+    if not nccl_across_nodes or _set(variables, "NCCL_DEBUG") or _set(variables, "NCCL_DEBUG_FILE"):
+        return {}
+    return dict(DOCTOR_NCCL_DEBUG)
+
+
+def lines_missing_why(variables: Mapping[str, str], doctor_env: Mapping[str, str]) -> str:
+    """Why NCCL's INFO lines are not in the job's output."""
+    if doctor_env.get("NCCL_DEBUG") == "INFO":
+        return "NCCL printed no INFO lines though the doctor set NCCL_DEBUG=INFO for its job"
+    if _set(variables, "NCCL_DEBUG_FILE"):
+        return (
+            "NCCL_DEBUG_FILE in your environment sends NCCL's lines to your file, which the "
+            "doctor does not read"
+        )
+    level = variables.get("NCCL_DEBUG")
+    if level is not None and level.strip().upper() not in ("INFO", "TRACE"):
+        return (
+            f"NCCL_DEBUG={_shown(level)} in your environment stands (the doctor does not "
+            "override it), so NCCL printed no INFO lines to read these rungs from"
+        )
+    return "NCCL's INFO lines are not in the job's output (set NCCL_DEBUG=INFO)"
+
+
+def _set(variables: Mapping[str, str], name: str) -> bool:
+    return bool((variables.get(name) or "").strip())
+
+
+def _shown(value: str, longest: int = 16) -> str:
+    printable = "".join(c for c in value if c.isprintable())
+    return printable[:longest] + ("..." if len(printable) > longest else "")
