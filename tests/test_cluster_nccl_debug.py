@@ -173,3 +173,27 @@ def test_the_kept_lines_travel_in_the_report_and_are_redacted(tmp_path: Path) ->
         shown = render(report, fmt, redact_hosts=True)
         assert "10.220.178.201" not in shown and "192.168.11.1" not in shown
     assert "<ip>" in render(report, "json", redact_hosts=True)
+
+
+def test_the_ranks_variables_stay_the_users_own() -> None:
+    """Node 0's doctor set NCCL_DEBUG=INFO; node 1's user set NCCL_DEBUG=WARN (its doctor set
+    nothing): node 0's ranks lose the doctor's two, node 1's keep the user's."""
+    from ddp_doctor.facts.job import Identity, JobFacts, Preflight
+    from ddp_doctor.readings.nccl_debug import without_doctor_env
+    from ddp_doctor.run.cluster_view import _doctor_env_of
+
+    doctor_set = {**DOCTOR_NCCL_DEBUG, "NCCL_SOCKET_IFNAME": "eth0"}
+    ranks = (
+        Identity(0, 2, 0, "node0", 1, "cuda:0", variables=doctor_set, group_rank=0),
+        Identity(1, 2, 0, "node1", 2, "cuda:0", variables={"NCCL_DEBUG": "WARN"}, group_rank=1),
+    )
+    local = JobFacts(
+        launched=True,
+        preflight=Preflight("node0", "10.0.0.1", None, 29500, None, False),
+        identities=ranks,
+        doctor_env=DOCTOR_NCCL_DEBUG,
+    )
+    nodes = {"0": {"doctor_env": DOCTOR_NCCL_DEBUG}, "1": {"doctor_env": {}}}
+    kept = without_doctor_env(ranks, _doctor_env_of(local, {"nodes": nodes}))
+    seen = {i.rank: dict(i.variables) for i in kept}
+    assert seen == {0: {"NCCL_SOCKET_IFNAME": "eth0"}, 1: {"NCCL_DEBUG": "WARN"}}

@@ -14,7 +14,10 @@ back as the job's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from ddp_doctor.facts.job import Identity
 
 DOCTOR_NCCL_DEBUG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 
@@ -52,3 +55,18 @@ def _set(variables: Mapping[str, str], name: str) -> bool:
 def _shown(value: str, longest: int = 16) -> str:
     printable = "".join(c for c in value if c.isprintable())
     return printable[:longest] + ("..." if len(printable) > longest else "")
+
+
+def without_doctor_env(
+    identities: Sequence[Identity], doctor_env_of: Callable[[Identity], Mapping[str, str]]
+) -> tuple[Identity, ...]:
+    """The ranks' variables as the user set them: those the doctor set for its own job on the
+    rank's node left out (they would read as the user's in the node groups and DDP2xx)."""
+    found = []
+    for identity in identities:
+        own = doctor_env_of(identity)
+        if any(identity.variables.get(name) == value for name, value in own.items()):
+            variables = {k: v for k, v in identity.variables.items() if own.get(k) != v}
+            identity = dataclasses.replace(identity, variables=variables)
+        found.append(identity)
+    return tuple(found)

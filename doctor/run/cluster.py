@@ -77,6 +77,7 @@ def cluster_job(
         "node_rank": plan.nodes.node_rank,
         "host": host,
         "applied_fixes": dict(config.extra_env),
+        "doctor_env": dict(config.doctor_env),
         "digest": node_digest(probes),  # the node's facts travel to node 0 once per digest
         "probes": probes,
     }

@@ -19,6 +19,7 @@ from ddp_doctor.probes.job.results import (
     rank_facts,
     rows_of,
 )
+from ddp_doctor.readings.nccl_debug import without_doctor_env
 from ddp_doctor.run.node_groups import group_nodes
 
 
@@ -40,12 +41,27 @@ def whole_job(local: JobFacts, document: Mapping[str, Any]) -> JobFacts:
     return dataclasses.replace(
         local,
         ranks=every,
-        identities=identities or identities_of(every),
+        identities=without_doctor_env(
+            identities or identities_of(every), _doctor_env_of(local, document)
+        ),
         bandwidth=rows_of(every),
         node_bandwidth=node_bandwidth_of(every),
         inter_node_bandwidth=inter_node_rows_of(every),
         backend=backend_used(every) or local.backend,
     )
+
+
+def _doctor_env_of(local: JobFacts, document: Mapping[str, Any]) -> Any:
+    """What each rank's node set for its own job (each node's doctor decides for its own)."""
+    nodes = dict(document.get("nodes") or {})
+
+    def of(identity: Identity) -> Mapping[str, str]:
+        doc = nodes.get(str(identity.group_rank)) if identity.group_rank is not None else None
+        if isinstance(doc, dict) and isinstance(doc.get("doctor_env"), dict):
+            return doc["doctor_env"]
+        return local.doctor_env
+
+    return of
 
 
 def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) -> ClusterFacts:

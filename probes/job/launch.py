@@ -34,6 +34,7 @@ from ddp_doctor.probes.job.results import (
     torch_exit_codes,
 )
 from ddp_doctor.probes.runner import die_with_parent, has_exited, kill_group, owned_folder, tracked
+from ddp_doctor.readings.nccl_debug import without_doctor_env
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 Progress = Callable[[str], None]
@@ -312,7 +313,7 @@ def _launch_and_collect(
         timed_out=timed_out,
         exit_code=process.returncode if ended == EXITED else None,
         ranks=ranks,
-        identities=identities_of(ranks),
+        identities=without_doctor_env(identities_of(ranks), lambda _: config.doctor_env),
         bandwidth=rows_of(ranks),
         bandwidth_errors=bandwidth_errors_of(ranks),
         peer_access=peer_access_of(ranks),
