@@ -89,7 +89,15 @@ def isolation_line(isolation: dict[str, Any]) -> str:
         unsettled = ", ".join(map(str, isolation.get("unsettled") or []))
         rest = f"; unsettled: {unsettled}" if unsettled else ""
         return f"pair tests: {len(pairs)} pairs in {rounds} rounds; bad nodes: {bad}{rest}{spread}"
-    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds){spread}"
+    under = len(isolation.get("under_band") or [])
+    banded = isolation.get("banded_pairs") or 0
+    if under:
+        return (
+            f"pair tests: every pair passed against the median ({len(pairs)} pairs in {rounds} "
+            f"rounds), {under} of {banded} far under their links' stated band{spread}"
+        )
+    within = f", none of {banded} far under their links' stated band" if banded else ""
+    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds{within}){spread}"
 
 
 SHOWN_GROUPS = 24  # lines of groups, so the report stays short however many nodes differ

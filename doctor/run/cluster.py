@@ -57,9 +57,11 @@ def cluster_job(
     selector: Selector | None,
 ) -> list[ProbeResult]:
     """This node's job and the cluster as far as this node knows it."""
+    from ddp_doctor.codec import to_jsonable
     from ddp_doctor.probes.base import ProbeFailed
     from ddp_doctor.probes.job.exchange import ClusterExchange
     from ddp_doctor.probes.job.launch import preflight, run_job
+    from ddp_doctor.probes.job.links import node_link
     from ddp_doctor.registry import rules_judged
     from ddp_doctor.report_io import probe_to_json
 
@@ -78,6 +80,7 @@ def cluster_job(
         "host": host,
         "applied_fixes": dict(config.extra_env),
         "doctor_env": dict(config.doctor_env),
+        "link": to_jsonable(node_link(network.route_interface if network else None)),
         "digest": node_digest(probes),  # the node's facts travel to node 0 once per digest
         "probes": probes,
     }

@@ -9,7 +9,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, IsolationFacts, VerdictFinding
+from ddp_doctor.facts.cluster import (
+    ClusterFacts,
+    ClusterNode,
+    IsolationFacts,
+    NodeLink,
+    VerdictFinding,
+)
 from ddp_doctor.facts.job import Identity, JobFacts, RankFacts
 from ddp_doctor.model import Finding
 from ddp_doctor.probes.job.results import (
@@ -90,10 +96,13 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
                 reported=bool(doc),
                 applied_fixes=dict(doc.get("applied_fixes") or {}),
                 digest=doc.get("digest") if isinstance(doc.get("digest"), str) else None,
+                link=_link(doc.get("link")),
             )
         )
     return ClusterFacts(
-        isolation=isolation_of(job.ranks, len(nodes)),
+        isolation=isolation_of(
+            job.ranks, len(nodes), {n.node_rank: n.link for n in nodes if n.link}, job.backend
+        ),
         nnodes=len(nodes),
         node_rank=node_rank,
         whole=True,
@@ -103,8 +112,14 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
     )
 
 
-def isolation_of(ranks: Sequence[RankFacts], nnodes: int) -> IsolationFacts | None:
-    """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled."""
+def isolation_of(
+    ranks: Sequence[RankFacts],
+    nnodes: int,
+    links: Mapping[int, NodeLink] | None = None,
+    backend: str | None = None,
+) -> IsolationFacts | None:
+    """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled,
+    and each pair against its nodes' stated link rates where they are known."""
     from ddp_doctor.run.isolation import isolation_facts, pair_tests
 
     rank0 = next((rank for rank in ranks if rank.rank == 0), None)
@@ -112,7 +127,20 @@ def isolation_of(ranks: Sequence[RankFacts], nnodes: int) -> IsolationFacts | No
     if record is None:
         return None
     rows = record.data.get("pairs") if record.ended else None
-    return isolation_facts(nnodes, pair_tests(rows if isinstance(rows, list) else []))
+    tests = pair_tests(rows if isinstance(rows, list) else [])
+    return isolation_facts(nnodes, tests, links=links, backend=backend)
+
+
+def _link(value: Any) -> NodeLink | None:
+    """A node's link as its document gave it; None where absent or malformed."""
+    from ddp_doctor.codec import CodecError, from_jsonable
+
+    if not isinstance(value, dict):
+        return None
+    try:
+        return from_jsonable(NodeLink, value)
+    except (CodecError, TypeError):
+        return None
 
 
 def member_cluster(
