@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import ladder_lines as lines
@@ -17,11 +18,13 @@ from ddp_doctor.facts.cluster import NodePlan
 from ddp_doctor.facts.machine import EnvFacts, FactSet, PlanFacts
 from ddp_doctor.model import ProbeResult
 from ddp_doctor.probes.job import launch
+from ddp_doctor.probes.job.nccl_conf import nccl_conf_variables
 from ddp_doctor.probes.job.nccl_lines import MAX_LINE_CHARS, MAX_LINES, split_output
 from ddp_doctor.readings.ladder import FAILED, NOT_RUN, PASSED, ladder, nccl_net
 from ddp_doctor.readings.nccl_debug import DOCTOR_NCCL_DEBUG, doctor_nccl_env
 from ddp_doctor.render import render
 from ddp_doctor.report_io import probe_from_json, probe_to_json, report_from_json
+from ddp_doctor.run import cluster
 from ddp_doctor.run.cluster import _job_config
 
 JOBS = Path(__file__).resolve().parent.parent / "fixtures" / "jobs"
@@ -66,8 +69,14 @@ def test_the_doctor_asks_for_nccl_info_only_where_the_user_did_not_decide(
     ],
 )
 def test_the_job_plan_sets_nccl_debug_for_nccl_between_nodes(
-    gpus: int, backend: str | None, env: dict[str, str], nodes: NodePlan, expected: dict
+    gpus: int,
+    backend: str | None,
+    env: dict[str, str],
+    nodes: NodePlan,
+    expected: dict,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(cluster, "nccl_conf_variables", lambda: {})  # this machine's conf aside
     plan = PlanFacts(backend=backend, nodes=nodes, timeout_s=60.0)
     config = _job_config(plan, gpus, 60.0, "python3", None, EnvFacts(env))
     assert dict(config.doctor_env) == expected
@@ -197,3 +206,35 @@ def test_the_ranks_variables_stay_the_users_own() -> None:
     kept = without_doctor_env(ranks, _doctor_env_of(local, {"nodes": nodes}))
     seen = {i.rank: dict(i.variables) for i in kept}
     assert seen == {0: {"NCCL_SOCKET_IFNAME": "eth0"}, 1: {"NCCL_DEBUG": "WARN"}}
+
+
+def test_an_nccl_conf_that_decides_the_logging_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = {"NCCL_DEBUG_FILE": ("/scratch/nccl.%h.%p", "/etc/nccl.conf")}
+    monkeypatch.setattr(cluster, "nccl_conf_variables", lambda: conf)
+    plan = PlanFacts(nodes=TWO_NODES, timeout_s=60.0)
+    config = _job_config(plan, 8, 60.0, "python3", None, EnvFacts({}))
+    assert dict(config.doctor_env) == {}
+    assert config.nccl_logging is not None and "/etc/nccl.conf" in config.nccl_logging
+    results = recorded_nccl("", (), {}, {})
+    job = next(r for r in results if r.probe == "job")
+    job = dataclasses.replace(
+        job, facts=dataclasses.replace(job.facts, nccl_logging=config.nccl_logging)
+    )
+    rungs = ladder(FactSet.of([r if r.probe != "job" else job for r in results]))
+    assert all("/etc/nccl.conf" in r.why for r in rungs if r.name in ("nccl-fabric", "nvls"))
+
+
+def test_nccl_conf_files_are_read_as_nccl_reads_them(tmp_path: Path) -> None:
+    own, etc = tmp_path / "my.conf", tmp_path / "etc.conf"
+    own.write_text("# NCCL_DEBUG=TRACE\nNCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n")
+    etc.write_text("NCCL_DEBUG=INFO\nNCCL_DEBUG_FILE=/var/log/nccl.%p\n")
+    found = nccl_conf_variables({"NCCL_CONF_FILE": str(own)}, etc)
+    assert found == {
+        "NCCL_DEBUG": ("WARN", str(own)),  # the first file wins, as NCCL's setenv(..., 0)
+        "NCCL_DEBUG_FILE": ("/var/log/nccl.%p", str(etc)),
+    }
+    fifo = tmp_path / "fifo.conf"
+    os.mkfifo(fifo)  # a special file never blocks the doctor
+    assert nccl_conf_variables({"NCCL_CONF_FILE": str(fifo)}, tmp_path / "none") == {}

@@ -139,6 +139,8 @@ class JobFacts:
     # NCCL's INFO lines, kept apart from output_tail where the doctor asked for them: one per
     # distinct message, bounded (probes/job/nccl_lines.py)
     nccl_info: tuple[str, ...] = ()
+    # who decided NCCL's logging where the doctor set nothing: "NCCL_DEBUG=WARN in /etc/nccl.conf"
+    nccl_logging: str | None = None
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

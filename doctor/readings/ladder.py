@@ -149,7 +149,7 @@ def _nccl_rungs(facts: FactSet, net: NcclNet) -> list[Rung]:
         ]
     rungs = [Rung("nccl-socket", PASSED)]
     if not net.seen:
-        why = lines_missing_why(facts.env.variables, job.doctor_env)
+        why = lines_missing_why(facts.env.variables, job.doctor_env, job.nccl_logging)
         return rungs + [Rung(name, NOT_RUN, why) for name in GPU_RUNGS[1:]]
     rungs.append(_fabric(net))
     rungs.append(_gpudirect(net))

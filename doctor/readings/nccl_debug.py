@@ -9,7 +9,9 @@ src/transport/net.cc and src/init.cc). A user's own NCCL_DEBUG stands: the job t
 user's settings, so the doctor adds nothing then, and the rungs say why they were not read. A
 NCCL_DEBUG_FILE of the user's sends NCCL's lines into the user's file: the doctor then sets
 nothing either (it writes nowhere outside its own folder, and cannot read that file's lines
-back as the job's).
+back as the job's). The same holds where a nccl.conf (NCCL_CONF_FILE, ~/.nccl.conf,
+/etc/nccl.conf) sets either: NCCL takes those only where the environment has none, so the
+doctor's NCCL_DEBUG would override them.
 """
 
 from __future__ import annotations
@@ -22,28 +24,48 @@ from ddp_doctor.facts.job import Identity
 DOCTOR_NCCL_DEBUG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 
 
-def doctor_nccl_env(variables: Mapping[str, str], nccl_across_nodes: bool) -> dict[str, str]:
+def logging_owner(
+    variables: Mapping[str, str], conf: Mapping[str, tuple[str, str]] | None = None
+) -> str | None:
+    """Who decides NCCL's logging on this node, where the user does: the environment, or an
+    nccl.conf file (probes/job/nccl_conf.py: name -> (value, file)); None where nobody."""
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE"):
+        if _set(variables, name):
+            return f"{name}={_shown(variables[name])} in your environment"
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_FILE"):
+        value, where = (conf or {}).get(name, ("", ""))
+        if value.strip():
+            return f"{name}={_shown(value)} in {_shown(where, 64)}"
+    return None
+
+
+def doctor_nccl_env(
+    variables: Mapping[str, str],
+    nccl_across_nodes: bool,
+    conf: Mapping[str, tuple[str, str]] | None = None,
+) -> dict[str, str]:
     """What the doctor sets for its own job so that NCCL names its network; empty where the
-    job runs no NCCL between nodes or the user's environment decides NCCL's logging."""
-    if not nccl_across_nodes or _set(variables, "NCCL_DEBUG") or _set(variables, "NCCL_DEBUG_FILE"):
+    job runs no NCCL between nodes or the user (environment or nccl.conf) decides NCCL's
+    logging."""
+    if not nccl_across_nodes or logging_owner(variables, conf) is not None:
         return {}
     return dict(DOCTOR_NCCL_DEBUG)
 
 
-def lines_missing_why(variables: Mapping[str, str], doctor_env: Mapping[str, str]) -> str:
-    """Why NCCL's INFO lines are not in the job's output."""
+def lines_missing_why(
+    variables: Mapping[str, str], doctor_env: Mapping[str, str], owner: str | None = None
+) -> str:
+    """Why NCCL's INFO lines are not in the job's output; `owner`: what the job's plan
+    recorded as deciding NCCL's logging (JobFacts.nccl_logging)."""
     if doctor_env.get("NCCL_DEBUG") == "INFO":
         return "NCCL printed no INFO lines though the doctor set NCCL_DEBUG=INFO for its job"
-    if _set(variables, "NCCL_DEBUG_FILE"):
+    owner = owner or logging_owner(variables)
+    if owner is not None and "NCCL_DEBUG_FILE" in owner:
+        return f"{owner} sends NCCL's lines to a file of yours, which the doctor does not read"
+    if owner is not None:
         return (
-            "NCCL_DEBUG_FILE in your environment sends NCCL's lines to your file, which the "
-            "doctor does not read"
-        )
-    level = variables.get("NCCL_DEBUG")
-    if level is not None and level.strip().upper() not in ("INFO", "TRACE"):
-        return (
-            f"NCCL_DEBUG={_shown(level)} in your environment stands (the doctor does not "
-            "override it), so NCCL printed no INFO lines to read these rungs from"
+            f"{owner} stands (the doctor does not override it), and NCCL printed no INFO "
+            "lines to read these rungs from"
         )
     return "NCCL's INFO lines are not in the job's output (set NCCL_DEBUG=INFO)"
 

@@ -20,8 +20,9 @@ from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import EnvFacts, PlanFacts, TorchFacts
 from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.probes.job.nccl_conf import nccl_conf_variables
 from ddp_doctor.progress import Progress
-from ddp_doctor.readings.nccl_debug import doctor_nccl_env
+from ddp_doctor.readings.nccl_debug import doctor_nccl_env, logging_owner
 from ddp_doctor.readings.netfix import fixes, nccl_possible, predict
 from ddp_doctor.registry import Selector
 
@@ -114,13 +115,16 @@ def _job_config(
     nccl = nccl_possible(gpus, plan.backend)
     predicted = predict(network, env.variables, nccl) if network else []
     base = jobplan.job_config(plan, gpus, left, python)
+    across = nccl and plan.nodes.nnodes > 1
+    conf = nccl_conf_variables() if across else {}
     return dataclasses.replace(
         base,
         rendezvous=_rendezvous(plan.nodes, network, plan.timeout_s or left),
         extra_env={} if plan.as_is else fixes(predicted),
         exchange_timeout_s=base.init_timeout_s,
         isolate_s=isolate_budget(plan.timeout_s or left) if plan.nodes.isolate else 0.0,
-        doctor_env=doctor_nccl_env(env.variables, nccl and plan.nodes.nnodes > 1),
+        doctor_env=doctor_nccl_env(env.variables, across, conf),
+        nccl_logging=logging_owner(env.variables, conf) if across else None,
     )
 
 

@@ -63,6 +63,7 @@ class JobConfig:
     # variables the doctor sets for its own job's sake (NCCL_DEBUG=INFO for the ladder's NCCL
     # rungs, readings/nccl_debug.py); never a user's own: those are left out of it
     doctor_env: Mapping[str, str] = field(default_factory=dict)
+    nccl_logging: str | None = None  # who decides NCCL's logging where the doctor set nothing
 
 
 def preflight(
@@ -185,6 +186,7 @@ def planned_facts(config: JobConfig, checks: Preflight) -> dict[str, object]:
         nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
         applied_fixes=dict(config.extra_env),
         doctor_env=dict(config.doctor_env),
+        nccl_logging=config.nccl_logging,
     )
 
 
