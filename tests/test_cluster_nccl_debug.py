@@ -230,11 +230,18 @@ def test_nccl_conf_files_are_read_as_nccl_reads_them(tmp_path: Path) -> None:
     own, etc = tmp_path / "my.conf", tmp_path / "etc.conf"
     own.write_text("# NCCL_DEBUG=TRACE\nNCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n")
     etc.write_text("NCCL_DEBUG=INFO\nNCCL_DEBUG_FILE=/var/log/nccl.%p\n")
-    found = nccl_conf_variables({"NCCL_CONF_FILE": str(own)}, etc)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".nccl.conf").write_text("NCCL_DEBUG=VERSION\n")
+    found = nccl_conf_variables({"NCCL_CONF_FILE": str(own)}, etc, str(home))
     assert found == {
         "NCCL_DEBUG": ("WARN", str(own)),  # the first file wins, as NCCL's setenv(..., 0)
         "NCCL_DEBUG_FILE": ("/var/log/nccl.%p", str(etc)),
     }
     fifo = tmp_path / "fifo.conf"
     os.mkfifo(fifo)  # a special file never blocks the doctor
-    assert nccl_conf_variables({"NCCL_CONF_FILE": str(fifo)}, tmp_path / "none") == {}
+    nowhere = str(tmp_path / "nowhere")
+    assert nccl_conf_variables({"NCCL_CONF_FILE": str(fifo)}, tmp_path / "none", nowhere) == {}
+    assert nccl_conf_variables({}, tmp_path / "none", str(home)) == {
+        "NCCL_DEBUG": ("VERSION", str(home / ".nccl.conf"))
+    }
