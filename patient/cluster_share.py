@@ -47,7 +47,7 @@ def share(
 ) -> None:
     """Posts this rank's journal (and, on a node's first rank, the node's facts); rank 0
     gathers them all and hands node 0's verdict back; each node's first rank receives it."""
-    store = _connect(torch, wait_s)
+    store = connect_store(torch, wait_s)
     if store is None:
         return
     post(store, placement, read_journal(journal), _read(folder / "node.json"))
@@ -126,7 +126,7 @@ def _compact_record(record: dict[str, Any], fingerprints: dict[str, dict[str, An
     return {**record, "data": data}
 
 
-def _connect(torch: Any, wait_s: float) -> Any:
+def connect_store(torch: Any, wait_s: float) -> Any:
     try:
         return torch.distributed.TCPStore(
             os.environ["MASTER_ADDR"],

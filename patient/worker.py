@@ -4,7 +4,10 @@ Stages run in order: init -> identity -> allreduce -> ddp -> bandwidth -> memory
 its start and its result to the rank's own journal the moment it happens (journal.py), so a
 later hang or a dead rank loses nothing already measured. A failed stage ends the rank. In a
 multi-node job (`--cluster-dir`) the bandwidth stage also sweeps inside and across nodes, and
-every rank then sends its journal to rank 0 through the job's store (cluster_share.py).
+every rank then sends its journal to rank 0 through the job's store (cluster_share.py). With
+`--isolate-s` (`run --isolate`) an isolate stage comes first: the nodes tested in pairs
+(isolate.py); where a pair failed every rank stops after it (and exits 0: the finding is the
+report's, and a rank exiting 1 would make torchrun stop the others mid-exchange).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ops", default="all_reduce")
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--exchange-timeout", type=float, default=10.0)
+    parser.add_argument("--isolate-s", type=float, default=0.0)  # > 0: run --isolate first
+    parser.add_argument("--isolate-bytes", type=int, default=512 * 1024)
     return parser.parse_args(argv)
 
 
@@ -51,6 +56,7 @@ class Worker:
         self.torch: Any = None
         self.device: Any = None
         self.backend = args.backend
+        self.stopped = False  # the pair tests failed: the whole-world stages would hang
 
     def run(self) -> int:
         stages: list[tuple[str, Stage]] = [
@@ -61,14 +67,18 @@ class Worker:
             ("bandwidth", self.bandwidth),
             ("memory", self.memory),
         ]
+        if self.args.isolate_s > 0:
+            stages.insert(0, ("isolate", self.isolate))
         code = 0
         for name, stage in stages:
             if not self._run_stage(name, stage):
                 code = 1
                 break
+            if self.stopped:  # every rank stops alike, on purpose: no rank "fails" (exit 0),
+                break  # so torchrun stops none of them while they share the pair tests
         if self.args.cluster_dir is not None:
             self._share_with_cluster()
-        if code == 0:
+        if code == 0 and self.torch.distributed.is_initialized():
             self.torch.distributed.destroy_process_group()
         return code
 
@@ -107,6 +117,19 @@ class Worker:
         return True
 
     # -- stages ----------------------------------------------------------------------------
+    def isolate(self) -> dict[str, Any]:
+        import torch
+
+        from .isolate import run_isolation
+
+        self.torch = torch
+        backend = _choose_backend(torch, self.args.backend)
+        data = run_isolation(
+            torch, self.placement, backend, self.args.isolate_s, self.args.isolate_bytes
+        )
+        self.stopped = bool(data.get("stop"))
+        return data
+
     def init(self) -> dict[str, Any]:
         import torch
         import torch.distributed as dist

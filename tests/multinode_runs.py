@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulated_hosts import SimulatedHosts
+from simulated_hosts import SimulatedHosts, simulated_hosts
 
 from ddp_doctor.probes.environment import EXACT_NAMES, PREFIXES
 
@@ -102,3 +102,63 @@ def static(node: int, nnodes: int = 2, *extra: str) -> list[str]:
         "--nnodes", str(nnodes), "--node-rank", str(node), "--master-addr", "node0",
         "--master-port", PORT, *extra,
     ]  # fmt: skip
+
+
+def throttle(hosts: SimulatedHosts, node: int, rate: str = "20mbit") -> None:
+    """Host `node`'s link at `rate` both ways: a tbf qdisc on its veth's two ends (its eth1,
+    and its port on the bridge)."""
+    tbf = ["tbf", "rate", rate, "burst", "32kbit", "latency", "400ms"]
+    ends = [(hosts.namespaces[node], hosts.interface)]
+    if hosts.switch is not None:
+        ends.append((hosts.switch, f"p{node}"))
+    for namespace, device in ends:
+        argv = ["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", device, "root"]
+        done = subprocess.run([*argv, *tbf], capture_output=True, text=True, timeout=20)
+        assert done.returncode == 0, done.stderr
+
+
+def cut_off(hosts: SimulatedHosts, node: int, store_port: str = PORT) -> None:
+    """Host `node`'s firewall (nft, in its namespace) drops every new TCP connection with the
+    other hosts, both ways, but its own to the job's store on node 0: torchrun's rendezvous and
+    the store work, every connection between ranks fails."""
+    rules = (
+        "add table inet ddm; "
+        "add chain inet ddm input { type filter hook input priority 0; policy accept; }; "
+        "add chain inet ddm output { type filter hook output priority 0; policy accept; }; "
+        f'add rule inet ddm input iifname "{hosts.interface}" ct state new meta l4proto tcp drop; '
+        f'add rule inet ddm output oifname "{hosts.interface}" ip daddr != {hosts.addresses[0]} '
+        "ct state new meta l4proto tcp drop; "
+        f'add rule inet ddm output oifname "{hosts.interface}" ip daddr {hosts.addresses[0]} '
+        f"tcp dport != {store_port} ct state new drop"
+    )
+    done = hosts.run_in(node, ["nft", rules])
+    assert done.returncode == 0, done.stderr
+
+
+ISOLATE_TIMEOUT_S = 60
+ISOLATE_FAULTS = {
+    "healthy": "four hosts, every link unthrottled",
+    "throttled": "node2's link throttled to 20 Mbit/s both ways (tc tbf on its veth's two ends)",
+    "cut-off": "node2's firewall (nft) drops every new TCP connection with the other hosts "
+    "but its own to the job's store on node 0",
+}
+
+
+def isolate_on_four_hosts(fault: str) -> tuple[list[NodeRun], list[str]]:
+    """`run --isolate` on four simulated hosts with one of ISOLATE_FAULTS on node2: each node's
+    run, and the namespaces used (all removed again, whatever happened)."""
+    with simulated_hosts(4) as hosts:
+        if fault == "throttled":
+            throttle(hosts, 2)
+        elif fault == "cut-off":
+            cut_off(hosts, 2)
+        args = [static(node, 4, "--nproc", "1", "--isolate") for node in range(4)]
+        runs = run_nodes(hosts, args, timeout=ISOLATE_TIMEOUT_S)
+        used = [*hosts.namespaces, *([hosts.switch] if hosts.switch else [])]
+    return [run for run in runs if run is not None], used
+
+
+def namespaces_left(names: Sequence[str]) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=20)
+    present = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    return [name for name in names if name in present]

@@ -80,6 +80,12 @@ MAX_SIZES = 64
     "preflight predicts (to reproduce a failure).",
 )
 @click.option(
+    "--isolate",
+    is_flag=True,
+    help="Several nodes: test them in pairs first (connection, exact all-reduce, bandwidth "
+    "both ways) and name the bad ones with an exclude list.",
+)
+@click.option(
     "--sizes",
     default=None,
     metavar="MIN:MAX:FACTOR",
@@ -128,6 +134,7 @@ def run_command(
     rdzv_endpoint: str | None,
     rdzv_id: str | None,
     as_is: bool,
+    isolate: bool,
     sizes: str | None,
     iters: int | None,
     ops: str | None,
@@ -140,6 +147,8 @@ def run_command(
     sizes = _checked_sizes(sizes)
     flags = LaunchFlags(nnodes, node_rank, master_addr, master_port, rdzv_endpoint, rdzv_id)
     nodes = _planned_nodes(flags)
+    if isolate:
+        nodes = _isolating(nodes, no_jobs)
     plan = PlanFacts(
         nproc=nproc or _torchrun_nproc(nodes),
         backend=backend,
@@ -186,6 +195,19 @@ def _planned_nodes(flags: LaunchFlags) -> NodePlan | None:
         return plan_nodes(flags, os.environ, expand_nodelist)
     except PlanError as error:
         raise click.UsageError(str(error)) from None
+
+
+def _isolating(nodes: NodePlan | None, no_jobs: bool) -> NodePlan:
+    import dataclasses
+
+    if no_jobs:
+        raise click.UsageError("--isolate tests nodes inside the job: --no-jobs launches none")
+    if nodes is None or nodes.nnodes < 2:
+        raise click.UsageError(
+            "--isolate tests nodes in pairs: it needs a run of several nodes (--nnodes 2 or "
+            "more, or a scheduler's allocation of several)"
+        )
+    return dataclasses.replace(nodes, isolate=True)
 
 
 def _torchrun_nproc(nodes: NodePlan | None) -> int | None:

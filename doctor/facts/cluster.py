@@ -24,6 +24,7 @@ class NodePlan:
     scheduler: str | None = None  # "slurm", "kubernetes"; None: plain torchrun-style flags
     hosts: tuple[str, ...] = ()  # every node's host in node-rank order, where the scheduler says
     sources: Mapping[str, str] = field(default_factory=dict)
+    isolate: bool = False  # --isolate: the job tests the nodes in pairs first
 
     @property
     def hosts_master(self) -> bool | None:
@@ -86,6 +87,16 @@ class NetworkFacts:
 
 
 @dataclass(frozen=True)
+class NodeLink:
+    """The link a node reaches the others through, at the rate the system states (nominal,
+    not measured: probes/job/links.py)."""
+
+    interface: str | None = None  # the route interface towards the other nodes
+    mbps: int | None = None  # /sys/class/net/IFACE/speed; None: not stated
+    fabric_gbit: float | None = None  # the fastest ACTIVE IB/RoCE port's rate; None: none
+
+
+@dataclass(frozen=True)
 class ClusterNode:
     """One node as node 0 saw it through the job's store."""
 
@@ -98,6 +109,7 @@ class ClusterNode:
     # the node's group (ClusterFacts.groups) holds them
     probes: tuple[Mapping[str, object], ...] = ()
     digest: str | None = None  # of its own facts apart from names, addresses and timings
+    link: NodeLink | None = None  # its link's stated rate; None: not reported
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,15 @@ class PairTest:
 
 
 @dataclass(frozen=True)
+class PairBand:
+    """What a pair's link should carry: the slower of its two nodes' stated rates."""
+
+    nodes: tuple[int, int]
+    gbps: float  # GB/s (1e9 bytes), as PairTest.gbps
+    basis: str  # which rate of which node: "node 1's eth0 at 10000 Mbit/s"
+
+
+@dataclass(frozen=True)
 class IsolationFacts:
     """The pair rounds: every pair tested, what they found, and the nodes they settled."""
 
@@ -147,6 +168,11 @@ class IsolationFacts:
     slow_below: float = 0.5  # a pair under this share of the median (or expected) fails
     bad: tuple[int, ...] = ()  # failed beside nodes known good
     unsettled: tuple[int, ...] = ()  # still suspects when the rounds ran out
+    # the band (its nodes' slower stated link rate) of each pair far under it
+    bands: tuple[PairBand, ...] = ()
+    banded_pairs: int = 0  # pairs whose band was known (both nodes stated a rate)
+    band_floor: float | None = None  # a connected pair under this share of its band is far under
+    under_band: tuple[tuple[int, int], ...] = ()  # pairs far under their band
 
 
 @dataclass(frozen=True)

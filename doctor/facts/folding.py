@@ -269,6 +269,7 @@ def _node_shape(node: dict[str, Any]) -> str:
         {
             "reported": node.get("reported"),
             "applied_fixes": node.get("applied_fixes"),
+            "link": node.get("link"),
             "ranks": len(ranks),
         }
     )
@@ -298,6 +299,7 @@ def fold_cluster(cluster: dict[str, Any]) -> dict[str, Any]:
                 "nodes": number_ranges(m["node_rank"] for m in members),
                 "reported": first.get("reported"),
                 "applied_fixes": first.get("applied_fixes") or {},
+                "link": first.get("link"),
                 "ranks_per_node": len(first.get("ranks") or []),
                 "columns": {key: encode_column(v) for key, v in values.items()},
             }
@@ -334,6 +336,7 @@ def unfold_cluster(cluster: Any) -> Any:
                     "ranks": ranks,
                     "reported": run.get("reported"),
                     "applied_fixes": run.get("applied_fixes") or {},
+                    "link": run.get("link") if isinstance(run.get("link"), dict) else None,
                     "probes": [],
                     "digest": columns.get("digest", [None] * len(numbers))[row],
                 }

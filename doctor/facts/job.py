@@ -134,6 +134,13 @@ class JobFacts:
     inter_node_bandwidth: tuple[BandwidthRow, ...] = ()  # one rank per node
     # where this node hosts torchrun's store: addresses seen connected to it during the job
     store_peers: tuple[str, ...] = ()
+    # variables the doctor set for its own job's sake, not the user's (NCCL_DEBUG=INFO ...)
+    doctor_env: Mapping[str, str] = field(default_factory=dict)
+    # NCCL's INFO lines, kept apart from output_tail where the doctor asked for them: one per
+    # distinct message, bounded (probes/job/nccl_lines.py)
+    nccl_info: tuple[str, ...] = ()
+    # who decided NCCL's logging where the doctor set nothing: "NCCL_DEBUG=WARN in /etc/nccl.conf"
+    nccl_logging: str | None = None
 
     def rank(self, number: int) -> RankFacts | None:
         return next((r for r in self.ranks if r.rank == number), None)

@@ -4,6 +4,7 @@ the sweep across nodes; on the other nodes one line pointing to node 0's report.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from ddp_doctor.facts.folding import fold_cluster
@@ -76,10 +77,10 @@ def isolation_line(isolation: dict[str, Any]) -> str:
     """--isolate's outcome: every pair passed (with the bandwidth spread), or the bad nodes."""
     pairs = isolation.get("pairs") or []
     rounds = isolation.get("rounds") or 0
-    speeds = [p["gbps"] for p in pairs if p.get("gbps") is not None]
+    speeds = [p["gbps"] for p in pairs if isinstance(p.get("gbps"), (int, float))]
     spread = (
-        f"; pair bandwidth {min(speeds):.3f} / {sorted(speeds)[len(speeds) // 2]:.3f} / "
-        f"{max(speeds):.3f} GB/s (lowest / median / highest)"
+        f"; pair bandwidth {min(speeds):.3g} / {statistics.median(speeds):.3g} / "
+        f"{max(speeds):.3g} GB/s (lowest / median / highest)"
         if speeds
         else ""
     )
@@ -88,7 +89,15 @@ def isolation_line(isolation: dict[str, Any]) -> str:
         unsettled = ", ".join(map(str, isolation.get("unsettled") or []))
         rest = f"; unsettled: {unsettled}" if unsettled else ""
         return f"pair tests: {len(pairs)} pairs in {rounds} rounds; bad nodes: {bad}{rest}{spread}"
-    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds){spread}"
+    under = len(isolation.get("under_band") or [])
+    banded = isolation.get("banded_pairs") or 0
+    if under:
+        return (
+            f"pair tests: every pair passed against the median ({len(pairs)} pairs in {rounds} "
+            f"rounds), {under} of {banded} far under their links' stated band{spread}"
+        )
+    within = f", none of {banded} far under their links' stated band" if banded else ""
+    return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds{within}){spread}"
 
 
 SHOWN_GROUPS = 24  # lines of groups, so the report stays short however many nodes differ

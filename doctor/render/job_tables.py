@@ -21,6 +21,13 @@ BANDWIDTH_HEADERS = (
 )
 
 
+def stages_of(job: dict[str, Any]) -> tuple[str, ...]:
+    """The job's stages: run --isolate's pair tests first where they ran."""
+    ranks = [*job.get("ranks", []), *job.get("rank_groups", [])]
+    isolated = any(s.get("stage") == "isolate" for r in ranks for s in r.get("stages", []))
+    return ("isolate", *STAGES) if isolated else STAGES
+
+
 def stage_rows(job: dict[str, Any]) -> list[list[str]]:
     """One row per rank; in a folded job (facts/folding.py) one per group of ranks alike, its
     stage times the group's medians."""
@@ -28,7 +35,7 @@ def stage_rows(job: dict[str, Any]) -> list[list[str]]:
     for rank in [*job.get("ranks", []), *job.get("rank_groups", [])]:
         by_stage = {s["stage"]: s for s in rank.get("stages", [])}
         cells = [str(rank["rank"]) if "rank" in rank else rank["ranks"]]
-        for stage in STAGES:
+        for stage in stages_of(job):
             record = by_stage.get(stage)
             if record is None:
                 cells.append("-")
@@ -101,10 +108,6 @@ def job_summary(job: dict[str, Any]) -> str:
     return f"job: {ranks}, {job.get('backend')}{sweep}, {state}, {job.get('duration_s', 0):.1f} s"
 
 
-STAGE_HEADERS = ("rank", *STAGES, "exit")
-STAGE_NUMBERS = (0, len(STAGE_HEADERS) - 1)  # rank and exit code, to the right
-
-
 def ranks_in(job: dict[str, Any]) -> int:
     from ddp_doctor.facts.runs import parse_ranges
 
@@ -120,7 +123,8 @@ def render_job_text(job: dict[str, Any], bandwidth: list[dict[str, Any]] | None 
     job = fold_job(job)  # ranks alike share a row, in every format
     parts = [job_summary(job)]
     if job.get("ranks") or job.get("rank_groups"):
-        parts.append(plain_table(stage_rows(job), STAGE_HEADERS, right=STAGE_NUMBERS))
+        headers = ("rank", *stages_of(job), "exit")
+        parts.append(plain_table(stage_rows(job), headers, right=(0, len(headers) - 1)))
     for table in bandwidth or []:
         text = bandwidth_title(table)
         if table["rows"]:

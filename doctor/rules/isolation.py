@@ -1,5 +1,7 @@
-"""DDP219-DDP220: what `run --isolate`'s pair rounds found: the bad nodes, named with why and
-an exclude list for the scheduler, and what the rounds could not settle."""
+"""DDP219-DDP220, DDP222: what `run --isolate`'s pair rounds found: the bad nodes, named with
+why and an exclude list for the scheduler, what the rounds could not settle, and pairs far
+under the band their nodes' links state (which the median cannot see when every pair is
+slow)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from ddp_doctor.registry import Hit, rule
 def bad_nodes_isolated(facts: FactSet) -> Iterator[Hit]:
     """What it finds: with `run --isolate`, nodes that failed a pair test beside a node that
     passed its own: no connection in time, an all-reduce whose sum is not exact, or a
-    point-to-point bandwidth under half the median of all pairs (or of the topology's
-    expected band between nodes, where known).
+    point-to-point bandwidth under half the median of the pairs (pairs far under their links'
+    stated band are DDP222's).
     Why it matters: one bad node makes a whole multi-node job hang or crawl, and the symptom
     (a timeout, a slow step) names no node; finding it by hand takes pair after pair.
     Example: 1,024 nodes where node 17's link runs at 20 Mbit/s and node 203 drops the
@@ -88,3 +90,52 @@ def nodes_unsettled(facts: FactSet) -> Iterator[Hit]:
                 "each passed beside other nodes: the path between them",
                 {"nodes": list(pair.nodes), "reason": reason},
             )
+
+
+@rule(
+    "DDP222",
+    Remediation(
+        "Check the named nodes' links: `ethtool IFACE` (speed, duplex), error counters "
+        "(`ip -s link`, `ethtool -S`), MTU along the path, the switch ports, and that "
+        "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME / NCCL_IB_HCA name the fast interface."
+    ),
+)
+def pairs_under_link_band(facts: FactSet) -> Iterator[Hit]:
+    """What it finds: with `run --isolate`, pairs whose point-to-point bandwidth is far under
+    the band their nodes' links state (the slower node's /sys/class/net speed of the route
+    interface, or its fastest active IB/RoCE port when the pairs ran NCCL): under 2% of it
+    over sockets, under 10% over the fabric. Pairs of nodes already named bad are left to
+    DDP219.
+    Why it matters: the median of the pairs cannot see a cluster where every pair is slow
+    alike (a wrong interface, a congested or mis-set switch): every pair passes against it.
+    Example: four nodes on 100 Gbit/s interfaces whose pairs all run at 0.02 GB/s.
+    Fix: check the links (speed, errors, MTU, switch) and the *_SOCKET_IFNAME variables.
+    """
+    cluster = facts.cluster
+    isolation = cluster.isolation if cluster else None
+    if isolation is None or not isolation.under_band or isolation.band_floor is None:
+        return
+    bad = set(isolation.bad)
+    under = [p for p in isolation.under_band if not bad & set(p)]
+    if not under:
+        return
+    bands = {band.nodes: band for band in isolation.bands}
+    speeds = {p.nodes: p.gbps for p in isolation.pairs if p.nodes in bands}
+    shown = "; ".join(
+        f"nodes {a}-{b}: {speeds.get((a, b)) or 0:.3g} GB/s of {bands[(a, b)].gbps:.3g} GB/s "
+        f"({bands[(a, b)].basis})"
+        for a, b in under[:8]
+        if (a, b) in bands
+    )
+    more = f" and {len(under) - 8} more" if len(under) > 8 else ""
+    nodes = sorted({node for pair in under for node in pair})
+    yield Hit(
+        f"{len(under)} of {isolation.banded_pairs} pairs ran under "
+        f"{100 * isolation.band_floor:g}% of their links' stated band: {shown}{more}",
+        {
+            "pairs": [list(p) for p in under],
+            "nodes": nodes,
+            "floor": isolation.band_floor,
+            "median_gbps": isolation.median_gbps,
+        },
+    )

@@ -20,11 +20,14 @@ from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.machine import EnvFacts, PlanFacts, TorchFacts
 from ddp_doctor.judge import judge
 from ddp_doctor.model import ProbeResult, ProbeStatus
+from ddp_doctor.probes.job.nccl_conf import nccl_conf_variables
 from ddp_doctor.progress import Progress
+from ddp_doctor.readings.nccl_debug import doctor_nccl_env, logging_owner
 from ddp_doctor.readings.netfix import fixes, nccl_possible, predict
 from ddp_doctor.registry import Selector
 
 RENDEZVOUS_SHARE = 0.5  # of --timeout: how long nodes wait for each other
+ISOLATE_SHARE, MIN_ISOLATE_S = 0.4, 10.0  # of --timeout: the pair tests of --isolate
 MIN_RENDEZVOUS_S = 10.0
 JOB_GRACE_S = 10.0
 
@@ -55,9 +58,11 @@ def cluster_job(
     selector: Selector | None,
 ) -> list[ProbeResult]:
     """This node's job and the cluster as far as this node knows it."""
+    from ddp_doctor.codec import to_jsonable
     from ddp_doctor.probes.base import ProbeFailed
     from ddp_doctor.probes.job.exchange import ClusterExchange
     from ddp_doctor.probes.job.launch import preflight, run_job
+    from ddp_doctor.probes.job.links import node_link
     from ddp_doctor.registry import rules_judged
     from ddp_doctor.report_io import probe_to_json
 
@@ -75,6 +80,8 @@ def cluster_job(
         "node_rank": plan.nodes.node_rank,
         "host": host,
         "applied_fixes": dict(config.extra_env),
+        "doctor_env": dict(config.doctor_env),
+        "link": to_jsonable(node_link(network.route_interface if network else None)),
         "digest": node_digest(probes),  # the node's facts travel to node 0 once per digest
         "probes": probes,
     }
@@ -100,20 +107,29 @@ def _job_config(
     network: NetworkFacts | None,
     env: EnvFacts,
 ) -> Any:
-    """One node's job: its rendezvous, and the fixes the preflight predicts (unless --as-is)."""
+    """One node's job: its rendezvous, the fixes the preflight predicts (unless --as-is), and
+    NCCL's INFO lines asked for where NCCL may run between the nodes (readings/nccl_debug.py)."""
     from ddp_doctor.run import jobplan
 
     assert plan.nodes is not None
-    predicted = (
-        predict(network, env.variables, nccl_possible(gpus, plan.backend)) if network else []
-    )
+    nccl = nccl_possible(gpus, plan.backend)
+    predicted = predict(network, env.variables, nccl) if network else []
     base = jobplan.job_config(plan, gpus, left, python)
+    across = nccl and plan.nodes.nnodes > 1
+    conf = nccl_conf_variables() if across else {}
     return dataclasses.replace(
         base,
         rendezvous=_rendezvous(plan.nodes, network, plan.timeout_s or left),
         extra_env={} if plan.as_is else fixes(predicted),
         exchange_timeout_s=base.init_timeout_s,
+        isolate_s=isolate_budget(plan.timeout_s or left) if plan.nodes.isolate else 0.0,
+        doctor_env=doctor_nccl_env(env.variables, across, conf),
+        nccl_logging=logging_owner(env.variables, conf) if across else None,
     )
+
+
+def isolate_budget(timeout_s: float) -> float:
+    return max(MIN_ISOLATE_S, timeout_s * ISOLATE_SHARE)
 
 
 def _snapshot(config: Any, checks: Any) -> dict[str, Any]:

@@ -6,10 +6,16 @@ other nodes keep node 0's verdict as it came back."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddp_doctor.facts.cluster import ClusterFacts, ClusterNode, VerdictFinding
+from ddp_doctor.facts.cluster import (
+    ClusterFacts,
+    ClusterNode,
+    IsolationFacts,
+    NodeLink,
+    VerdictFinding,
+)
 from ddp_doctor.facts.job import Identity, JobFacts, RankFacts
 from ddp_doctor.model import Finding
 from ddp_doctor.probes.job.results import (
@@ -19,6 +25,7 @@ from ddp_doctor.probes.job.results import (
     rank_facts,
     rows_of,
 )
+from ddp_doctor.readings.nccl_debug import without_doctor_env
 from ddp_doctor.run.node_groups import group_nodes
 
 
@@ -40,12 +47,27 @@ def whole_job(local: JobFacts, document: Mapping[str, Any]) -> JobFacts:
     return dataclasses.replace(
         local,
         ranks=every,
-        identities=identities or identities_of(every),
+        identities=without_doctor_env(
+            identities or identities_of(every), _doctor_env_of(local, document)
+        ),
         bandwidth=rows_of(every),
         node_bandwidth=node_bandwidth_of(every),
         inter_node_bandwidth=inter_node_rows_of(every),
         backend=backend_used(every) or local.backend,
     )
+
+
+def _doctor_env_of(local: JobFacts, document: Mapping[str, Any]) -> Any:
+    """What each rank's node set for its own job (each node's doctor decides for its own)."""
+    nodes = dict(document.get("nodes") or {})
+
+    def of(identity: Identity) -> Mapping[str, str]:
+        doc = nodes.get(str(identity.group_rank)) if identity.group_rank is not None else None
+        if isinstance(doc, dict) and isinstance(doc.get("doctor_env"), dict):
+            return doc["doctor_env"]
+        return local.doctor_env
+
+    return of
 
 
 def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) -> ClusterFacts:
@@ -74,9 +96,13 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
                 reported=bool(doc),
                 applied_fixes=dict(doc.get("applied_fixes") or {}),
                 digest=doc.get("digest") if isinstance(doc.get("digest"), str) else None,
+                link=_link(doc.get("link")),
             )
         )
     return ClusterFacts(
+        isolation=isolation_of(
+            job.ranks, len(nodes), {n.node_rank: n.link for n in nodes if n.link}, job.backend
+        ),
         nnodes=len(nodes),
         node_rank=node_rank,
         whole=True,
@@ -84,6 +110,37 @@ def whole_cluster(job: JobFacts, document: Mapping[str, Any], node_rank: int) ->
         missing_ranks=tuple(r.rank for r in job.ranks if r.rank not in reported),
         groups=group_nodes(nodes, job.identities, probes_of),
     )
+
+
+def isolation_of(
+    ranks: Sequence[RankFacts],
+    nnodes: int,
+    links: Mapping[int, NodeLink] | None = None,
+    backend: str | None = None,
+) -> IsolationFacts | None:
+    """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled,
+    and each pair against its nodes' stated link rates where they are known."""
+    from ddp_doctor.run.isolation import isolation_facts, pair_tests
+
+    rank0 = next((rank for rank in ranks if rank.rank == 0), None)
+    record = rank0.stage("isolate") if rank0 else None
+    if record is None:
+        return None
+    rows = record.data.get("pairs") if record.ended else None
+    tests = pair_tests(rows if isinstance(rows, list) else [])
+    return isolation_facts(nnodes, tests, links=links, backend=backend)
+
+
+def _link(value: Any) -> NodeLink | None:
+    """A node's link as its document gave it; None where absent or malformed."""
+    from ddp_doctor.codec import CodecError, from_jsonable
+
+    if not isinstance(value, dict):
+        return None
+    try:
+        return from_jsonable(NodeLink, value)
+    except (CodecError, TypeError):
+        return None
 
 
 def member_cluster(

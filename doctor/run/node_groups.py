@@ -18,6 +18,8 @@ OWN_KEYS = frozenset(
     {
         "duration_s", "hostname", "port", "uuid", "processes", "memory_used_bytes",
         "used_memory_bytes", "pid", "mig_devices", "created",
+        # a static rendezvous gives every node its own rank, and node 0 alone hosts the master
+        "node_rank", "master_is_local",
     }
 )  # fmt: skip
 # Keys holding addresses: each node has its own, but whether they are loopback matters.

@@ -34,6 +34,7 @@ from ddp_doctor.probes.job.results import (
     torch_exit_codes,
 )
 from ddp_doctor.probes.runner import die_with_parent, has_exited, kill_group, owned_folder, tracked
+from ddp_doctor.readings.nccl_debug import without_doctor_env
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 Progress = Callable[[str], None]
@@ -58,6 +59,11 @@ class JobConfig:
     # variables set for the job only, to check a fix the network preflight predicted
     extra_env: Mapping[str, str] = field(default_factory=dict)
     exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
+    isolate_s: float = 0.0  # run --isolate: the pair tests' budget (patient/isolate.py); 0: none
+    # variables the doctor sets for its own job's sake (NCCL_DEBUG=INFO for the ladder's NCCL
+    # rungs, readings/nccl_debug.py); never a user's own: those are left out of it
+    doctor_env: Mapping[str, str] = field(default_factory=dict)
+    nccl_logging: str | None = None  # who decides NCCL's logging where the doctor set nothing
 
 
 def preflight(
@@ -179,6 +185,8 @@ def planned_facts(config: JobConfig, checks: Preflight) -> dict[str, object]:
         iters=config.iters,
         nnodes=config.rendezvous.nnodes if config.rendezvous else 1,
         applied_fixes=dict(config.extra_env),
+        doctor_env=dict(config.doctor_env),
+        nccl_logging=config.nccl_logging,
     )
 
 
@@ -236,6 +244,8 @@ def torchrun_argv(
     if cluster_dir is not None:
         argv += ["--cluster-dir", str(cluster_dir)]
         argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
+    if config.isolate_s > 0:
+        argv += ["--isolate-s", f"{config.isolate_s:g}"]
     return argv
 
 
@@ -274,7 +284,7 @@ def _launch_and_collect(
     except OSError as error:
         raise LaunchFailed(f"cannot prepare the job's folder: {error.strerror or error}") from None
     argv = torchrun_argv(config, checks.master_port or 0, journals, workdir, cluster_dir)
-    environment = {**job_environment(workdir), **config.extra_env}
+    environment = {**job_environment(workdir), **config.doctor_env, **config.extra_env}
     started = time.monotonic()
     with output:
         try:
@@ -295,7 +305,7 @@ def _launch_and_collect(
     if exchange:
         exchange.finish()
     ended_at = time.time()
-    output_tail = _tail(output_path)
+    output_tail, nccl_info = _output(output_path, config)
     numbers = local_rank_numbers(journals, config.nproc, config.rendezvous)
     ranks = collect_ranks(journals, numbers, torch_exit_codes(output_tail), ended_at)
     timed_out = ended == TIMED_OUT
@@ -305,7 +315,7 @@ def _launch_and_collect(
         timed_out=timed_out,
         exit_code=process.returncode if ended == EXITED else None,
         ranks=ranks,
-        identities=identities_of(ranks),
+        identities=without_doctor_env(identities_of(ranks), lambda _: config.doctor_env),
         bandwidth=rows_of(ranks),
         bandwidth_errors=bandwidth_errors_of(ranks),
         peer_access=peer_access_of(ranks),
@@ -313,6 +323,7 @@ def _launch_and_collect(
         inter_node_bandwidth=inter_node_rows_of(ranks),
         store_peers=tuple(exchange.store_peers) if exchange else (),
         output_tail=output_tail,
+        nccl_info=nccl_info,
         **{**base, "backend": _backend_used(ranks) or config.backend},
     )
 
@@ -378,6 +389,15 @@ def _backend_used(ranks: tuple) -> str | None:
         if record and record.ended and record.ok:
             return str(record.data.get("backend"))
     return None
+
+
+def _output(path: Path, config: JobConfig) -> tuple[str, tuple[str, ...]]:
+    """The output's tail, and NCCL's INFO lines apart where the doctor asked for them."""
+    if "NCCL_DEBUG" in config.doctor_env:
+        from ddp_doctor.probes.job.nccl_lines import split_output
+
+        return split_output(path, OUTPUT_TAIL_BYTES)
+    return _tail(path), ()
 
 
 def _tail(path: Path) -> str:
