@@ -109,7 +109,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP217", "cluster-problems", WARNING, "facts", "rules.cluster", "Node 0's report on the whole cluster has findings; this node's report shows only its own part."),
     Code("DDP218", "node-facts-missing", WARNING, "facts", "rules.cluster", "Facts of some nodes never reached node 0, so its cluster report lacks them."),
     Code("DDP219", "bad-nodes-isolated", ERROR, "facts", "rules.isolation", "Pair tests of --isolate found nodes that fail beside nodes known good: cannot connect, wrong result or slow."),
-    Code("DDP220", "nodes-unsettled", WARNING, "facts", "rules.isolation", "Pair tests of --isolate left suspects that no round could tell apart, or a pair that failed though both nodes passed elsewhere."),
+    Code("DDP220", "nodes-unsettled", WARNING, "facts", "rules.isolation", "Pair tests of --isolate left suspects that no round could tell apart, or a pair that could not connect or summed wrong though both nodes passed elsewhere."),
     Code("DDP221", "inter-node-rung-failed", WARNING, "facts", "rules.ladder", "On the ladder of layers between nodes, a NCCL rung failed: sockets instead of the fabric, no GPUDirect RDMA, or no NVLS in an NVSwitch fabric."),
     Code("DDP222", "pairs-under-link-band", WARNING, "facts", "rules.isolation", "Pair tests of --isolate ran far under the band their nodes' links state (interface speed, IB/RoCE rate), even where the median is as low."),
     Code("DDP230", "master-port-privileged", ERROR, "log", "logscan.codes_network", "The master port is below 1024, so binding it needs root and was refused."),

@@ -24,22 +24,27 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .pair_rounds import Isolation, Pair, first_round, max_rounds, next_round, record
+from .pair_rounds import SLOW, Isolation, Outcome, Pair, first_round, max_rounds, next_round, record
 from .pair_test import test_pair
 
 PREFIX = "ddp_doctor/isolate/"
 FINISHED = PREFIX + "finished"
 ARRIVED = PREFIX + "arrived"
 POLL_S = 0.05
-# of the median of the pairs so far: the doctor replays the rounds with the same threshold
-# and the same running median (run/isolation.py), so its report agrees with these decisions
+# of round 1's median (reference_gbps): the doctor replays the rounds with the same threshold
+# and the same reference (run/isolation.py), so its report agrees with these decisions
 SLOW_BELOW = 0.5
 CONNECT_S = 8.0  # the most a pair may take to form its group
 WINDOW_S = 0.5  # each way: transfers timed for about this long, the best counts
 
 
 def run_isolation(
-    torch: Any, placement: Mapping[str, Any], backend: str, budget_s: float, nbytes: int
+    torch: Any,
+    placement: Mapping[str, Any],
+    backend: str,
+    budget_s: float,
+    nbytes: int,
+    slow_below: float = SLOW_BELOW,
 ) -> dict[str, Any]:
     """The stage: the job's store, this rank's device, then its part in the rounds."""
     from .cluster_share import connect_store
@@ -52,7 +57,9 @@ def run_isolation(
         device = torch.device("cuda", placement["local_rank"] % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(device)
     connect_s = min(CONNECT_S, max(2.0, budget_s / 8))
-    return isolate(torch, store, placement, device, budget_s, connect_s, nbytes, WINDOW_S)
+    return isolate(
+        torch, store, placement, device, budget_s, connect_s, nbytes, WINDOW_S, slow_below
+    )
 
 
 def isolate(
@@ -64,6 +71,7 @@ def isolate(
     connect_s: float,
     nbytes: int,
     window_s: float,
+    slow_below: float = SLOW_BELOW,
 ) -> dict[str, Any]:
     """This rank's part; the stage's data (node 0's first rank: every pair's outcome)."""
     deadline = time.monotonic() + budget_s
@@ -76,7 +84,7 @@ def isolate(
         _wait_for_everyone(
             store, placement["world_size"], min(deadline, time.monotonic() + 2 * connect_s)
         )
-        return _coordinate(store, nodes, tester, deadline)
+        return _coordinate(store, nodes, tester, deadline, slow_below)
     return {**_take_part(store, tester, deadline), **_finished(store, deadline)}
 
 
@@ -111,7 +119,9 @@ class _Tester:
         self.store.set(f"{PREFIX}outcome/{number}/{self.node}", json.dumps(row))
 
 
-def _coordinate(store: Any, nodes: int, tester: _Tester, deadline: float) -> dict[str, Any]:
+def _coordinate(
+    store: Any, nodes: int, tester: _Tester, deadline: float, slow_below: float = SLOW_BELOW
+) -> dict[str, Any]:
     """Node 0: plans each round, takes part, gathers the outcomes, decides the next."""
     state = Isolation(nodes)
     rows: list[dict[str, Any]] = []
@@ -123,17 +133,17 @@ def _coordinate(store: Any, nodes: int, tester: _Tester, deadline: float) -> dic
         wait_until = min(deadline, time.monotonic() + tester.pair_bound_s)
         found = [_pair_row(store, number, pair, wait_until) for pair in pairs]
         rows += found
-        record(state, {tuple(r["nodes"]): _passed(r, rows) for r in found})  # type: ignore[misc]
+        record(state, {tuple(r["nodes"]): _outcome(r, rows, slow_below) for r in found})  # type: ignore[misc]
         pairs = next_round(state)
         number += 1
     store.set(f"{PREFIX}plan/{number}", "[]")
-    failed = [r for r in rows if not _passed(r, rows)]
     summary = {
         "pairs": rows,
         "rounds": len(state.rounds),
         "bad": sorted(state.bad),
         "unsettled": sorted(state.suspects),
-        "stop": bool(failed),
+        "slow_below": slow_below,
+        "stop": bool(state.bad or state.suspects),  # a pair slow once, then cleared, is no stop
     }
     store.set(FINISHED, json.dumps({k: v for k, v in summary.items() if k != "pairs"}))
     return summary
@@ -183,12 +193,26 @@ def _pair_row(store: Any, number: int, pair: Pair, wait_until: float) -> dict[st
     return row
 
 
-def _passed(row: Mapping[str, Any], rows: list[dict[str, Any]]) -> bool:
+def _outcome(
+    row: Mapping[str, Any], rows: list[dict[str, Any]], slow_below: float = SLOW_BELOW
+) -> Outcome:
     if not row.get("connected") or row.get("exact") is False:
         return False
-    measured = [r["gbps"] for r in rows if r.get("connected") and r.get("gbps") is not None]
+    reference = reference_gbps(rows)
     gbps = row.get("gbps")
-    return gbps is None or not measured or gbps >= SLOW_BELOW * statistics.median(measured)
+    if gbps is None or reference is None or gbps >= slow_below * reference:
+        return True
+    return SLOW
+
+
+def reference_gbps(rows: list[dict[str, Any]]) -> float | None:
+    """The median of the first round with measured pairs: round 1 has every node once, and
+    later rounds retest suspects, whose slow pairs would drag a running median down."""
+    measured = [r for r in rows if r.get("connected") and r.get("gbps") is not None]
+    if not measured:
+        return None
+    first = min(r["round"] for r in measured)
+    return statistics.median(r["gbps"] for r in measured if r["round"] == first)
 
 
 def _finished(store: Any, deadline: float) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 Every node is in at most one pair per round, so a round's pairs run in parallel. Round 1 pairs
 neighbours; a pair that passes clears both nodes, one that fails makes both suspects. Later
-rounds pair each suspect with a node already known good: a suspect that fails beside a good
-node is bad, one that passes is good. The good nodes at least double while suspects wait for
-a partner, so every suspect is settled in O(log N) rounds. Where no node is known good yet,
-suspects are paired among themselves with a new partner each round.
+rounds pair each suspect with a node already known good: a suspect that passes is good, one
+that cannot connect or sums wrong beside a good node is bad, and one that is only slow there
+is slow once more beside another good node (or, with one good node only, the same) before it
+is bad, so one pair slowed by a moment's load names no node. The good
+nodes at least double while suspects wait for a partner, so every suspect is settled in
+O(log N) rounds. Where no node is known good yet, suspects are paired among themselves with a
+new partner each round.
 
 Pure functions of the outcomes so far: every node computes the same next round from what the
 store says, with no coordinator. Standard library only.
@@ -17,6 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 Pair = tuple[int, int]
+Outcome = bool | str  # True: passed; False: failed (cannot connect, wrong sum); SLOW
+SLOW = "slow"  # connected and exact, but under the bandwidth threshold
+CONFIRMATIONS = 2  # slow pairs beside good nodes that make a suspect bad
 
 
 @dataclass
@@ -26,6 +32,7 @@ class Isolation:
     bad: set[int] = field(default_factory=set)
     suspects: set[int] = field(default_factory=set)
     tried: set[Pair] = field(default_factory=set)  # pairs already tested
+    strikes: dict[int, int] = field(default_factory=dict)  # slow pairs beside good nodes
     rounds: list[list[Pair]] = field(default_factory=list)
 
     @property
@@ -35,9 +42,9 @@ class Isolation:
 
 
 def max_rounds(nodes: int) -> int:
-    """The bound: round 1, then at most log2(N) rounds in which the good nodes double, and
-    two more for suspects that had to meet each other first."""
-    return 3 + max(1, nodes - 1).bit_length()
+    """The bound: round 1, then at most log2(N) rounds in which the good nodes double, two
+    more for suspects that had to meet each other first, and one to confirm a failure."""
+    return 3 + CONFIRMATIONS - 1 + max(1, nodes - 1).bit_length()
 
 
 def first_round(nodes: int) -> list[Pair]:
@@ -51,8 +58,13 @@ def next_round(state: Isolation) -> list[Pair]:
     partners = sorted(state.good)
     pairs: list[Pair] = []
     if partners:
-        for node, partner in zip(waiting, partners, strict=False):
-            pairs.append((min(node, partner), max(node, partner)))
+        for node in waiting:
+            if not partners:
+                break
+            # a suspect is confirmed beside another good node than the one it failed with
+            partner = next((p for p in partners if _pair(node, p) not in state.tried), partners[0])
+            partners.remove(partner)
+            pairs.append(_pair(node, partner))
         return pairs
     # no good node yet: suspects meet suspects they have not met
     free = list(waiting)
@@ -65,24 +77,29 @@ def next_round(state: Isolation) -> list[Pair]:
     return pairs
 
 
-def record(state: Isolation, outcomes: Mapping[Pair, bool]) -> None:
-    """One round's outcomes (True: the pair passed every check)."""
+def record(state: Isolation, outcomes: Mapping[Pair, Outcome]) -> None:
+    """One round's outcomes (True: the pair passed every check; False: it failed one; SLOW:
+    connected and exact, but too slow)."""
     state.rounds.append(sorted(outcomes))
-    for (a, b), passed in outcomes.items():
+    for (a, b), outcome in outcomes.items():
         state.tried.add(_pair(a, b))
         known_good = {a, b} & state.good
-        if passed:
+        if outcome is True:
             state.good |= {a, b}
             state.suspects -= {a, b}
         elif known_good and len(known_good) == 1:
             (other,) = {a, b} - known_good
-            state.bad.add(other)
-            state.suspects.discard(other)
+            state.strikes[other] = state.strikes.get(other, 0) + 1
+            if outcome != SLOW or state.strikes[other] >= CONFIRMATIONS:
+                state.bad.add(other)
+                state.suspects.discard(other)
+            else:
+                state.suspects.add(other)
         elif not known_good:
             state.suspects |= {a, b} - state.bad
 
 
-def isolate(nodes: int, test_round: Callable[[list[Pair]], Mapping[Pair, bool]]) -> Isolation:
+def isolate(nodes: int, test_round: Callable[[list[Pair]], Mapping[Pair, Outcome]]) -> Isolation:
     """Every round until the nodes are settled or the bound is reached; `test_round` runs one
     round's pairs in parallel and says which passed. Suspects left at the bound stay so."""
     state = Isolation(nodes)

@@ -40,6 +40,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cluster-dir", type=Path, default=None)
     parser.add_argument("--exchange-timeout", type=float, default=10.0)
     parser.add_argument("--isolate-s", type=float, default=0.0)  # > 0: run --isolate first
+    parser.add_argument("--isolate-slow-below", type=float, default=0.5)
     parser.add_argument("--isolate-bytes", type=int, default=512 * 1024)
     return parser.parse_args(argv)
 
@@ -125,7 +126,12 @@ class Worker:
         self.torch = torch
         backend = _choose_backend(torch, self.args.backend)
         data = run_isolation(
-            torch, self.placement, backend, self.args.isolate_s, self.args.isolate_bytes
+            torch,
+            self.placement,
+            backend,
+            self.args.isolate_s,
+            self.args.isolate_bytes,
+            self.args.isolate_slow_below,
         )
         self.stopped = bool(data.get("stop"))
         return data

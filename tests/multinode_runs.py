@@ -136,6 +136,10 @@ def cut_off(hosts: SimulatedHosts, node: int, store_port: str = PORT) -> None:
 
 
 ISOLATE_TIMEOUT_S = 60
+# Four hosts' ranks and doctors share this machine's 2 cores: healthy veth pairs measured from
+# 0.49 to 6.2 GB/s in one afternoon's runs (a 10x spread), so the default threshold (half of
+# round 1's median) names healthy nodes here; 20 Mbit/s is 0.0024 GB/s, far under a tenth.
+SLOW_BELOW_ON_SHARED_CORES = "0.1"
 ISOLATE_FAULTS = {
     "healthy": "four hosts, every link unthrottled",
     "throttled": "node2's link throttled to 20 Mbit/s both ways (tc tbf on its veth's two ends)",
@@ -152,7 +156,8 @@ def isolate_on_four_hosts(fault: str) -> tuple[list[NodeRun], list[str]]:
             throttle(hosts, 2)
         elif fault == "cut-off":
             cut_off(hosts, 2)
-        args = [static(node, 4, "--nproc", "1", "--isolate") for node in range(4)]
+        flags = ("--nproc", "1", "--isolate", "--isolate-slow-below", SLOW_BELOW_ON_SHARED_CORES)
+        args = [static(node, 4, *flags) for node in range(4)]
         runs = run_nodes(hosts, args, timeout=ISOLATE_TIMEOUT_S)
         used = [*hosts.namespaces, *([hosts.switch] if hosts.switch else [])]
     return [run for run in runs if run is not None], used

@@ -107,9 +107,10 @@ def test_a_bad_node_is_left_to_ddp219() -> None:
         PairTest((2, 3), 1, True, True, 0.0024),
         PairTest((0, 2), 2, True, True, 0.0024),
         PairTest((1, 3), 2, True, True, 6.0),
+        PairTest((1, 2), 3, True, True, 0.0024),  # slow twice beside good nodes: confirmed
     ]
     facts = isolation_facts(4, tests, links=links)
-    assert facts.bad == (2,) and set(facts.under_band) == {(2, 3), (0, 2)}
+    assert facts.bad == (2,) and set(facts.under_band) == {(2, 3), (0, 2), (1, 2)}
     assert judged(tests, 4, links) == {"DDP219"}
 
 

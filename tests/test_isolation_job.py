@@ -97,11 +97,13 @@ def run_nodes(nodes: int, links: Links, monkeypatch: pytest.MonkeyPatch, budget:
     return results
 
 
-def test_a_slow_node_is_settled_in_two_rounds_and_every_node_stops(monkeypatch) -> None:
+def test_a_slow_node_is_confirmed_in_three_rounds_and_every_node_stops(monkeypatch) -> None:
     results = run_nodes(4, Links(slow={2}), monkeypatch)
     summary = results[0]
-    assert summary["bad"] == [2] and summary["unsettled"] == [] and summary["rounds"] == 2
-    assert [tuple(p["nodes"]) for p in summary["pairs"]] == [(0, 1), (2, 3), (0, 2), (1, 3)]
+    assert summary["bad"] == [2] and summary["unsettled"] == [] and summary["rounds"] == 3
+    # slow beside good node 0, then once more beside good node 1 before it is named
+    pairs = [tuple(p["nodes"]) for p in summary["pairs"]]
+    assert pairs == [(0, 1), (2, 3), (0, 2), (1, 3), (1, 2)]
     assert all(results[n]["stop"] and results[n]["bad"] == [2] for n in (1, 2, 3))
 
 
@@ -144,11 +146,15 @@ def test_isolate_needs_several_nodes(invoke, monkeypatch) -> None:
     assert_clean_usage_error(invoke("run", "--isolate", "--nnodes", "1"))
     two = ["--nnodes", "2", "--node-rank", "0", "--master-addr", "node0", "--master-port", "29500"]
     assert_clean_usage_error(invoke("run", "--isolate", "--no-jobs", *two))
+    assert_clean_usage_error(invoke("run", "--isolate-slow-below", "0.2", *two))  # no --isolate
+    assert_clean_usage_error(invoke("run", "--isolate", "--isolate-slow-below", "2", *two))
 
 
-def test_the_job_is_told_its_budget(tmp_path) -> None:
-    argv = torchrun_argv(JobConfig(nproc=1, isolate_s=24.0), 29500, tmp_path, tmp_path)
+def test_the_job_is_told_its_budget_and_threshold(tmp_path) -> None:
+    config = JobConfig(nproc=1, isolate_s=24.0, isolate_slow_below=0.1)
+    argv = torchrun_argv(config, 29500, tmp_path, tmp_path)
     assert argv[argv.index("--isolate-s") + 1] == "24"
+    assert argv[argv.index("--isolate-slow-below") + 1] == "0.1"
     assert "--isolate-s" not in torchrun_argv(JobConfig(nproc=1), 29500, tmp_path, tmp_path)
 
 
@@ -161,6 +167,19 @@ def rank0_rows() -> Iterator[list[dict[str, Any]]]:
         {"nodes": [1, 3], "round": 2, "connected": True, "exact": True, "gbps": FAST},
         "not a row",
     ]
+
+
+def test_node0_judges_by_the_threshold_the_job_used(rank0_rows) -> None:
+    rows = [
+        {"nodes": [0, 1], "round": 1, "connected": True, "exact": True, "gbps": FAST},
+        {"nodes": [2, 3], "round": 1, "connected": True, "exact": True, "gbps": FAST / 4},
+    ]
+    for below, slow in ((0.5, True), (0.1, False)):
+        data = {"pairs": rows, "slow_below": below}
+        stage = StageRecord("isolate", ended=True, ok=True, data=data)
+        facts = isolation_of((RankFacts(0, stages=(stage,)), RankFacts(1)), 4)
+        assert facts is not None and facts.slow_below == below
+        assert bool(facts.unsettled) == slow  # slow once, no round to retest: unsettled
 
 
 def test_node0_reads_rank0s_pairs_into_facts(rank0_rows) -> None:

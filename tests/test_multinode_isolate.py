@@ -85,9 +85,13 @@ def test_a_healthy_cluster_passes_every_pair_with_the_spread() -> None:
         assert run.exit_code == 0, (run.codes(), facts["pairs"])
         assert {"DDP219", "DDP220", "DDP222"} & set(run.codes()) == set(), facts["pairs"]
     assert facts["under_band"] == []
-    assert facts["rounds"] == 1 and facts["bad"] == [] and facts["unsettled"] == [], facts["pairs"]
-    assert sorted(tuple(p["nodes"]) for p in facts["pairs"]) == [(0, 1), (2, 3)]
+    assert facts["bad"] == [] and facts["unsettled"] == [], facts["pairs"]
+    first = [tuple(p["nodes"]) for p in facts["pairs"] if p["round"] == 1]
+    assert sorted(first) == [(0, 1), (2, 3)]
     assert all(p["connected"] and p["exact"] and p["gbps"] > 0 for p in facts["pairs"])
+    # a pair slowed by this shared machine's load is retested beside others, never named
+    slow = [p for p in facts["pairs"] if p["gbps"] < facts["slow_below"] * facts["median_gbps"]]
+    assert facts["rounds"] == (2 if slow else 1), facts["pairs"]
     job = runs[0].facts("job")
     assert all(rank["stages"][0]["stage"] == "isolate" for rank in job["ranks"])
     assert all(len(rank["stages"]) == 7 for rank in job["ranks"])

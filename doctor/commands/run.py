@@ -86,6 +86,14 @@ MAX_SIZES = 64
     "both ways) and name the bad ones with an exclude list.",
 )
 @click.option(
+    "--isolate-slow-below",
+    type=click.FloatRange(min=0.01, max=0.99),
+    default=None,
+    metavar="FRACTION",
+    help="With --isolate: a pair under this fraction of round 1's median bandwidth is slow "
+    "[default: 0.5].",
+)
+@click.option(
     "--sizes",
     default=None,
     metavar="MIN:MAX:FACTOR",
@@ -135,6 +143,7 @@ def run_command(
     rdzv_id: str | None,
     as_is: bool,
     isolate: bool,
+    isolate_slow_below: float | None,
     sizes: str | None,
     iters: int | None,
     ops: str | None,
@@ -148,7 +157,9 @@ def run_command(
     flags = LaunchFlags(nnodes, node_rank, master_addr, master_port, rdzv_endpoint, rdzv_id)
     nodes = _planned_nodes(flags)
     if isolate:
-        nodes = _isolating(nodes, no_jobs)
+        nodes = _isolating(nodes, no_jobs, isolate_slow_below)
+    elif isolate_slow_below is not None:
+        raise click.UsageError("--isolate-slow-below is a threshold of --isolate's pair tests")
     plan = PlanFacts(
         nproc=nproc or _torchrun_nproc(nodes),
         backend=backend,
@@ -197,7 +208,7 @@ def _planned_nodes(flags: LaunchFlags) -> NodePlan | None:
         raise click.UsageError(str(error)) from None
 
 
-def _isolating(nodes: NodePlan | None, no_jobs: bool) -> NodePlan:
+def _isolating(nodes: NodePlan | None, no_jobs: bool, slow_below: float | None) -> NodePlan:
     import dataclasses
 
     if no_jobs:
@@ -207,7 +218,9 @@ def _isolating(nodes: NodePlan | None, no_jobs: bool) -> NodePlan:
             "--isolate tests nodes in pairs: it needs a run of several nodes (--nnodes 2 or "
             "more, or a scheduler's allocation of several)"
         )
-    return dataclasses.replace(nodes, isolate=True)
+    if slow_below is None:
+        return dataclasses.replace(nodes, isolate=True)
+    return dataclasses.replace(nodes, isolate=True, isolate_slow_below=slow_below)
 
 
 def _torchrun_nproc(nodes: NodePlan | None) -> int | None:

@@ -25,6 +25,7 @@ class NodePlan:
     hosts: tuple[str, ...] = ()  # every node's host in node-rank order, where the scheduler says
     sources: Mapping[str, str] = field(default_factory=dict)
     isolate: bool = False  # --isolate: the job tests the nodes in pairs first
+    isolate_slow_below: float = 0.5  # --isolate-slow-below: of round 1's median, a slow pair
 
     @property
     def hosts_master(self) -> bool | None:

@@ -97,7 +97,25 @@ def isolation_line(isolation: dict[str, Any]) -> str:
             f"rounds), {under} of {banded} far under their links' stated band{spread}"
         )
     within = f", none of {banded} far under their links' stated band" if banded else ""
+    slow_once = _slow_once(isolation, pairs)
+    if slow_once:
+        return (
+            f"pair tests: every node passed ({len(pairs)} pairs in {rounds} rounds{within}; "
+            f"{slow_once} pair(s) slow once, their nodes then passed beside others){spread}"
+        )
     return f"pair tests: every pair passed ({len(pairs)} pairs in {rounds} rounds{within}){spread}"
+
+
+def _slow_once(isolation: dict[str, Any], pairs: list[dict[str, Any]]) -> int:
+    """Pairs under the threshold whose nodes the rounds then cleared (a moment's load)."""
+    reference, below = isolation.get("median_gbps"), isolation.get("slow_below")
+    if not isinstance(reference, (int, float)) or not isinstance(below, (int, float)):
+        return 0
+    return sum(
+        1
+        for p in pairs
+        if isinstance(p.get("gbps"), (int, float)) and p["gbps"] < below * reference
+    )
 
 
 SHOWN_GROUPS = 24  # lines of groups, so the report stays short however many nodes differ

@@ -123,6 +123,7 @@ def _job_config(
         extra_env={} if plan.as_is else fixes(predicted),
         exchange_timeout_s=base.init_timeout_s,
         isolate_s=isolate_budget(plan.timeout_s or left) if plan.nodes.isolate else 0.0,
+        isolate_slow_below=plan.nodes.isolate_slow_below,
         doctor_env=doctor_nccl_env(env.variables, across, conf),
         nccl_logging=logging_owner(env.variables, conf) if across else None,
     )

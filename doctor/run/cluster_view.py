@@ -120,7 +120,7 @@ def isolation_of(
 ) -> IsolationFacts | None:
     """`run --isolate`: the pair outcomes rank 0 (node 0's coordinator) recorded, settled,
     and each pair against its nodes' stated link rates where they are known."""
-    from ddp_doctor.run.isolation import isolation_facts, pair_tests
+    from ddp_doctor.run.isolation import SLOW_BELOW, isolation_facts, pair_tests
 
     rank0 = next((rank for rank in ranks if rank.rank == 0), None)
     record = rank0.stage("isolate") if rank0 else None
@@ -128,7 +128,9 @@ def isolation_of(
         return None
     rows = record.data.get("pairs") if record.ended else None
     tests = pair_tests(rows if isinstance(rows, list) else [])
-    return isolation_facts(nnodes, tests, links=links, backend=backend)
+    below = record.data.get("slow_below")
+    slow_below = below if isinstance(below, (int, float)) and 0 < below < 1 else SLOW_BELOW
+    return isolation_facts(nnodes, tests, links=links, backend=backend, slow_below=slow_below)
 
 
 def _link(value: Any) -> NodeLink | None:

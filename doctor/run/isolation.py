@@ -4,13 +4,12 @@ re-judged report agree with what the nodes decided in the job."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ddp_doctor.facts.cluster import IsolationFacts, NodeLink, PairTest
-from ddp_doctor.patient.pair_rounds import Isolation, record
+from ddp_doctor.patient.pair_rounds import SLOW, Isolation, Outcome, record
 from ddp_doctor.readings.isolation import (
     BAND_FLOOR_FABRIC,
     BAND_FLOOR_SOCKETS,
@@ -28,23 +27,21 @@ def isolation_facts(
     expected_gbps: float | None = None,
     links: Mapping[int, NodeLink] | None = None,
     backend: str | None = None,
+    slow_below: float = SLOW_BELOW,
 ) -> IsolationFacts:
-    """The rounds replayed against the running median (as node 0 decided them), and apart
+    """The rounds replayed against round 1's median (as node 0 decided them), and apart
     from them each pair against its nodes' stated link rates (`links`, where known)."""
     rounds = max((p.round for p in pairs), default=0)
     facts = IsolationFacts(
         pairs=tuple(pairs),
         rounds=rounds,
-        median_gbps=_median(pairs, rounds),
+        median_gbps=_reference(pairs),
         expected_gbps=expected_gbps,
-        slow_below=SLOW_BELOW,
+        slow_below=slow_below,
     )
     state = Isolation(nodes)
-    for number in range(1, facts.rounds + 1):
-        # judged as node 0 judged it in the job: against the median of the pairs so far
-        so_far = dataclasses.replace(facts, median_gbps=_median(pairs, number))
-        outcomes = {p.nodes: pair_failure(p, so_far) is None for p in pairs if p.round == number}
-        record(state, outcomes)
+    for number in range(1, facts.rounds + 1):  # as node 0 decided them in the job
+        record(state, {p.nodes: _outcome(p, facts) for p in pairs if p.round == number})
     untested = set(range(nodes)) - state.good - state.bad - state.suspects
     fabric = backend == "nccl"
     floor = BAND_FLOOR_FABRIC if fabric else BAND_FLOOR_SOCKETS
@@ -63,11 +60,14 @@ def isolation_facts(
     )
 
 
-def _median(pairs: Sequence[PairTest], up_to_round: int) -> float | None:
-    measured = [
-        p.gbps for p in pairs if p.round <= up_to_round and p.connected and p.gbps is not None
-    ]
-    return statistics.median(measured) if measured else None
+def _reference(pairs: Sequence[PairTest]) -> float | None:
+    """The median of the first round with measured pairs, as node 0 judged against it
+    (patient/isolate.py reference_gbps: retests of suspects would drag a running median)."""
+    measured = [p for p in pairs if p.connected and p.gbps is not None]
+    if not measured:
+        return None
+    first = min(p.round for p in measured)
+    return statistics.median(p.gbps for p in measured if p.round == first and p.gbps is not None)
 
 
 def _fields(facts: IsolationFacts) -> dict[str, Any]:
@@ -91,3 +91,10 @@ def pair_tests(rows: Iterable[Any]) -> list[PairTest]:
         except (CodecError, TypeError):
             continue
     return found
+
+
+def _outcome(pair: PairTest, so_far: IsolationFacts) -> Outcome:
+    """As node 0 decided it: passed, failed (cannot connect, wrong sum) or only slow."""
+    if pair_failure(pair, so_far) is None:
+        return True
+    return SLOW if pair.connected and pair.exact is not False else False

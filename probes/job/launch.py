@@ -60,6 +60,7 @@ class JobConfig:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     exchange_timeout_s: float = 10.0  # each wait of the multi-node exchange (cluster_share.py)
     isolate_s: float = 0.0  # run --isolate: the pair tests' budget (patient/isolate.py); 0: none
+    isolate_slow_below: float = 0.5  # of round 1's median: a slower pair is slow
     # variables the doctor sets for its own job's sake (NCCL_DEBUG=INFO for the ladder's NCCL
     # rungs, readings/nccl_debug.py); never a user's own: those are left out of it
     doctor_env: Mapping[str, str] = field(default_factory=dict)
@@ -246,6 +247,7 @@ def torchrun_argv(
         argv += ["--exchange-timeout", f"{config.exchange_timeout_s:g}"]
     if config.isolate_s > 0:
         argv += ["--isolate-s", f"{config.isolate_s:g}"]
+        argv += ["--isolate-slow-below", f"{config.isolate_slow_below:g}"]
     return argv
 
 
