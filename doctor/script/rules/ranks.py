@@ -169,7 +169,8 @@ def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
     if not loaders:
         return
     flow = flow_of(facts)
-    for site in facts.calls:
+    helper_names = {loader.name for loader in loaders}
+    for site in (s for key in helper_names for s in facts.calls_by_key.get(key, ())):
         helper = next((f for f in flow.graph.targets(facts, site) if f in loaders), None)
         if helper is None or site.keyword("map_location") is not None:
             continue
