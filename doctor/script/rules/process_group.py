@@ -94,7 +94,9 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
         backend's own expression, and none in a condition around the call or around the
         assignment of the backend, here or in a caller. A check that only sizes the world
-        (world_size = torch.cuda.device_count()) is no fallback. A GPU requirement stated
+        (world_size = torch.cuda.device_count()) is no fallback, nor is a switch on the
+        operating system ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets
+        NCCL). A GPU requirement stated
         before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
         test skipped without GPUs) counts as the choice: the script says it needs GPUs.
     Why it matters:
@@ -128,6 +130,7 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
     if not origins or not all(
         o.facts is not None and isinstance(o.node, ast.expr) and _is_nccl(o.facts, o.node)
         for o in origins
+        if not _picked_for_the_platform(o)
     ):
         return False
     for origin in origins:
@@ -135,6 +138,21 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
         if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _picked_for_the_platform(origin) -> bool:  # type: ignore[no-untyped-def]
+    """`'gloo' if os.name == 'nt' else 'nccl'`: the other backend is chosen by a test that
+    is not about the GPUs (the operating system), so a machine without them still gets NCCL."""
+    if origin.facts is None or not isinstance(origin.node, ast.expr):
+        return False
+    if _is_nccl(origin.facts, origin.node):
+        return False
+    assignment = flow_of(origin.facts).assignment_of(origin.node)
+    value = assignment.value if assignment is not None else None
+    if not isinstance(value, ast.IfExp) or origin.node not in (value.body, value.orelse):
+        return False
+    other = value.orelse if origin.node is value.body else value.body
+    return _is_nccl(origin.facts, other) and not _about_gpus(value.test)
 
 
 def _is_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
@@ -166,8 +184,8 @@ def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
             continue
         if not _is_backend(other, "gloo") or not other.ctx.excludes(init.ctx):
             continue
-        arms = {id(b.node) for b in other.ctx.branches}
-        splits = [b.node for b in init.ctx.branches if id(b.node) in arms]
+        arms = {id(b.node): b.arm for b in other.ctx.branches}
+        splits = [b.node for b in init.ctx.branches if arms.get(id(b.node), b.arm) != b.arm]
         if any(_about_gpus(getattr(node, "test", None)) for node in splits):
             return True
     return False

@@ -202,7 +202,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
-        gradient (printed by the rank it happened on), for a branch that turns itself off
+        gradient, and for an error printed in a branch that then raises or exits (printed by
+        the rank it happened on), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
@@ -249,11 +250,17 @@ _ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
 
 
 def _diagnostic(ctx: Context) -> bool:
-    """Under `if torch.isnan(loss):` or `if p.grad is None:`: a rare event's report, printed
-    by the rank it happened on."""
+    """Under `if torch.isnan(loss):` or `if p.grad is None:`, or in a branch that ends the
+    process (`print("ERROR: ..."); exit(1)`): a rare event's report, printed by the rank it
+    happened on."""
     for branch in ctx.branches:
         test = getattr(branch.node, "test", None)
-        if test is None or not branch.arm:
+        if test is None:
+            continue
+        block = getattr(branch.node, "body" if branch.arm else "orelse", None)
+        if branch is ctx.branches[-1] and isinstance(block, list) and block and _stops(block[-1]):
+            return True
+        if not branch.arm:
             continue
         for node in ast.walk(test):
             if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
@@ -265,6 +272,17 @@ def _diagnostic(ctx: Context) -> bool:
             ):
                 return True
     return False
+
+
+_EXITS = frozenset({"exit", "_exit", "quit", "abort"})
+
+
+def _stops(statement: ast.stmt) -> bool:
+    """`raise ...`, `exit(1)`, `sys.exit(...)`, `os._exit(...)`: the process ends here."""
+    if isinstance(statement, ast.Raise):
+        return True
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and names.last_identifier(call.func) in _EXITS
 
 
 def _one_shot(facts: ScriptFacts, ctx: Context) -> bool:
