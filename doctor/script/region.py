@@ -12,8 +12,8 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
-from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched
-from ddp_doctor.script.facts import SINGLE, CallSite, Function
+from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched, starts_lightning_ranks
+from ddp_doctor.script.facts import SINGLE, CallSite, Context, Function
 
 _DISTRIBUTED_MARKS = frozenset(
     {
@@ -33,6 +33,7 @@ _DISTRIBUTED_MARKS = frozenset(
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
 _RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
+_LIGHTNING_KEYS = frozenset({"Trainer", "from_argparse_args"})
 
 
 def distributed_region(graph: CallGraph) -> set[Function]:
@@ -46,6 +47,8 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     parents: set[Function] = set()  # units that call mp.spawn: the parent process
     for facts in graph.files():
         for site in facts.calls:
+            if site.key in _LIGHTNING_KEYS and starts_lightning_ranks(facts, site):
+                seeds.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
             if site.key not in _MARK_KEYS:
                 continue
             qualified = facts.resolve(site)
@@ -58,12 +61,16 @@ def distributed_region(graph: CallGraph) -> set[Function]:
 
     seeds |= _started_by_a_launcher(graph)
     parents |= _parent_only(graph, parents, seeds)
+    flags = launch_flags(graph)
 
     def passes_up(edge: Edge) -> bool:
-        return _runs_in_the_ranks(edge) and edge.caller not in parents
+        return _runs_in_the_ranks(edge, flags) and edge.caller not in parents
+
+    def passes_down(edge: Edge) -> bool:
+        return not without_launch(edge.site.ctx, flags)
 
     callers = graph.closure(seeds, up=True, follow=passes_up)
-    region = graph.closure(callers, up=False)
+    region = graph.closure(callers, up=False, follow=passes_down)
     graph.__dict__["_distributed_region"] = region
     return region
 
@@ -99,10 +106,54 @@ def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function
     return found
 
 
-def _runs_in_the_ranks(edge: Edge) -> bool:
+def _runs_in_the_ranks(edge: Edge, flags: frozenset[str]) -> bool:
     """A call that passes the rank's code up to its caller: not mp.spawn (the caller is the
     parent), not one made only without a launcher (`if world_size == 1: run(0, 1)`)."""
-    return not edge.spawned and edge.site.ctx.launch != SINGLE
+    return not edge.spawned and not without_launch(edge.site.ctx, flags)
+
+
+def launch_flags(graph: CallGraph) -> frozenset[str]:
+    """Options of the program that start its process group: `if cfg.enable_fsdp: setup()`
+    where setup() calls init_process_group (or the init itself under the option), and no
+    init runs where the option is off. Their off arm runs without a launcher."""
+    cached = graph.__dict__.get("_launch_flags")
+    if cached is not None:
+        return cached
+    on: set[str] = set()
+    off: set[str] = set()
+    for facts in graph.files():
+        for site in facts.calls_to(names.INIT_PROCESS_GROUP):
+            unit = graph.unit(facts, site.ctx)
+            for ctx in (site.ctx, *(edge.site.ctx for edge in graph.callers(unit))):
+                for branch in ctx.branches:
+                    name, holds = _flag(getattr(branch.node, "test", None))
+                    if name is not None:
+                        (on if branch.arm == holds else off).add(name)
+    found = frozenset(on - off)
+    graph.__dict__["_launch_flags"] = found
+    return found
+
+
+def without_launch(ctx: Context, flags: frozenset[str]) -> bool:
+    """Code taken only without a launcher: a single-process branch, or the off arm of an
+    option that starts the process group."""
+    if ctx.launch == SINGLE:
+        return True
+    for branch in ctx.branches:
+        name, holds = _flag(getattr(branch.node, "test", None))
+        if name in flags and branch.arm != holds:
+            return True
+    return False
+
+
+def _flag(test: ast.expr | None) -> tuple[str | None, bool]:
+    """`if cfg.enable_fsdp:` -> ("enable_fsdp", True); `if not ddp:` -> ("ddp", False)."""
+    holds = True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, holds = test.operand, False
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return names.last_identifier(test), holds
+    return None, holds
 
 
 def single_process(site: CallSite) -> bool:

@@ -198,7 +198,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
         launch` runs it once per GPU), outside rank-0-only code: print/logging inside a loop
-        (or in a function the loop calls directly: a progress meter's display()),
+        (or in a function the loop calls directly: a progress meter's display(); a pass over
+        a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
@@ -275,6 +276,14 @@ def _diagnostic(ctx: Context) -> bool:
 
 
 _EXITS = frozenset({"exit", "_exit", "quit", "abort"})
+_ENTRIES = frozenset({"items", "keys", "values", "vars"})
+
+
+def _over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """`for k, v in kwargs.items():`, `for name in vars(args):`: a pass over a mapping's
+    entries (settings, a report) runs once, not once per step."""
+    source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+    return isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES
 
 
 def _stops(statement: ast.stmt) -> bool:
@@ -309,7 +318,8 @@ def _log_kind(
     region = distributed_region(graph)
 
     def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        return graph.in_loop(ctx, depth=1, within=region)
+        steps = any(not _over_entries(loop.node) for loop in ctx.loops)
+        return steps or graph.called_in_loop(ctx.function, 1, region)
 
     if call.key == "print" and isinstance(func, ast.Name):
         return "print" if not quiet_print and in_loop(call.ctx) else None
