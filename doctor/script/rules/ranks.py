@@ -13,6 +13,7 @@ from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.logsites import in_handler, is_event_report, over_entries, turns_itself_off
 from ddp_doctor.script.purpose import (
     forwarding_loaders,
     forwards_keywords,
@@ -203,8 +204,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
-        gradient, and for an error printed in a branch that then raises or exits (printed by
-        the rank it happened on), for a branch that turns itself off
+        gradient, for an error printed in a branch that then raises or exits or in an
+        `except` block (printed by the rank it happened on), for a message in a branch that
+        then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
@@ -230,9 +232,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
-        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
+        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or is_event_report(call.ctx):
             continue
-        if _one_shot(facts, call.ctx):
+        if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
         if not flow.in_distributed_region(call.ctx):
             continue
@@ -247,69 +249,6 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         )
 
 
-_ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
-
-
-def _diagnostic(ctx: Context) -> bool:
-    """Under `if torch.isnan(loss):` or `if p.grad is None:`, or in a branch that ends the
-    process (`print("ERROR: ..."); exit(1)`): a rare event's report, printed by the rank it
-    happened on."""
-    for branch in ctx.branches:
-        test = getattr(branch.node, "test", None)
-        if test is None:
-            continue
-        block = getattr(branch.node, "body" if branch.arm else "orelse", None)
-        if branch is ctx.branches[-1] and isinstance(block, list) and block and _stops(block[-1]):
-            return True
-        if not branch.arm:
-            continue
-        for node in ast.walk(test):
-            if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
-                return True
-            if (
-                isinstance(node, ast.Compare)
-                and isinstance(node.ops[0], ast.Is)
-                and names.last_identifier(node.left) == "grad"
-            ):
-                return True
-    return False
-
-
-_EXITS = frozenset({"exit", "_exit", "quit", "abort"})
-_ENTRIES = frozenset({"items", "keys", "values", "vars"})
-
-
-def _over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-    """`for k, v in kwargs.items():`, `for name in vars(args):`: a pass over a mapping's
-    entries (settings, a report) runs once, not once per step."""
-    source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-    return isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES
-
-
-def _stops(statement: ast.stmt) -> bool:
-    """`raise ...`, `exit(1)`, `sys.exit(...)`, `os._exit(...)`: the process ends here."""
-    if isinstance(statement, ast.Raise):
-        return True
-    call = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(call, ast.Call) and names.last_identifier(call.func) in _EXITS
-
-
-def _one_shot(facts: ScriptFacts, ctx: Context) -> bool:
-    """`if need_profiling: log(...); need_profiling = False`: a branch that turns itself off,
-    so the loop around it logs once."""
-    for branch in ctx.branches:
-        test = getattr(branch.node, "test", None)
-        if test is None or not branch.arm:
-            continue
-        for name in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
-            for assignment in facts.assignments_by_target.get(name, ()):
-                value = assignment.value
-                inside = any(b.node is branch.node and b.arm for b in assignment.ctx.branches)
-                if inside and isinstance(value, ast.Constant) and value.value in (False, None):
-                    return True
-    return False
-
-
 def _log_kind(
     facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
 ) -> str | None:
@@ -318,7 +257,7 @@ def _log_kind(
     region = distributed_region(graph)
 
     def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        steps = any(not _over_entries(loop.node) for loop in ctx.loops)
+        steps = any(not over_entries(loop.node) for loop in ctx.loops)
         return steps or graph.called_in_loop(ctx.function, 1, region)
 
     if call.key == "print" and isinstance(func, ast.Name):
