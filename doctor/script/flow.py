@@ -219,7 +219,21 @@ class Flow(Pins):
     # ranks and regions -----------------------------------------------------------------------
 
     def runs_on_rank_zero_only(self, ctx: Context) -> bool:
-        return self.graph.runs_on_rank_zero_only(ctx)
+        """Only rank 0 runs it, counting only the calls made in the ranks: a function that a
+        stand-alone script of the tree also calls (`python test.py`, one process) and that
+        the trainer calls under `if rank in [-1, 0]:` runs on rank 0 of the job."""
+        if self.graph.runs_on_rank_zero_only(ctx):
+            return True
+        if ctx.function is None or ctx.guard is not None:
+            return False
+        region = distributed_region(self.graph)
+        calls = [e for e in self.graph.callers(ctx.function) if not e.handed]
+        in_ranks = [e for e in calls if e.caller in region]
+        return (
+            bool(in_ranks)
+            and len(in_ranks) < len(calls)
+            and all(self.graph.runs_on_rank_zero_only(e.site.ctx) for e in in_ranks)
+        )
 
     def runs_on_some_ranks_only(self, ctx: Context) -> bool:
         return self.graph.runs_on_some_ranks_only(ctx)

@@ -13,7 +13,8 @@ import ast
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
 from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched, starts_lightning_ranks
-from ddp_doctor.script.facts import SINGLE, CallSite, Context, Function
+from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function
+from ddp_doctor.script.guards import launch_of_arm
 
 _DISTRIBUTED_MARKS = frozenset(
     {
@@ -45,26 +46,34 @@ def distributed_region(graph: CallGraph) -> set[Function]:
         return cached
     seeds: set[Function] = set()
     parents: set[Function] = set()  # units that call mp.spawn: the parent process
+    conditional: dict[Function, set[str]] = {}  # seeds whose marks hang on a parameter
+    always: set[Function] = set()
     for facts in graph.files():
         for site in facts.calls:
             if site.key in _LIGHTNING_KEYS and starts_lightning_ranks(facts, site):
-                seeds.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
+                always.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
             if site.key not in _MARK_KEYS:
                 continue
             qualified = facts.resolve(site)
             unit = graph.unit(facts, site.ctx)
             if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not single_process(site):
-                seeds.add(unit)
+                wanted = _launch_parameters(unit, site)
+                (conditional.setdefault(unit, set()).update(wanted) if wanted else always.add(unit))
             elif qualified in names.SPAWN:
                 parents.add(unit)
-                seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
+                always |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
 
-    seeds |= _started_by_a_launcher(graph)
+    always |= _started_by_a_launcher(graph)
+    seeds = always | set(conditional)
+    conditional = {unit: wanted for unit, wanted in conditional.items() if unit not in always}
     parents |= _parent_only(graph, parents, seeds)
     flags = launch_flags(graph)
 
     def passes_up(edge: Edge) -> bool:
-        return _runs_in_the_ranks(edge, flags) and edge.caller not in parents
+        if not _runs_in_the_ranks(edge, flags) or edge.caller in parents:
+            return False
+        wanted = conditional.get(edge.callee)
+        return not wanted or not all(_passes_no_launch(edge, name) for name in wanted)
 
     def passes_down(edge: Edge) -> bool:
         return not without_launch(edge.site.ctx, flags)
@@ -104,6 +113,52 @@ def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function
                 candidates |= {e.callee for e in graph.callees(unit)} - started
                 changed = True
     return found
+
+
+def _launch_parameters(unit: Function, site: CallSite) -> set[str]:
+    """The parameters a mark's launch condition tests (`DistributedSampler(d) if rank != -1
+    else None` in `def create_dataloader(..., rank=-1)`): a caller that passes -1 gets no
+    rank code from it. Empty when the mark does not hang on a parameter."""
+    found: set[str] = set()
+    for branch in site.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or launch_of_arm(test, branch.arm) != DISTRIBUTED:
+            continue
+        tested = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} & set(unit.params)
+        if not tested:
+            return set()
+        found |= tested
+    return found
+
+
+def _passes_no_launch(edge: Edge, name: str) -> bool:
+    """The call gives the parameter -1 (no launcher), or leaves it at a default of -1."""
+    callee = edge.callee
+    index = callee.params.index(name)
+    value = edge.site.argument(index, name)
+    if value is None:
+        value = _default_of(callee.node.args, name)
+    return value is not None and _is_minus_one(value)
+
+
+def _default_of(arguments: ast.arguments, name: str) -> ast.expr | None:
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    first_defaulted = len(positional) - len(arguments.defaults)
+    if name in positional and positional.index(name) >= first_defaulted:
+        return arguments.defaults[positional.index(name) - first_defaulted]
+    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        if argument.arg == name:
+            return default
+    return None
+
+
+def _is_minus_one(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.UnaryOp)
+        and isinstance(value.op, ast.USub)
+        and isinstance(value.operand, ast.Constant)
+        and value.operand.value == 1
+    )
 
 
 def _runs_in_the_ranks(edge: Edge, flags: frozenset[str]) -> bool:
