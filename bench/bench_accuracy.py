@@ -231,7 +231,8 @@ def single_process_report() -> None:
     print(f"\nsingle-process corpus: {len(present)} of {len(entries)} files laid out", end="")
     if len(present) < len(entries):
         missing = sorted({e.id for e in entries} - {e.id for e in present})
-        print(f" (not read: {', '.join(missing)}; python bench/single_corpus.py --clones DIR)")
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if missing[10:] else "")
+        print(f" (not read: {shown}; python bench/single_corpus.py --clones DIR)")
         print("single-process corpus", end="")
     if not present:
         print(": nothing to check")
