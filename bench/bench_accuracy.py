@@ -269,8 +269,10 @@ def unread_report(entries: list[Entry], present: list[Entry], corpus: str, hint:
     missing = sorted({entry.id for entry in entries} - {entry.id for entry in present})
     if missing:
         print(f"{corpus}: {len(missing)} labelled files not laid out, not scored ({hint}):")
-        for name in missing:
+        for name in missing[:20]:
             print(f"  {name}")
+        if missing[20:]:
+            print(f"  ... and {len(missing) - 20} more")
         print()
 
 
