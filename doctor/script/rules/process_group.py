@@ -9,6 +9,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
+from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.evidence import is_entry_point
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
@@ -24,6 +25,7 @@ from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.textscan import renamed_nccl_variables
 
 _AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
+_PACKAGE_NAMES = frozenset({"dist", "distributed"})  # dist.is_available(): the package is built
 
 
 @rule(
@@ -90,8 +92,11 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         init_process_group with the backend "nccl" (literally, as dist.Backend.NCCL, or through
-        names that only ever hold either) where no availability check (torch.cuda.is_available(),
-        dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
+        names that only ever hold either; an argparse option or a parameter nobody passes
+        holds its default: `add_argument('--dist-backend', default='nccl')`) where no
+        availability check (torch.cuda.is_available(),
+        dist.is_nccl_available(), torch.cuda.device_count(); not dist.is_available(), which asks
+        whether torch has the distributed package) chooses the backend: none in the
         backend's own expression, and none in a condition around the call or around the
         assignment of the backend, here or in a caller. A check that only sizes the world
         (world_size = torch.cuda.device_count()) is no fallback, nor is a switch on the
@@ -126,7 +131,7 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
     values = facts.project.values
     if isinstance(node, ast.Constant) or _is_nccl_member(facts, node):
         return _is_nccl(facts, node)
-    origins = values.origins(facts, node, init.ctx)
+    origins = with_defaults(values, facts, node, init.ctx)
     if not origins or not all(
         o.facts is not None and isinstance(o.node, ast.expr) and _is_nccl(o.facts, o.node)
         for o in origins
@@ -239,7 +244,16 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
 
 
 def _is_availability_call(node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
+    """torch.cuda.is_available(), dist.is_nccl_available(), device_count(); not
+    dist.is_available() (whether torch was built with the distributed package)."""
+    if (
+        not isinstance(node, ast.Call)
+        or names.last_identifier(node.func) not in _AVAILABILITY_CHECKS
+    ):
+        return False
+    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+    owner = (names.dotted(receiver) or "") if receiver is not None else ""
+    return not (node.func.attr == "is_available" and owner.split(".")[-1] in _PACKAGE_NAMES)  # type: ignore[union-attr]
 
 
 def _asks_availability(
@@ -249,7 +263,7 @@ def _asks_availability(
     assigned one in the same function (`n_gpus = torch.cuda.device_count(); assert n_gpus
     >= 2`). A branch on such a name only sizes the world."""
     for node in ast.walk(test):
-        if isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS:
+        if _is_availability_call(node):  # type: ignore[arg-type]
             return True
         if isinstance(node, ast.Name) and facts is not None and ctx is not None:
             for assignment in facts.assignments_by_target.get(node.id, ()):

@@ -14,6 +14,7 @@ from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.logsites import in_handler, is_event_report, over_entries, turns_itself_off
+from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
     forwarding_loaders,
     forwards_keywords,
@@ -136,7 +137,10 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         then holds a full copy of the weights (and optimizer state) on GPU 0: out of memory
         on GPU 0, or a stray context there that set_device does not prevent.
         A helper that passes its keywords on to torch.load (`def load(path, **kw)`) is
-        judged at its calls. Files the program saves itself from CPU tensors are left alone.
+        judged at its calls. Files the program saves itself from CPU tensors are left alone,
+        and so is the arm where the process has no GPU index of its own (`if args.gpu is
+        None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
+        cuda:0 there too, which DDP127 reports).
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -150,6 +154,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
+        if without_own_gpu(load.ctx):
+            continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
         yield hit(
             facts,
             load.node,
@@ -176,6 +182,8 @@ def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         if helper is None or site.keyword("map_location") is not None:
             continue
         if passes_keywords_on(site) or flow.runs_on_rank_zero_only(site.ctx):
+            continue
+        if without_own_gpu(site.ctx):
             continue
         if not flow.in_distributed_region(site.ctx):
             continue
