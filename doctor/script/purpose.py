@@ -30,13 +30,61 @@ def reads_prefixed_keys_back(facts: ScriptFacts) -> bool:
     """Whether the program expects the "module." keys of a DDP wrapper's state_dict: it
     restores a state dict into a DDP-wrapped model (a resume: the keys must carry the
     prefix)."""
-    for mate in program_files(facts):
+    mates = program_files(facts)
+    for mate in mates:
         flow = flow_of(mate)
         for call in mate.methods_called("load_state_dict"):
             receiver = call.receiver
             if receiver is not None and flow.holds_wrapped_model(receiver, call.ctx, call.node):
                 return True
+    return _restores_through_helper(mates)
+
+
+def _restores_through_helper(mates: list[ScriptFacts]) -> bool:
+    """`restart_from_checkpoint(path, state_dict=model, optimizer=opt)` with `model` the DDP
+    wrapper, where the helper calls load_state_dict on what its parameters hold (by name, or
+    in a pass over its **kwargs): the resume reads the "module." keys back, as a direct one."""
+    restorers = {f for mate in mates for f in _restoring_helpers(mate)}
+    if not restorers:
+        return False
+    for mate in mates:
+        flow = flow_of(mate)
+        for key in {f.name for f in restorers}:
+            for site in mate.calls_by_key.get(key, ()):
+                if not restorers.intersection(flow.graph.targets(mate, site)):
+                    continue
+                passed = [*site.node.args, *(k.value for k in site.node.keywords if k.arg)]
+                if any(flow.holds_wrapped_model(a, site.ctx, site.node) for a in passed):
+                    return True
     return False
+
+
+def _restoring_helpers(facts: ScriptFacts) -> set[Function]:
+    """Functions that call load_state_dict on one of their parameters, or on a value taken
+    from their parameters in a loop (`for key, value in kwargs.items():`)."""
+    found: set[Function] = set()
+    for call in facts.methods_called("load_state_dict"):
+        function = call.ctx.function
+        receiver = call.receiver
+        if function is None or not isinstance(receiver, ast.Name):
+            continue
+        arguments = function.node.args
+        inputs = set(function.params) | {a.arg for a in (arguments.kwarg, arguments.vararg) if a}
+        if receiver.id in inputs or any(
+            _loop_binds(loop.node, receiver.id, inputs) for loop in call.ctx.loops
+        ):
+            found.add(function)
+    return found
+
+
+def _loop_binds(loop: ast.AST, name: str, inputs: set[str]) -> bool:
+    target = getattr(loop, "target", None)
+    iterable = getattr(loop, "iter", None)
+    if target is None or iterable is None:
+        return False
+    bound = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(iterable) if isinstance(n, ast.Name)}
+    return name in bound and bool(used & inputs)
 
 
 def forwards_keywords(load: CallSite) -> bool:

@@ -92,7 +92,9 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
         `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`; and not in a
         program that expects the prefix: one that restores a state dict into the DDP-wrapped
-        model (a resume reads the "module." keys back).
+        model (a resume reads the "module." keys back), directly or through a helper it hands
+        the wrapper to (`restart_from_checkpoint(path, state_dict=model)` that calls
+        load_state_dict on what its parameters hold).
     Why it matters:
         DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
         plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
@@ -140,7 +142,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         judged at its calls. Files the program saves itself from CPU tensors are left alone,
         and so is the arm where the process has no GPU index of its own (`if args.gpu is
         None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
-        cuda:0 there too, which DDP127 reports).
+        cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
+        f"queue{rank}.pth": each rank saved it from its own GPU and reads it back there).
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -156,6 +159,9 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if without_own_gpu(load.ctx):
             continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
+        path = load.argument(0, "f")
+        if path is not None and mentions_rank(facts, path):
+            continue  # a per-rank file: the rank saved it from its own GPU
         yield hit(
             facts,
             load.node,
