@@ -260,7 +260,9 @@ HALVES = {
     "A": "half A (tuning)",
     "B": "half B (looked at: tuning)",
     "C-tune": "set C, tuning part",
-    "C-held": "set C, held out",
+    "C-held": "set C, held out once (seen since: tuning data)",
+    "D-tune": "set D, tuning part",
+    "D-held": "set D, held out",
 }
 
 
@@ -354,7 +356,7 @@ def main() -> None:
         "--half",
         action="append",
         choices=tuple(HALVES),
-        help="github parts to score (repeatable; default all: A, B, C-tune, C-held)",
+        help="github parts to score (repeatable; default all: A, B, C-tune, C-held, D-tune, D-held)",
     )
     parser.add_argument("--json", type=Path, help="also write the PyPI scores and lists as JSON")
     args = parser.parse_args()

@@ -13,7 +13,7 @@ import ast
 
 from ddp_doctor.script import reaching
 from ddp_doctor.script.facts import CallSite, Context, Function, ScriptFacts
-from ddp_doctor.script.origins import OPTION, PARAM, Origin
+from ddp_doctor.script.origins import CONSTANT, OPTION, PARAM, Origin
 from ddp_doctor.script.values import Values
 
 
@@ -92,3 +92,20 @@ def _owner_of(values: Values, facts: ScriptFacts, site: CallSite) -> ScriptFacts
         if any(s is site for s in other.methods_called("add_argument")):
             return other
     return facts
+
+
+def never_taken(values: Values, facts: ScriptFacts, ctx: Context) -> bool:
+    """Whether `ctx` lies in the true arm of a test on a plain name that only ever holds a
+    false constant: `def display(self, batch, enable_print=False): if enable_print: print(...)`
+    with no caller passing enable_print. Such code never runs."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if not branch.arm or not isinstance(test, ast.Name):
+            continue
+        origins = values.origins(facts, test, ctx)
+        if origins and all(
+            o.kind == CONSTANT and isinstance(o.node, ast.Constant) and not o.node.value
+            for o in origins
+        ):
+            return True
+    return False

@@ -26,6 +26,37 @@ def trains(facts: ScriptFacts) -> bool:
     )
 
 
+# Calls that wrap, shard or broadcast a model, or hand it to a library that does (accelerate,
+# Lightning, Fabric, DeepSpeed): after them rank 0's weights are every rank's.
+_SYNCING_KEYS = (
+    "DistributedDataParallel",
+    "DDP",
+    "FullyShardedDataParallel",
+    "FSDP",
+    "fully_shard",
+    "broadcast",
+    "broadcast_object_list",
+    "_broadcast_coalesced",
+    "sync_module_states",
+    "prepare",
+    "Accelerator",
+    "Fabric",
+    "Trainer",
+    "initialize",
+    "setup_module",
+    "parallelize_module",
+)
+
+
+def weights_never_broadcast(facts: ScriptFacts) -> bool:
+    """The program starts its process group itself and no file checked with it wraps, shards
+    or broadcasts a model: every rank keeps the weights it initialised."""
+    if not any(mate.calls_to(names.INIT_PROCESS_GROUP) for mate in program_files(facts)):
+        return False
+    tree = facts.project.files.values()  # any file checked with it: a wrap may be out of view
+    return not any(other.calls_by_key.get(key) for other in tree for key in _SYNCING_KEYS)
+
+
 def reads_prefixed_keys_back(facts: ScriptFacts) -> bool:
     """Whether the program expects the "module." keys of a DDP wrapper's state_dict: it
     restores a state dict into a DDP-wrapped model (a resume: the keys must carry the

@@ -15,7 +15,7 @@ from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position, t
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
-from ddp_doctor.script.purpose import trains
+from ddp_doctor.script.purpose import trains, weights_never_broadcast
 from ddp_doctor.script.rankflow import mentions_rank
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -286,7 +286,10 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         rank must cut the same split), and so are tensor-parallel programs
         (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
         the ranks of a group must draw the same
-        numbers). Programs that train nothing (no backward, zero_grad, fit or train call:
+        numbers). Programs that start the process group themselves and never wrap, shard or
+        broadcast the model (their own gradient all-reduce, as nanochat's optimizer) are left
+        alone: there the shared seed is what gives every rank the same initial weights.
+        Programs that train nothing (no backward, zero_grad, fit or train call:
         evaluation, sampling) are left alone too. Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
@@ -302,6 +305,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess or _is_test_file(facts.path) or uses_tensor_parallel(facts):
         return
     if not trains(facts):  # evaluation or generation: no augmentation to correlate
+        return
+    if weights_never_broadcast(facts):  # the shared seed is what makes the weights equal
         return
     workers = _spawned_code(facts)
     seeds = [

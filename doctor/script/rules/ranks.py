@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.defaults import never_taken
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
@@ -29,6 +30,7 @@ from ddp_doctor.script.rankflow import (
     collective_helpers,
     logging_configured_here,
     logging_is_rank_aware,
+    matched_in_other_arm,
     mentions_rank,
     paired_collectives,
     save_calls,
@@ -254,6 +256,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
+        if never_taken(facts.project.values, facts, call.ctx):
+            continue  # `if enable_print:` with enable_print False wherever it comes from
         yield hit(
             facts,
             call.node,
@@ -326,6 +330,8 @@ def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
     for call in facts.calls_to(*names.COLLECTIVES):
         guard = call.ctx.guard
         if guard is None or (call.ctx.function, facts.resolve(call)) in paired:
+            continue
+        if matched_in_other_arm(call):
             continue
         yield hit(
             facts,
