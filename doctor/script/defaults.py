@@ -17,11 +17,14 @@ from ddp_doctor.script.origins import CONSTANT, OPTION, PARAM, Origin
 from ddp_doctor.script.values import Values
 
 
-def with_defaults(values: Values, facts: ScriptFacts, expr: ast.AST, ctx: Context) -> set[Origin]:
-    """The value's origins, an option or an uncalled parameter replaced by its default's."""
+def with_defaults(
+    values: Values, facts: ScriptFacts, expr: ast.AST, ctx: Context, *, parameters: bool = True
+) -> set[Origin]:
+    """The value's origins, an option (and, unless `parameters` is False, a parameter no call
+    of the tree passes) replaced by its default's."""
     found: set[Origin] = set()
     for origin in values.origins(facts, expr, ctx):
-        default = _default_of(values, origin)
+        default = _default_of(values, origin) if parameters or origin.kind == OPTION else None
         if default is None:
             found.add(origin)
             continue
