@@ -4,6 +4,7 @@ checkpoints back, and what the files it saves and loads hold (DDP116-DDP118, DDP
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from ddp_doctor.script import names
@@ -256,3 +257,30 @@ def is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
                 for arg in [*save.node.args, *(kw.value for kw in save.node.keywords)]
             )
     return False
+
+
+# Random draws that split or order a dataset: every rank must draw the same split, so the seed
+# before them is shared on purpose (huggingface/accelerate examples/cv_example.py: "Set the
+# seed before splitting the data", then np.random.permutation).
+_DATA_SPLITS = (
+    "numpy.random.permutation",
+    "numpy.random.shuffle",
+    "random.shuffle",
+    "torch.randperm",
+    "torch.utils.data.random_split",
+    "sklearn.model_selection.train_test_split",
+)
+
+
+def splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
+    """A data split drawn after the seeding call, in the same function."""
+    return any(
+        split.ctx.function is seed.ctx.function and position(split) > position(seed)
+        for split in facts.calls_to(*_DATA_SPLITS)
+    )
+
+
+def is_test_file(path: str) -> bool:
+    name = os.path.basename(path)
+    parts = os.path.normpath(path).split(os.sep)
+    return name.startswith("test_") or name.endswith("_test.py") or "tests" in parts[:-1]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.evidence import is_entry_point
@@ -23,9 +24,6 @@ from ddp_doctor.script.facts import (
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.textscan import renamed_nccl_variables
-
-_AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
-_PACKAGE_NAMES = frozenset({"dist", "distributed"})  # dist.is_available(): the package is built
 
 
 @rule(
@@ -177,7 +175,7 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
     """A condition around this place asks whether CUDA or NCCL is there."""
     for branch in ctx.branches:
         test = getattr(branch.node, "test", None)
-        if test is not None and _asks_availability(test):
+        if test is not None and asks_availability(test):
             return True
     return False
 
@@ -204,7 +202,7 @@ def _about_gpus(test: ast.expr | None) -> bool:
         name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
             return True
-    return _asks_availability(test)
+    return asks_availability(test)
 
 
 def _is_backend(init: CallSite, name: str) -> bool:
@@ -216,12 +214,12 @@ def _checked_before(facts: ScriptFacts, site: CallSite) -> bool:
     """`assert torch.cuda.device_count() >= 2` earlier in the function, or a decorator such
     as `@unittest.skipIf(torch.cuda.device_count() < 2, ...)` on it."""
     function = site.ctx.function
-    if function is not None and any(_asks_availability(d) for d in function.node.decorator_list):
+    if function is not None and any(asks_availability(d) for d in function.node.decorator_list):
         return True
     return any(
         ctx.function is function
         and (statement.lineno, statement.col_offset) < (site.node.lineno, site.node.col_offset)
-        and _asks_availability(statement.test, facts, ctx)
+        and asks_availability(statement.test, facts, ctx)
         for statement, ctx in facts.asserts
     )
 
@@ -240,36 +238,6 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
                     return True
                 callers.append((edge.facts, edge.site.ctx))
         frontier = callers
-    return False
-
-
-def _is_availability_call(node: ast.expr) -> bool:
-    """torch.cuda.is_available(), dist.is_nccl_available(), device_count(); not
-    dist.is_available() (whether torch was built with the distributed package)."""
-    if (
-        not isinstance(node, ast.Call)
-        or names.last_identifier(node.func) not in _AVAILABILITY_CHECKS
-    ):
-        return False
-    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
-    owner = (names.dotted(receiver) or "") if receiver is not None else ""
-    return not (node.func.attr == "is_available" and owner.split(".")[-1] in _PACKAGE_NAMES)  # type: ignore[union-attr]
-
-
-def _asks_availability(
-    test: ast.expr, facts: ScriptFacts | None = None, ctx: Context | None = None
-) -> bool:
-    """The test calls an availability check, or (given where it is: an assert) uses a name
-    assigned one in the same function (`n_gpus = torch.cuda.device_count(); assert n_gpus
-    >= 2`). A branch on such a name only sizes the world."""
-    for node in ast.walk(test):
-        if _is_availability_call(node):  # type: ignore[arg-type]
-            return True
-        if isinstance(node, ast.Name) and facts is not None and ctx is not None:
-            for assignment in facts.assignments_by_target.get(node.id, ()):
-                value = assignment.value  # the count itself, not `count() if cuda else 1`
-                if assignment.ctx.function is ctx.function and _is_availability_call(value):
-                    return True
     return False
 
 
