@@ -2,17 +2,20 @@
 
 Run by hand, not by CI:
 
-    python bench/bench_accuracy.py              # fetches the corpus on first use, then scores
-    python bench/bench_accuracy.py --no-fetch   # score the tree already under bench/corpus/accuracy
-    python bench/bench_accuracy.py --json out.json
-    python bench/bench_accuracy.py --per-file   # also every labelled file checked alone
-    python bench/bench_accuracy.py --corpus github [--per-file]   # bench/github_corpus by half
+    python bench/bench_accuracy.py              # every corpus; fetches the PyPI one on first use
+    python bench/bench_accuracy.py --no-fetch   # score the trees already laid out
+    python bench/bench_accuracy.py --corpus pypi [--json out.json]
+    python bench/bench_accuracy.py --corpus github --half A --half C-tune   # parts of SPLIT.md
 
-After the labelled corpus, the single-process corpus of bench/single_corpus/ (laid out by
-`python bench/single_corpus.py --clones DIR`) is checked per project folder; each warning or
-error there is printed as a false alarm.
+Every labelled corpus is scored twice: checked per project folder (as users run it) and every
+file checked alone. The GitHub corpus (bench/github_corpus/, laid out by `python
+bench/github_corpus.py --clones DIR`) is scored per part of its split. Labelled files that are
+not laid out are listed as not read, not scored as misses; `check` runs that fail are listed.
+Last, the single-process corpus of bench/single_corpus/ (laid out by `python
+bench/single_corpus.py --clones DIR`) is checked per project folder; each warning or error
+there is printed as a false alarm.
 
-The corpus is described in bench/check_corpus/manifest.json and README.md beside it: pinned
+The PyPI corpus is described in bench/check_corpus/manifest.json and README.md beside it: pinned
 PyPI releases are downloaded (pip download --no-deps), the labelled files are copied to
 bench/corpus/accuracy/<project>/<path> and their sha256 checked. `check --format json` then runs
 once per project folder, so a helper module a script imports is part of the same tree.
@@ -226,8 +229,13 @@ def single_process_report() -> None:
     entries = load_single()
     present = [entry for entry in entries if (SINGLE_TREE / entry.id).is_file()]
     print(f"\nsingle-process corpus: {len(present)} of {len(entries)} files laid out", end="")
+    if len(present) < len(entries):
+        missing = sorted({e.id for e in entries} - {e.id for e in present})
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if missing[10:] else "")
+        print(f" (not read: {shown}; python bench/single_corpus.py --clones DIR)")
+        print("single-process corpus", end="")
     if not present:
-        print(" (python bench/single_corpus.py --clones DIR lays them out)")
+        print(": nothing to check")
         return
     (SINGLE_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
     alarms, infos = [], 0
@@ -248,85 +256,117 @@ def single_process_report() -> None:
         print(f"  {alarm}")
 
 
-def github_report(per_file: bool) -> None:
-    """The GitHub corpus (bench/github_corpus/), each half of the split apart: half A may
-    have been used to tune the rules, half B is held out."""
+HALVES = {
+    "A": "half A (tuning)",
+    "B": "half B (looked at: tuning)",
+    "C-tune": "set C, tuning part",
+    "C-held": "set C, held out once (seen since: tuning data)",
+    "D-tune": "set D, tuning part",
+    "D-held": "set D, held out",
+}
+
+
+def unread_report(entries: list[Entry], present: list[Entry], corpus: str, hint: str) -> None:
+    """Say which labelled files could not be read, instead of scoring them as misses."""
+    missing = sorted({entry.id for entry in entries} - {entry.id for entry in present})
+    if missing:
+        print(f"{corpus}: {len(missing)} labelled files not laid out, not scored ({hint}):")
+        for name in missing[:20]:
+            print(f"  {name}")
+        if missing[20:]:
+            print(f"  ... and {len(missing) - 20} more")
+        print()
+
+
+def both_ways(chosen: list[Entry], root: Path, title: str) -> None:
+    """Score `chosen` checked per project folder (as users run it), then every file alone."""
+    folders = sorted({root / entry.project for entry in chosen})
+    report(scored(chosen, folders, root), chosen, f"{title}, checked per folder")
+    print("\n")
+    alone = scored(chosen, sorted(root / entry.id for entry in chosen), root)
+    report(alone, chosen, f"{title}, every file checked alone")
+    print("\n")
+
+
+def github_report(wanted: list[str]) -> None:
+    """The GitHub corpus (bench/github_corpus/), each part of the split apart (SPLIT.md)."""
     entries = load_manifest(GITHUB_MANIFEST)
     half_of = halves()
-    (GITHUB_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
     present = [entry for entry in entries if (GITHUB_TREE / entry.id).is_file()]
+    hint = "python bench/github_corpus.py --clones DIR"
+    unread_report([e for e in entries if half_of.get(e.id) in wanted], present, "github", hint)
     if not present:
-        print("github corpus: not laid out (python bench/github_corpus.py --clones DIR)")
         return
-    for half, title in (("A", "half A (tuning)"), ("B", "half B (held out)")):
+    (GITHUB_TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    for half in wanted:
         chosen = [entry for entry in present if half_of.get(entry.id) == half]
-        folders = sorted({GITHUB_TREE / entry.project for entry in chosen})
-        report(scored(chosen, folders, GITHUB_TREE), chosen, f"{title}, checked per folder")
-        print("\n")
-        if per_file:
-            alone = scored(chosen, sorted(GITHUB_TREE / e.id for e in chosen), GITHUB_TREE)
-            report(alone, chosen, f"{title}, every file checked alone")
-            print("\n")
+        if chosen:
+            both_ways(chosen, GITHUB_TREE, HALVES[half])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-fetch", action="store_true", help="score the tree already laid out")
-    parser.add_argument("--project", action="append", help="only this project (repeatable)")
-    parser.add_argument(
-        "--per-file", action="store_true", help="also check every labelled file alone and score it"
-    )
-    parser.add_argument(
-        "--corpus",
-        choices=("pypi", "github"),
-        default="pypi",
-        help="pypi: bench/check_corpus (the default); github: bench/github_corpus by half",
-    )
-    parser.add_argument("--json", type=Path, help="also write the scores and lists as JSON here")
-    args = parser.parse_args()
-    if args.corpus == "github":
-        github_report(args.per_file)
-        single_process_report()
-        return
-
+def pypi_report(args: argparse.Namespace) -> Outcome | None:
+    """The PyPI corpus (bench/check_corpus/), per folder and per file."""
     entries = load_manifest()
     if args.project:
         entries = [entry for entry in entries if entry.project in args.project]
     if not args.no_fetch:
         for problem in fetch_corpus(entries):
-            print(f"corpus: {problem}", file=sys.stderr)
-    (TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+            print(f"pypi: {problem}")
     present = [entry for entry in entries if entry.path.is_file()]
-    if len(present) < len(entries):
-        print(f"corpus: {len(entries) - len(present)} labelled files are missing", file=sys.stderr)
+    unread_report(entries, present, "pypi", "run without --no-fetch to download them")
+    if not present:
+        return None
+    (TREE / "pyproject.toml").write_text(CORPUS_CONFIG, encoding="utf-8")
+    outcome = scored(present, sorted({TREE / entry.project for entry in present}))
+    report(outcome, present, "PyPI corpus, checked per folder, as users run it")
+    print("\n")
+    alone = scored(present, sorted(TREE / entry.id for entry in present))
+    report(alone, present, "PyPI corpus, every file checked alone")
+    print("\n")
+    return outcome
 
-    folders = sorted({TREE / entry.project for entry in present})
-    outcome = scored(present, folders)
-    report(outcome, present, "checked per folder, as users run it")
-    if args.per_file:
-        print("\n")
-        alone = scored(present, sorted(TREE / entry.id for entry in present))
-        report(alone, present, "every file checked alone")
+
+def write_json(path: Path, outcome: Outcome) -> None:
+    scores = {
+        code: {"tp": r.tp, "fp": r.fp, "fn": r.fn, "on_line": r.on_line}
+        for code, r in sorted(outcome.scores.items())
+    }
+    document = {
+        "scores": scores,
+        "false_positives": outcome.false_positives,
+        "misses": outcome.misses,
+        "elsewhere": outcome.elsewhere,
+        "failures": outcome.failures,
+    }
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-fetch", action="store_true", help="score the tree already laid out")
+    parser.add_argument("--project", action="append", help="only this PyPI project (repeatable)")
+    parser.add_argument("--per-file", action="store_true", help="kept for old command lines")
+    parser.add_argument(
+        "--corpus",
+        choices=("pypi", "github", "all"),
+        default="all",
+        help="pypi: bench/check_corpus; github: bench/github_corpus by part; all (the default)",
+    )
+    parser.add_argument(
+        "--half",
+        action="append",
+        choices=tuple(HALVES),
+        help="github parts to score (repeatable; default all: A, B, C-tune, C-held, D-tune, D-held)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the PyPI scores and lists as JSON")
+    args = parser.parse_args()
+    if args.corpus in ("pypi", "all"):
+        outcome = pypi_report(args)
+        if args.json and outcome is not None:
+            write_json(args.json, outcome)
+    if args.corpus in ("github", "all"):
+        github_report(args.half or list(HALVES))
     single_process_report()
-    if args.json:
-        scores = {
-            code: {"tp": r.tp, "fp": r.fp, "fn": r.fn, "on_line": r.on_line}
-            for code, r in sorted(outcome.scores.items())
-        }
-        args.json.write_text(
-            json.dumps(
-                {
-                    "scores": scores,
-                    "false_positives": outcome.false_positives,
-                    "misses": outcome.misses,
-                    "elsewhere": outcome.elsewhere,
-                    "failures": outcome.failures,
-                },
-                indent=1,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
 
 
 if __name__ == "__main__":

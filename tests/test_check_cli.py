@@ -367,7 +367,10 @@ def test_opinions_are_out_of_the_default_selection(project: Path) -> None:
     (project / "seeded.py").write_text(
         "import torch\nimport torch.distributed as dist\n"
         "dist.init_process_group('gloo')\ntorch.manual_seed(0)\n"
-        "for step in range(3):\n    print(step)\ndist.destroy_process_group()\n"
+        "model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))\n"
+        "for step in range(3):\n    print(step)\n"
+        "    model(torch.zeros(1)).sum().backward()\n"
+        "dist.destroy_process_group()\n"
     )
     assert not {"DDP119", "DDP122"} & set(codes(check("seeded.py", "--format", "json")))
     everything = set(codes(check("seeded.py", "--format", "json", "--select", "ALL")))

@@ -214,7 +214,7 @@ def _own_evidence(facts: ScriptFacts) -> bool:
             continue
         if qualified.startswith(_DISTRIBUTED_PREFIXES) or qualified in _FRAMEWORK_CALLS:
             return True
-        if _configured_trainer(facts, site, qualified):
+        if _configured_trainer(facts, site, qualified) or starts_lightning_ranks(facts, site):
             return True
     return is_launched(facts)
 
@@ -224,6 +224,35 @@ def _configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> b
     if not qualified.startswith(_TRAINERS) or site.key not in ("Trainer", "Fabric"):
         return False
     return any(kw.arg in _TRAINER_KEYWORDS for kw in site.node.keywords)
+
+
+def starts_lightning_ranks(facts: ScriptFacts, site: CallSite) -> bool:
+    """A Lightning Trainer (or Trainer.from_argparse_args) set to a DDP strategy: it starts
+    one process per GPU and runs the program again in each (`strategy="ddp"`, or the
+    program's trainer settings given "ddp": `trainer_config["accelerator"] = "ddp"`)."""
+    qualified = facts.resolve(site) or ""
+    if not qualified.startswith(_TRAINERS) or site.key not in _TRAINER_CALLS:
+        return False
+    if any(
+        kw.arg in ("strategy", "accelerator") and _is_ddp(kw.value) for kw in site.node.keywords
+    ):
+        return True
+    return any(
+        _is_ddp(assignment.value) and _names_a_strategy(assignment.target)
+        for assignment in facts.assignments
+    )
+
+
+_TRAINER_CALLS = frozenset({"Trainer", "from_argparse_args"})
+_STRATEGY_FIELD = re.compile(r"""(?:\.|\[['"])(?:strategy|accelerator)(?:['"]\])?$""")
+
+
+def _is_ddp(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and str(value.value).startswith("ddp")
+
+
+def _names_a_strategy(target: str) -> bool:
+    return bool(_STRATEGY_FIELD.search(target))
 
 
 def is_launched(facts: ScriptFacts) -> bool:

@@ -15,7 +15,6 @@ from functools import cached_property
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph
 from ddp_doctor.script.facts import (
-    SINGLE,
     Assignment,
     CallSite,
     Context,
@@ -25,7 +24,12 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.pins import Pins, pins_device
-from ddp_doctor.script.region import distributed_region, single_process
+from ddp_doctor.script.region import (
+    distributed_region,
+    launch_flags,
+    single_process,
+    without_launch,
+)
 from ddp_doctor.script.values import Values
 
 _CUDA_DEVICE_PREFIX = "cuda"
@@ -103,8 +107,21 @@ class Flow(Pins):
     @cached_property
     def distributed_everywhere(self) -> bool:
         """A process group or DDP wrap outside any launch condition: the script always runs
-        one process per GPU (not only under `if args.distributed:`)."""
-        return any(site.ctx.launch is None for site in [*self.init_calls, *self.ddp_wraps])
+        one process per GPU (not only under `if args.distributed:`, nor in a helper that
+        every caller calls only under a flag: `if cfg.enable_fsdp: setup()`)."""
+        return any(
+            site.ctx.launch is None and not self._called_under_flags(site.ctx)
+            for site in [*self.init_calls, *self.ddp_wraps]
+        )
+
+    def _called_under_flags(self, ctx: Context) -> bool:
+        if ctx.function is None:
+            return False
+        callers = self.graph.callers(ctx.function)
+        return bool(callers) and all(
+            any(b.arm and _is_flag(getattr(b.node, "test", None)) for b in edge.site.ctx.branches)
+            for edge in callers
+        )
 
     @cached_property
     def is_rpc(self) -> bool:
@@ -202,7 +219,21 @@ class Flow(Pins):
     # ranks and regions -----------------------------------------------------------------------
 
     def runs_on_rank_zero_only(self, ctx: Context) -> bool:
-        return self.graph.runs_on_rank_zero_only(ctx)
+        """Only rank 0 runs it, counting only the calls made in the ranks: a function that a
+        stand-alone script of the tree also calls (`python test.py`, one process) and that
+        the trainer calls under `if rank in [-1, 0]:` runs on rank 0 of the job."""
+        if self.graph.runs_on_rank_zero_only(ctx):
+            return True
+        if ctx.function is None or ctx.guard is not None:
+            return False
+        region = distributed_region(self.graph)
+        calls = [e for e in self.graph.callers(ctx.function) if not e.handed]
+        in_ranks = [e for e in calls if e.caller in region]
+        return (
+            bool(in_ranks)
+            and len(in_ranks) < len(calls)
+            and all(self.graph.runs_on_rank_zero_only(e.site.ctx) for e in in_ranks)
+        )
 
     def runs_on_some_ranks_only(self, ctx: Context) -> bool:
         return self.graph.runs_on_some_ranks_only(ctx)
@@ -219,9 +250,10 @@ class Flow(Pins):
         """On a call path through distributed code: functions that init, wrap, shard or
         communicate, their callers, and everything those call. Unrelated helpers and tests in
         the same file stay out, and so does a branch taken only without a launcher."""
-        if ctx.launch == SINGLE:
+        graph = self.facts.project.graph
+        if without_launch(ctx, launch_flags(graph)):
             return False
-        region = distributed_region(self.facts.project.graph)
+        region = distributed_region(graph)
         function = ctx.function
         while function is not None:
             if function in region:
@@ -235,6 +267,11 @@ class Flow(Pins):
     @staticmethod
     def of(facts: ScriptFacts) -> Flow:
         return flow_of(facts)
+
+
+def _is_flag(test: ast.expr | None) -> bool:
+    """A boolean option tested as it is: `if args.distributed:`, `if cfg.enable_fsdp:`."""
+    return isinstance(test, (ast.Name, ast.Attribute))
 
 
 def flow_of(facts: ScriptFacts) -> Flow:

@@ -313,6 +313,18 @@ def other_launch(launch: str | None) -> str | None:
     return {DISTRIBUTED: SINGLE, SINGLE: DISTRIBUTED}.get(launch) if launch else None
 
 
+def launch_of_arm(test: ast.expr, arm: bool) -> str | None:
+    """The launch an arm of `if test:` runs under. The false arm of a process-group state
+    test (`if dist.is_initialized(): return`, then init) says nothing: a group not started
+    yet is the normal state of a launched program before its own init."""
+    launch = launch_of(test)
+    if arm or launch is None:
+        return launch
+    if (last_identifier(test) or "").lower() in _GROUP_STATE:
+        return None
+    return other_launch(launch)
+
+
 def _launch_compare(left: ast.expr, op: ast.cmpop, right: ast.expr) -> str | None:
     if isinstance(op, (ast.In, ast.NotIn)):
         if isinstance(left, ast.Constant) and left.value in _LAUNCH_ENV and _is_environ(right):

@@ -100,6 +100,8 @@ class Pins:
         if depth <= 0:
             return False
         if not edges and not self.graph.callers(unit):
+            if unit is self.facts.module_unit:
+                return False  # the program's start: nothing of the tree ran before it
             return self._constructor_pins(unit) or self._pins_elsewhere(unit)
         return any(self._pinned_at_edge(edge, depth - 1) for edge in edges)
 
@@ -234,8 +236,8 @@ def _runs_first(pin: ast.AST, at: ast.AST) -> bool:
 def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: ast.AST) -> bool:
     here = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
     for _, site in pins:
-        if site.ctx.excludes(ctx):
-            continue
+        if site.ctx.excludes(ctx) or site.node is node:
+            continue  # the call on the way down: its callee's own pins are asked there
         inside = site.node.lineno <= here[0] <= (site.node.end_lineno or 0)  # with cuda.device()
         if position(site) < here or inside:
             return True

@@ -72,7 +72,7 @@ class Project:
         it is freed at once by reference counting (the cycle collector would scan every
         syntax tree of the check to find it)."""
         for facts in self.files.values():
-            for key in ("_project", "_flow", "_samplers"):
+            for key in ("_project", "_flow", "_samplers", "_program_files", "_imported_closure"):
                 facts.__dict__.pop(key, None)
         self.__dict__.pop("graph", None)
         self.__dict__.pop("values", None)

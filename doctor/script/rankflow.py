@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 
 from ddp_doctor.script import names
 from ddp_doctor.script.facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
 from ddp_doctor.script.guards import is_main_process_predicate, is_rank_like
+from ddp_doctor.script.reaching import element
 
 
 def contains(outer: ast.AST, inner: ast.AST) -> bool:
@@ -24,14 +26,22 @@ def save_calls(facts: ScriptFacts) -> list[CallSite]:
     return [c for c in facts.calls if "save" in c.key.lower()]
 
 
-def mentions_rank(facts: ScriptFacts, node: ast.AST) -> bool:
-    """A path or message built from the rank: f"ckpt_{rank}.pt", os.path.join(d, str(rank))."""
-    found = [n for n in ast.walk(node) if is_rank_like(n)]
-    if found:
+_NAME_HOPS = 3  # path = join(d, name); name = f"part_{rank_save}.pkl"; rank_save = get_rank()
+
+
+def mentions_rank(facts: ScriptFacts, node: ast.AST, hops: int = _NAME_HOPS) -> bool:
+    """A path or message built from the rank: f"ckpt_{rank}.pt", os.path.join(d, str(rank)),
+    directly or through the names it is built from, a few assignments back."""
+    if any(is_rank_like(n) for n in ast.walk(node)):
         return True
-    for name in (n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+    if hops <= 0:
+        return False
+    for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
         for assignment in facts.assignments_by_target.get(name, ()):
-            if any(is_rank_like(n) for n in ast.walk(assignment.value)):
+            if assignment.element or assignment.value is None:
+                continue
+            value = element(assignment.value, assignment.index)  # a, rank = x, get_rank()
+            if value is not None and value is not node and mentions_rank(facts, value, hops - 1):
                 return True
     return False
 
@@ -86,12 +96,36 @@ def collective_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
     reach = graph.reaching("collective", _unguarded_collective, _unguarded)
     found = []
     for site in facts.calls:
-        if site.ctx.guard is None:
+        if site.ctx.guard is None or matched_in_other_arm(site):
             continue
         for target in graph.targets(facts, site):
             if target in reach and target is not site.ctx.function:
                 found.append((site, _first_collective(graph, target)))
                 break
+    return found
+
+
+def matched_in_other_arm(site: CallSite) -> bool:
+    """`if rank == src: broadcast(a); broadcast(b)  else: broadcast(a); broadcast(b)`: the
+    rank guard is an if/else whose other arm makes as many calls of the same name, so every
+    rank joins each collective (the sender in one arm, the receivers in the other)."""
+    guard = site.ctx.guard
+    node = guard.node if guard is not None else None
+    if not isinstance(node, ast.If) or not node.orelse:
+        return False
+    arms = [_call_names(node.body), _call_names(node.orelse)]
+    key = names.last_identifier(site.node.func)
+    return key is not None and arms[0][key] == arms[1][key] > 0
+
+
+def _call_names(statements: list[ast.stmt]) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                name = names.last_identifier(node.func)
+                if name:
+                    found[name] += 1
     return found
 
 

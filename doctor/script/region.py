@@ -12,8 +12,9 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
-from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched
-from ddp_doctor.script.facts import SINGLE, CallSite, Function
+from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched, starts_lightning_ranks
+from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function
+from ddp_doctor.script.guards import launch_of_arm
 
 _DISTRIBUTED_MARKS = frozenset(
     {
@@ -33,6 +34,7 @@ _DISTRIBUTED_MARKS = frozenset(
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
 _RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
+_LIGHTNING_KEYS = frozenset({"Trainer", "from_argparse_args"})
 
 
 def distributed_region(graph: CallGraph) -> set[Function]:
@@ -44,26 +46,40 @@ def distributed_region(graph: CallGraph) -> set[Function]:
         return cached
     seeds: set[Function] = set()
     parents: set[Function] = set()  # units that call mp.spawn: the parent process
+    conditional: dict[Function, set[str]] = {}  # seeds whose marks hang on a parameter
+    always: set[Function] = set()
     for facts in graph.files():
         for site in facts.calls:
+            if site.key in _LIGHTNING_KEYS and starts_lightning_ranks(facts, site):
+                always.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
             if site.key not in _MARK_KEYS:
                 continue
             qualified = facts.resolve(site)
             unit = graph.unit(facts, site.ctx)
             if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not single_process(site):
-                seeds.add(unit)
+                wanted = _launch_parameters(unit, site)
+                (conditional.setdefault(unit, set()).update(wanted) if wanted else always.add(unit))
             elif qualified in names.SPAWN:
                 parents.add(unit)
-                seeds |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
+                always |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
 
-    seeds |= _started_by_a_launcher(graph)
+    always |= _started_by_a_launcher(graph)
+    seeds = always | set(conditional)
+    conditional = {unit: wanted for unit, wanted in conditional.items() if unit not in always}
     parents |= _parent_only(graph, parents, seeds)
+    flags = launch_flags(graph)
 
     def passes_up(edge: Edge) -> bool:
-        return _runs_in_the_ranks(edge) and edge.caller not in parents
+        if not _runs_in_the_ranks(edge, flags) or edge.caller in parents:
+            return False
+        wanted = conditional.get(edge.callee)
+        return not wanted or not all(_passes_no_launch(edge, name) for name in wanted)
+
+    def passes_down(edge: Edge) -> bool:
+        return not without_launch(edge.site.ctx, flags)
 
     callers = graph.closure(seeds, up=True, follow=passes_up)
-    region = graph.closure(callers, up=False)
+    region = graph.closure(callers, up=False, follow=passes_down)
     graph.__dict__["_distributed_region"] = region
     return region
 
@@ -99,10 +115,100 @@ def _parent_only(graph: CallGraph, parents: set[Function], started: set[Function
     return found
 
 
-def _runs_in_the_ranks(edge: Edge) -> bool:
+def _launch_parameters(unit: Function, site: CallSite) -> set[str]:
+    """The parameters a mark's launch condition tests (`DistributedSampler(d) if rank != -1
+    else None` in `def create_dataloader(..., rank=-1)`): a caller that passes -1 gets no
+    rank code from it. Empty when the mark does not hang on a parameter."""
+    found: set[str] = set()
+    for branch in site.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or launch_of_arm(test, branch.arm) != DISTRIBUTED:
+            continue
+        tested = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} & set(unit.params)
+        if not tested:
+            return set()
+        found |= tested
+    return found
+
+
+def _passes_no_launch(edge: Edge, name: str) -> bool:
+    """The call gives the parameter -1 (no launcher), or leaves it at a default of -1."""
+    callee = edge.callee
+    index = callee.params.index(name)
+    value = edge.site.argument(index, name)
+    if value is None:
+        value = _default_of(callee.node.args, name)
+    return value is not None and _is_minus_one(value)
+
+
+def _default_of(arguments: ast.arguments, name: str) -> ast.expr | None:
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    first_defaulted = len(positional) - len(arguments.defaults)
+    if name in positional and positional.index(name) >= first_defaulted:
+        return arguments.defaults[positional.index(name) - first_defaulted]
+    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        if argument.arg == name:
+            return default
+    return None
+
+
+def _is_minus_one(value: ast.expr) -> bool:
+    return (
+        isinstance(value, ast.UnaryOp)
+        and isinstance(value.op, ast.USub)
+        and isinstance(value.operand, ast.Constant)
+        and value.operand.value == 1
+    )
+
+
+def _runs_in_the_ranks(edge: Edge, flags: frozenset[str]) -> bool:
     """A call that passes the rank's code up to its caller: not mp.spawn (the caller is the
     parent), not one made only without a launcher (`if world_size == 1: run(0, 1)`)."""
-    return not edge.spawned and edge.site.ctx.launch != SINGLE
+    return not edge.spawned and not without_launch(edge.site.ctx, flags)
+
+
+def launch_flags(graph: CallGraph) -> frozenset[str]:
+    """Options of the program that start its process group: `if cfg.enable_fsdp: setup()`
+    where setup() calls init_process_group (or the init itself under the option), and no
+    init runs where the option is off. Their off arm runs without a launcher."""
+    cached = graph.__dict__.get("_launch_flags")
+    if cached is not None:
+        return cached
+    on: set[str] = set()
+    off: set[str] = set()
+    for facts in graph.files():
+        for site in facts.calls_to(names.INIT_PROCESS_GROUP):
+            unit = graph.unit(facts, site.ctx)
+            for ctx in (site.ctx, *(edge.site.ctx for edge in graph.callers(unit))):
+                for branch in ctx.branches:
+                    name, holds = _flag(getattr(branch.node, "test", None))
+                    if name is not None:
+                        (on if branch.arm == holds else off).add(name)
+    found = frozenset(on - off)
+    graph.__dict__["_launch_flags"] = found
+    return found
+
+
+def without_launch(ctx: Context, flags: frozenset[str]) -> bool:
+    """Code taken only without a launcher: a single-process branch, or the off arm of an
+    option that starts the process group."""
+    if ctx.launch == SINGLE:
+        return True
+    for branch in ctx.branches:
+        name, holds = _flag(getattr(branch.node, "test", None))
+        if name in flags and branch.arm != holds:
+            return True
+    return False
+
+
+def _flag(test: ast.expr | None) -> tuple[str | None, bool]:
+    """`if cfg.enable_fsdp:` -> ("enable_fsdp", True); `if not ddp:` -> ("ddp", False)."""
+    holds = True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, holds = test.operand, False
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return names.last_identifier(test), holds
+    return None, holds
 
 
 def single_process(site: CallSite) -> bool:

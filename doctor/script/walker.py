@@ -353,9 +353,7 @@ def _child_fields(kind: type) -> tuple[str, ...]:
 
 def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
     """The context of one arm of a condition; a test about the launch sets `launch`."""
-    launch = guards.launch_of(test)
-    if launch is not None and not arm:
-        launch = guards.other_launch(launch)
+    launch = guards.launch_of_arm(test, arm)
     return Context(
         ctx.function,
         ctx.class_name,

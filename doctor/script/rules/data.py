@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import os
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
@@ -11,10 +10,16 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
 from ddp_doctor.script.evidence import uses_tensor_parallel
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position, text_of
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
+from ddp_doctor.script.purpose import (
+    is_test_file,
+    splits_data_after,
+    trains,
+    weights_never_broadcast,
+)
 from ddp_doctor.script.rankflow import mentions_rank
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -285,7 +290,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         rank must cut the same split), and so are tensor-parallel programs
         (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
         the ranks of a group must draw the same
-        numbers). Reported once, at the first call.
+        numbers). Programs that start the process group themselves and never wrap, shard or
+        broadcast the model (their own gradient all-reduce, as nanochat's optimizer) are left
+        alone: there the shared seed is what gives every rank the same initial weights.
+        Programs that train nothing (no backward, zero_grad, fit or train call:
+        evaluation, sampling) are left alone too. Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -297,7 +306,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.manual_seed(42 + dist.get_rank())
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess or _is_test_file(facts.path) or uses_tensor_parallel(facts):
+    if not flow.is_multiprocess or is_test_file(facts.path) or uses_tensor_parallel(facts):
+        return
+    if not trains(facts):  # evaluation or generation: no augmentation to correlate
+        return
+    if weights_never_broadcast(facts):  # the shared seed is what makes the weights equal
         return
     workers = _spawned_code(facts)
     seeds = [
@@ -314,7 +327,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(_has_rank_term(facts, site) for site in seeds):
         return
-    if any(_splits_data_after(facts, site) for site in seeds):
+    if any(splits_data_after(facts, site) for site in seeds):
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
@@ -324,33 +337,6 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
-
-
-# Random draws that split or order a dataset: every rank must draw the same split, so the seed
-# before them is shared on purpose (huggingface/accelerate examples/cv_example.py: "Set the
-# seed before splitting the data", then np.random.permutation).
-_DATA_SPLITS = (
-    "numpy.random.permutation",
-    "numpy.random.shuffle",
-    "random.shuffle",
-    "torch.randperm",
-    "torch.utils.data.random_split",
-    "sklearn.model_selection.train_test_split",
-)
-
-
-def _splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
-    """A data split drawn after the seeding call, in the same function."""
-    return any(
-        split.ctx.function is seed.ctx.function and position(split) > position(seed)
-        for split in facts.calls_to(*_DATA_SPLITS)
-    )
-
-
-def _is_test_file(path: str) -> bool:
-    name = os.path.basename(path)
-    parts = os.path.normpath(path).split(os.sep)
-    return name.startswith("test_") or name.endswith("_test.py") or "tests" in parts[:-1]
 
 
 def _spawned_code(facts: ScriptFacts) -> set[Function] | None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.facts import (
     SINGLE,
     CallSite,
@@ -19,6 +20,7 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.origins import CONSTANT
 from ddp_doctor.script.placement import is_hard_coded_index
 
 
@@ -92,7 +94,8 @@ def _is_gloo(call: CallSite) -> bool:
 )
 def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        .cuda(), .to("cuda"), torch.device("cuda") in code that runs in a process group or
+        .cuda(), .to("cuda"), torch.device("cuda") (or a name or argparse option that only
+        ever holds "cuda": `--device` defaulting to it) in code that runs in a process group or
         under DDP, where no set_device ran before it on the way there: not earlier in its
         function outside the other arms of a condition, not in a caller before the call, not
         in a helper, constructor or library set-up called first (a DeviceMesh of a GPU type
@@ -146,6 +149,12 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
             site.ctx, site.node
         ):
             yield _indexless(facts, site, f"{text_of(site.node)} means cuda:0 on every rank")
+        elif _always_plain_cuda(facts, device, site) and not flow.pinned_before(
+            site.ctx, site.node
+        ):
+            yield _indexless(
+                facts, site, f"{text_of(site.node)} means cuda:0 on every rank ({text_of(device)})"
+            )
 
 
 def _indexless(facts: ScriptFacts, site: CallSite, message: str) -> Hit:
@@ -186,6 +195,18 @@ def _device_argument(site: CallSite) -> ast.expr | None:
 
 def _is_plain_cuda(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value == "cuda"
+
+
+def _always_plain_cuda(facts: ScriptFacts, device: ast.expr, site: CallSite) -> bool:
+    """A name or option that only ever holds "cuda": `--device` defaulting to "cuda"
+    (`parser.add_argument('--device', default='cuda')`, then `model.to(args.device)`). An
+    uncalled function's parameter default is not followed: who calls it is not in view."""
+    if not isinstance(device, (ast.Name, ast.Attribute)):
+        return False
+    origins = with_defaults(facts.project.values, facts, device, site.ctx, parameters=False)
+    return bool(origins) and all(
+        o.kind == CONSTANT and o.node is not None and _is_plain_cuda(o.node) for o in origins
+    )
 
 
 @rule(

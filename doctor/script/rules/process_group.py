@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
+from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.evidence import is_entry_point
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
@@ -22,8 +24,6 @@ from ddp_doctor.script.facts import (
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.textscan import renamed_nccl_variables
-
-_AVAILABILITY_CHECKS = ("is_nccl_available", "is_available", "device_count")
 
 
 @rule(
@@ -90,11 +90,16 @@ def _literal(facts: ScriptFacts, node: ast.expr | None) -> int | None:
 def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         init_process_group with the backend "nccl" (literally, as dist.Backend.NCCL, or through
-        names that only ever hold either) where no availability check (torch.cuda.is_available(),
-        dist.is_nccl_available(), torch.cuda.device_count()) chooses the backend: none in the
+        names that only ever hold either; an argparse option or a parameter nobody passes
+        holds its default: `add_argument('--dist-backend', default='nccl')`) where no
+        availability check (torch.cuda.is_available(),
+        dist.is_nccl_available(), torch.cuda.device_count(); not dist.is_available(), which asks
+        whether torch has the distributed package) chooses the backend: none in the
         backend's own expression, and none in a condition around the call or around the
         assignment of the backend, here or in a caller. A check that only sizes the world
-        (world_size = torch.cuda.device_count()) is no fallback. A GPU requirement stated
+        (world_size = torch.cuda.device_count()) is no fallback, nor is a switch on the
+        operating system ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets
+        NCCL). A GPU requirement stated
         before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
         test skipped without GPUs) counts as the choice: the script says it needs GPUs.
     Why it matters:
@@ -124,10 +129,11 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
     values = facts.project.values
     if isinstance(node, ast.Constant) or _is_nccl_member(facts, node):
         return _is_nccl(facts, node)
-    origins = values.origins(facts, node, init.ctx)
+    origins = with_defaults(values, facts, node, init.ctx)
     if not origins or not all(
         o.facts is not None and isinstance(o.node, ast.expr) and _is_nccl(o.facts, o.node)
         for o in origins
+        if not _picked_for_the_platform(o)
     ):
         return False
     for origin in origins:
@@ -135,6 +141,21 @@ def _only_nccl(facts: ScriptFacts, node: ast.expr, init: CallSite) -> bool:
         if assignment is not None and _chosen_by_check(origin.facts, assignment.ctx):  # type: ignore[arg-type]
             return False
     return True
+
+
+def _picked_for_the_platform(origin) -> bool:  # type: ignore[no-untyped-def]
+    """`'gloo' if os.name == 'nt' else 'nccl'`: the other backend is chosen by a test that
+    is not about the GPUs (the operating system), so a machine without them still gets NCCL."""
+    if origin.facts is None or not isinstance(origin.node, ast.expr):
+        return False
+    if _is_nccl(origin.facts, origin.node):
+        return False
+    assignment = flow_of(origin.facts).assignment_of(origin.node)
+    value = assignment.value if assignment is not None else None
+    if not isinstance(value, ast.IfExp) or origin.node not in (value.body, value.orelse):
+        return False
+    other = value.orelse if origin.node is value.body else value.body
+    return _is_nccl(origin.facts, other) and not _about_gpus(value.test)
 
 
 def _is_nccl(facts: ScriptFacts, node: ast.expr) -> bool:
@@ -154,7 +175,7 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
     """A condition around this place asks whether CUDA or NCCL is there."""
     for branch in ctx.branches:
         test = getattr(branch.node, "test", None)
-        if test is not None and _asks_availability(test):
+        if test is not None and asks_availability(test):
             return True
     return False
 
@@ -166,8 +187,8 @@ def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
             continue
         if not _is_backend(other, "gloo") or not other.ctx.excludes(init.ctx):
             continue
-        arms = {id(b.node) for b in other.ctx.branches}
-        splits = [b.node for b in init.ctx.branches if id(b.node) in arms]
+        arms = {id(b.node): b.arm for b in other.ctx.branches}
+        splits = [b.node for b in init.ctx.branches if arms.get(id(b.node), b.arm) != b.arm]
         if any(_about_gpus(getattr(node, "test", None)) for node in splits):
             return True
     return False
@@ -181,7 +202,7 @@ def _about_gpus(test: ast.expr | None) -> bool:
         name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
             return True
-    return _asks_availability(test)
+    return asks_availability(test)
 
 
 def _is_backend(init: CallSite, name: str) -> bool:
@@ -193,12 +214,12 @@ def _checked_before(facts: ScriptFacts, site: CallSite) -> bool:
     """`assert torch.cuda.device_count() >= 2` earlier in the function, or a decorator such
     as `@unittest.skipIf(torch.cuda.device_count() < 2, ...)` on it."""
     function = site.ctx.function
-    if function is not None and any(_asks_availability(d) for d in function.node.decorator_list):
+    if function is not None and any(asks_availability(d) for d in function.node.decorator_list):
         return True
     return any(
         ctx.function is function
         and (statement.lineno, statement.col_offset) < (site.node.lineno, site.node.col_offset)
-        and _asks_availability(statement.test, facts, ctx)
+        and asks_availability(statement.test, facts, ctx)
         for statement, ctx in facts.asserts
     )
 
@@ -217,27 +238,6 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
                     return True
                 callers.append((edge.facts, edge.site.ctx))
         frontier = callers
-    return False
-
-
-def _is_availability_call(node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS
-
-
-def _asks_availability(
-    test: ast.expr, facts: ScriptFacts | None = None, ctx: Context | None = None
-) -> bool:
-    """The test calls an availability check, or (given where it is: an assert) uses a name
-    assigned one in the same function (`n_gpus = torch.cuda.device_count(); assert n_gpus
-    >= 2`). A branch on such a name only sizes the world."""
-    for node in ast.walk(test):
-        if isinstance(node, ast.Call) and names.last_identifier(node.func) in _AVAILABILITY_CHECKS:
-            return True
-        if isinstance(node, ast.Name) and facts is not None and ctx is not None:
-            for assignment in facts.assignments_by_target.get(node.id, ()):
-                value = assignment.value  # the count itself, not `count() if cuda else 1`
-                if assignment.ctx.function is ctx.function and _is_availability_call(value):
-                    return True
     return False
 
 

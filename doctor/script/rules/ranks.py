@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.defaults import never_taken
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
+from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
-from ddp_doctor.script.guards import is_rank_like, is_wrapper_test
+from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.logsites import in_handler, is_event_report, over_entries, turns_itself_off
+from ddp_doctor.script.nodevice import without_own_gpu
+from ddp_doctor.script.purpose import (
+    forwarding_loaders,
+    forwards_keywords,
+    in_memory,
+    is_saved,
+    loads_cpu_save,
+    passes_keywords_on,
+    reads_prefixed_keys_back,
+    unwrapped_here,
+)
 from ddp_doctor.script.rankflow import (
     collective_helpers,
-    contains,
     logging_configured_here,
     logging_is_rank_aware,
+    matched_in_other_arm,
     mentions_rank,
     paired_collectives,
     save_calls,
@@ -38,7 +50,7 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.save in a one-process-per-GPU script that is not under a rank-0 guard: not in
         `if rank == 0:` (or is_main_process(), local_rank in [-1, 0], ...), not after
         `if rank != 0: return`, and not in a function that is only called under such a guard.
-        Saves to a path that contains the rank are left alone.
+        Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -58,7 +70,7 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         if flow.runs_on_rank_zero_only(save.ctx) or not flow.in_distributed_region(save.ctx):
             continue
         path = save.argument(1, "f")
-        if path is not None and mentions_rank(facts, path):
+        if (path is not None and mentions_rank(facts, path)) or in_memory(facts, save):
             continue
         where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
         yield hit(
@@ -80,7 +92,11 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
         `self.model` wrapped in another method, or a parameter that a caller passes the
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
-        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`.
+        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`; and not in a
+        program that expects the prefix: one that restores a state dict into the DDP-wrapped
+        model (a resume reads the "module." keys back), directly or through a helper it hands
+        the wrapper to (`restart_from_checkpoint(path, state_dict=model)` that calls
+        load_state_dict on what its parameters hold).
     Why it matters:
         DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
         plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
@@ -93,11 +109,14 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     """
     flow = flow_of(facts)
     saves = save_calls(facts)
-    for call in facts.methods_called("state_dict"):
+    calls = facts.methods_called("state_dict")
+    if not calls or reads_prefixed_keys_back(facts):
+        return
+    for call in calls:
         receiver = call.receiver
-        if receiver is None or call.node.args or not _is_saved(facts, call, saves):
+        if receiver is None or call.node.args or not is_saved(facts, call, saves):
             continue
-        if _unwrapped_here(facts, call, receiver):
+        if unwrapped_here(facts, call, receiver):
             continue
         if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
@@ -107,64 +126,6 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
                 f"'module.'; save {text_of(receiver)}.module.state_dict()",
                 {"model": text_of(receiver)},
             )
-
-
-def _unwrapped_here(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> bool:
-    """In the arm of a wrapper test that holds no wrapper, or after `x = x.module`."""
-    for branch in call.ctx.branches:
-        test = getattr(branch.node, "test", None)
-        if test is None:
-            continue
-        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-        core = test.operand if negated else test  # type: ignore[attr-defined]
-        if is_wrapper_test(core) and branch.arm == negated:
-            return True
-    text = names.access_path(receiver)
-    for assignment in facts.assignments_by_target.get(text or "", ()):
-        if (
-            _is_unwrap(assignment.value)
-            and assignment.ctx.function is call.ctx.function
-            and (position(assignment) < position(call))
-        ):
-            return True
-    return False
-
-
-def _is_unwrap(value: ast.expr) -> bool:
-    """`m.module`, `unwrap_model(m)`, `getattr(m, "module", m)`, and a conditional unwrap
-    `m.module if ddp else m` (the wrapper's arm unwraps, the other holds the plain model)."""
-    if isinstance(value, ast.Attribute) and value.attr == "module":
-        return True
-    if isinstance(value, ast.Call):
-        called = names.last_identifier(value.func) or ""
-        if "unwrap" in called:
-            return True
-        first = value.args[1] if called == "getattr" and len(value.args) >= 2 else None
-        return isinstance(first, ast.Constant) and first.value == "module"
-    if isinstance(value, ast.IfExp):
-        arms = (value.body, value.orelse)
-        for unwrapped, plain in (arms, arms[::-1]):
-            if isinstance(unwrapped, ast.Attribute) and unwrapped.attr == "module":
-                return names.dotted(unwrapped.value) == names.dotted(plain)
-    return False
-
-
-def _is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
-    same_function = [s for s in saves if s.ctx.function is call.ctx.function]
-    if any(contains(save.node, call.node) for save in same_function):
-        return True
-    for assignment in facts.assignments:
-        if assignment.element:
-            continue
-        if assignment.ctx.function is call.ctx.function and contains(assignment.value, call.node):
-            root = re.split(r"[.\[]", assignment.target, maxsplit=1)[0]
-            return any(
-                names.dotted(arg) in (assignment.target, root)
-                for save in same_function
-                if position(save) > position(assignment)
-                for arg in [*save.node.args, *(kw.value for kw in save.node.keywords)]
-            )
-    return False
 
 
 @rule(
@@ -179,6 +140,12 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         A checkpoint saved from cuda:0 is restored onto cuda:0 in every process. Each rank
         then holds a full copy of the weights (and optimizer state) on GPU 0: out of memory
         on GPU 0, or a stray context there that set_device does not prevent.
+        A helper that passes its keywords on to torch.load (`def load(path, **kw)`) is
+        judged at its calls. Files the program saves itself from CPU tensors are left alone,
+        and so is the arm where the process has no GPU index of its own (`if args.gpu is
+        None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
+        cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
+        f"queue{rank}.pth": each rank saved it from its own GPU and reads it back there).
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -188,16 +155,51 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess or not flow.uses_cuda:
         return
     for load in facts.calls_to(names.TORCH_LOAD):
-        where = load.argument(1, "map_location")
-        if where is not None and not (isinstance(where, ast.Constant) and where.value is None):
+        if _maps(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
             continue
         if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
+        if without_own_gpu(load.ctx):
+            continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
+        path = load.argument(0, "f")
+        if path is not None and mentions_rank(facts, path):
+            continue  # a per-rank file: the rank saved it from its own GPU
         yield hit(
             facts,
             load.node,
             f"torch.load({text_of(load.argument(0, 'f'))}) has no map_location: every rank "
             "loads it onto the GPU it was saved from (cuda:0)",
+        )
+    yield from _helper_loads_without_map_location(facts)
+
+
+def _maps(load: CallSite) -> bool:
+    where = load.argument(1, "map_location")
+    return where is not None and not (isinstance(where, ast.Constant) and where.value is None)
+
+
+def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
+    """Calls of a helper that hands its keywords on to torch.load, with no map_location."""
+    loaders = forwarding_loaders(facts)
+    if not loaders:
+        return
+    flow = flow_of(facts)
+    helper_names = {loader.name for loader in loaders}
+    for site in (s for key in helper_names for s in facts.calls_by_key.get(key, ())):
+        helper = next((f for f in flow.graph.targets(facts, site) if f in loaders), None)
+        if helper is None or site.keyword("map_location") is not None:
+            continue
+        if passes_keywords_on(site) or flow.runs_on_rank_zero_only(site.ctx):
+            continue
+        if without_own_gpu(site.ctx):
+            continue
+        if not flow.in_distributed_region(site.ctx):
+            continue
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node.func)}() hands no map_location to its torch.load: every rank "
+            "loads onto the GPU the file was saved from (cuda:0)",
         )
 
 
@@ -213,11 +215,14 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
         launch` runs it once per GPU), outside rank-0-only code: print/logging inside a loop
-        (or in a function the loop calls directly: a progress meter's display()),
+        (or in a function the loop calls directly: a progress meter's display(); a pass over
+        a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
-        gradient (printed by the rank it happened on), for a branch that turns itself off
+        gradient, for an error printed in a branch that then raises or exits or in an
+        `except` block (printed by the rank it happened on), for a message in a branch that
+        then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
@@ -243,14 +248,16 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
     for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
         kind = _log_kind(facts, call, quiet_print, quiet_logging)
-        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or _diagnostic(call.ctx):
+        if kind is None or flow.runs_on_rank_zero_only(call.ctx) or is_event_report(call.ctx):
             continue
-        if _one_shot(facts, call.ctx):
+        if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
         if not flow.in_distributed_region(call.ctx):
             continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
+        if never_taken(facts.project.values, facts, call.ctx):
+            continue  # `if enable_print:` with enable_print False wherever it comes from
         yield hit(
             facts,
             call.node,
@@ -258,44 +265,6 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             {"kind": kind},
             cause=kind,
         )
-
-
-_ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
-
-
-def _diagnostic(ctx: Context) -> bool:
-    """Under `if torch.isnan(loss):` or `if p.grad is None:`: a rare event's report, printed
-    by the rank it happened on."""
-    for branch in ctx.branches:
-        test = getattr(branch.node, "test", None)
-        if test is None or not branch.arm:
-            continue
-        for node in ast.walk(test):
-            if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
-                return True
-            if (
-                isinstance(node, ast.Compare)
-                and isinstance(node.ops[0], ast.Is)
-                and names.last_identifier(node.left) == "grad"
-            ):
-                return True
-    return False
-
-
-def _one_shot(facts: ScriptFacts, ctx: Context) -> bool:
-    """`if need_profiling: log(...); need_profiling = False`: a branch that turns itself off,
-    so the loop around it logs once."""
-    for branch in ctx.branches:
-        test = getattr(branch.node, "test", None)
-        if test is None or not branch.arm:
-            continue
-        for name in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
-            for assignment in facts.assignments_by_target.get(name, ()):
-                value = assignment.value
-                inside = any(b.node is branch.node and b.arm for b in assignment.ctx.branches)
-                if inside and isinstance(value, ast.Constant) and value.value in (False, None):
-                    return True
-    return False
 
 
 def _log_kind(
@@ -306,7 +275,8 @@ def _log_kind(
     region = distributed_region(graph)
 
     def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        return graph.in_loop(ctx, depth=1, within=region)
+        steps = any(not over_entries(loop.node) for loop in ctx.loops)
+        return steps or graph.called_in_loop(ctx.function, 1, region)
 
     if call.key == "print" and isinstance(func, ast.Name):
         return "print" if not quiet_print and in_loop(call.ctx) else None
@@ -360,6 +330,8 @@ def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
     for call in facts.calls_to(*names.COLLECTIVES):
         guard = call.ctx.guard
         if guard is None or (call.ctx.function, facts.resolve(call)) in paired:
+            continue
+        if matched_in_other_arm(call):
             continue
         yield hit(
             facts,

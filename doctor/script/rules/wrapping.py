@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
@@ -181,7 +182,9 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         function and not moved with .to(device) or .cuda() before the wrap (also when it is
         moved only afterwards). nn.DataParallel(model) where `model` was built on the CPU and
         neither it nor the wrapper is ever moved (`nn.DataParallel(model).cuda()` is right). A
-        model whose own layers are placed on devices (model parallel) is left alone.
+        model whose own layers are placed on devices (model parallel) is left alone, and so is
+        a program that builds its modules with a CUDA default (torch.set_default_device,
+        torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)).
     Why it matters:
         DDP registers the parameters and their gradient hooks at construction. A CPU module
         with device_ids fails ("module parameters ... on device cpu"); without device_ids the
@@ -198,7 +201,7 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         (DataParallel: model = nn.DataParallel(Net()).to("cuda:0"))
     """
     flow = flow_of(facts)
-    if facts.calls_to("torch.set_default_device"):
+    if facts.calls_to("torch.set_default_device") or _builds_on_cuda_by_default(facts):
         return
     for site in flow.ddp_wraps if flow.uses_cuda else []:
         module = site.argument(0, "module")
@@ -221,6 +224,17 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
                 "fails with 'module must have its parameters and buffers on device cuda:0'",
                 {"model": text_of(module)},
             )
+
+
+def _builds_on_cuda_by_default(facts: ScriptFacts) -> bool:
+    """torch.set_default_tensor_type(torch.cuda.*Tensor) somewhere in the program: the
+    modules built under it are on the GPU already."""
+    return any(
+        "cuda" in text_of(arg)
+        for mate in program_files(facts)
+        for site in mate.calls_to("torch.set_default_tensor_type")
+        for arg in site.node.args[:1]
+    )
 
 
 def _moved_anywhere(facts: ScriptFacts, wrap: CallSite, module: ast.expr) -> bool:

@@ -1,0 +1,83 @@
+"""Which log calls of a loop are reports of one event rather than a line per step (DDP119):
+a NaN or a missing gradient, an error before the process exits, a message before the loop
+ends, an `except` block, a branch that turns itself off, a pass over a mapping's entries."""
+
+from __future__ import annotations
+
+import ast
+
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import CallSite, Context, ScriptFacts
+from ddp_doctor.script.rankflow import contains
+
+_ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
+
+
+def is_event_report(ctx: Context) -> bool:
+    """Under `if torch.isnan(loss):` or `if p.grad is None:`, or in a branch that ends the
+    process (`print("ERROR: ..."); exit(1)`): a rare event's report, printed by the rank it
+    happened on."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None:
+            continue
+        block = getattr(branch.node, "body" if branch.arm else "orelse", None)
+        if branch is ctx.branches[-1] and isinstance(block, list) and block and _stops(block[-1]):
+            return True
+        if not branch.arm:
+            continue
+        for node in ast.walk(test):
+            if isinstance(node, ast.Call) and names.last_identifier(node.func) in _ANOMALY_CHECKS:
+                return True
+            if (
+                isinstance(node, ast.Compare)
+                and isinstance(node.ops[0], ast.Is)
+                and names.last_identifier(node.left) == "grad"
+            ):
+                return True
+    return False
+
+
+def in_handler(facts: ScriptFacts, call: CallSite) -> bool:
+    """In an `except` block: a failure's report, printed by the rank it happened on."""
+    scope = call.ctx.function.node if call.ctx.function is not None else facts.tree
+    return scope is not None and any(
+        isinstance(node, ast.ExceptHandler) and contains(node, call.node)
+        for node in ast.walk(scope)
+    )
+
+
+_EXITS = frozenset({"exit", "_exit", "quit", "abort"})
+_ENTRIES = frozenset({"items", "keys", "values", "vars"})
+
+
+def over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+    """`for k, v in kwargs.items():`, `for name in vars(args):`: a pass over a mapping's
+    entries (settings, a report) runs once, not once per step."""
+    source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+    return isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES
+
+
+def _stops(statement: ast.stmt) -> bool:
+    """`raise ...`, `exit(1)`, `sys.exit(...)`, `os._exit(...)`: the process ends here;
+    `break` or `return`: the loop ends (the message is printed once)."""
+    if isinstance(statement, (ast.Raise, ast.Break, ast.Return)):
+        return True
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(call, ast.Call) and names.last_identifier(call.func) in _EXITS
+
+
+def turns_itself_off(facts: ScriptFacts, ctx: Context) -> bool:
+    """`if need_profiling: log(...); need_profiling = False`: a branch that turns itself off,
+    so the loop around it logs once."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None or not branch.arm:
+            continue
+        for name in {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}:
+            for assignment in facts.assignments_by_target.get(name, ()):
+                value = assignment.value
+                inside = any(b.node is branch.node and b.arm for b in assignment.ctx.branches)
+                if inside and isinstance(value, ast.Constant) and value.value in (False, None):
+                    return True
+    return False
