@@ -12,8 +12,10 @@ Every rank dumps (pickle and JSON) while its last collectives are pending, then 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -35,12 +37,36 @@ def main() -> None:
     else:
         dist.barrier(group=guard, async_op=True)
     c10d = torch._C._distributed_c10d
+    _wait_until_retired(c10d, pending=2 if rank == 0 else 1)
     with open(os.path.join(folder, f"fr_trace_{rank}"), "wb") as dump:
         dump.write(c10d._dump_fr_trace(includeCollectives=True, onlyActive=False))
     with open(os.path.join(folder, f"fr_json_{rank}.json"), "wb") as dump:
         dump.write(c10d._dump_fr_trace_json(includeCollectives=True, onlyActive=False))
+    # No rank leaves before both have dumped: on a loaded machine a peer that exited first
+    # closed its sockets under the other's pending collectives, which then ended in an error
+    # before that rank's dump was written (and the dump no longer showed them waiting).
+    store = dist.distributed_c10d._get_default_store()
+    everyone = range(dist.get_world_size())
+    store.set(f"dumped/{rank}", "1")
+    store.wait([f"dumped/{other}" for other in everyone])
+    store.set(f"leaving/{rank}", "1")
+    if rank == 0:  # the store's host leaves last
+        store.wait([f"leaving/{other}" for other in everyone])
     sys.stdout.flush()
     os._exit(0)  # the pending collectives would otherwise wait for their timeout
+
+
+def _wait_until_retired(c10d: object, pending: int, bound_s: float = 30.0) -> None:
+    """Gloo retires a finished entry from its own thread, after the call has returned: on a
+    loaded machine a dump taken at once could show the last synchronous collective still
+    pending. Every entry but the `pending` ones the rank left waiting is retired first."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        entries = json.loads(c10d._dump_fr_trace_json(True, False)).get("entries", [])
+        finished = [e.get("retired") or e.get("state") == "completed" for e in entries]
+        if len(finished) > pending and all(finished[:-pending]):
+            return
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
