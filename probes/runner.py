@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Children still running, with the folder each one uses, and the doctor's own folders: on a
 # signal the CLI kills and removes them all (stop_everything), since the threads that would
@@ -194,11 +195,33 @@ def kill_group(process: subprocess.Popen) -> None:
     tree = [process.pid, *descendants(process.pid)]
     if not hasattr(os, "killpg"):
         _kill_each(tree)
-        return
-    for pid in tree:
-        for kill in (os.killpg, os.kill):
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                kill(pid, signal.SIGKILL)
+    else:
+        for pid in tree:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    kill(pid, signal.SIGKILL)
+    _wait_gone(tree[1:])
+
+
+def _wait_gone(pids: list[int], bound_s: float = 5.0) -> None:
+    """A SIGKILLed process is still there until the kernel has torn it down: the ranks (in
+    sessions of their own, so no child of ours to wait for) are waited for until each is gone
+    or a zombie, within a bound, so that nothing of the job runs once its kill returns."""
+    import psutil
+
+    deadline = time.monotonic() + bound_s
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if _alive(psutil, pid)]
+        if left:
+            time.sleep(0.01)
+
+
+def _alive(psutil: Any, pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
+        return False
 
 
 def _kill_each(pids: list[int]) -> None:
