@@ -318,3 +318,21 @@ def test_debug_server_ports_never_include_a_ranks_own_listeners(monkeypatch) -> 
     monkeypatch.setattr(debug_server.psutil, "Process", Rank)
     monkeypatch.setattr(debug_server, "_listening", lambda pid: listening[pid])
     assert debug_server.frontend_ports([1]) == [25999]
+
+
+def test_a_straggler_caught_once_in_its_own_all_reduce_is_still_named() -> None:
+    """Rank 1 sleeps between steps; one of four samples caught it in its short all-reduce,
+    and one caught rank 0 between two all-reduces: the pattern holds in most samples."""
+    sleeping = (Site("/a/train.py", 9, "<module>"),)
+    waiting = [_in("all_reduce", 12)] * 4
+    waiting[2] = (Site("/a/train.py", 11, "<module>"),)
+    straggler = [sleeping, sleeping, _in("all_reduce", 12), sleeping]
+    rank0 = _rank(0, *(_sample(t, f, idle=False) for t, f in enumerate(waiting)))
+    rank1 = _rank(1, *(_sample(t, f, idle=False) for t, f in enumerate(straggler)))
+    verdict = verdict_of(_facts(rank0, rank1))
+    assert verdict.busy == (1,)
+    view = verdict.view(1)
+    assert str((view.mostly(waiting=False) or view.last).site) == "/a/train.py:9"
+    # with two samples, both must show it
+    two = verdict_of(_facts(_rank(0, *rank0.samples[1:3]), _rank(1, *rank1.samples[1:3])))
+    assert two.busy == ()

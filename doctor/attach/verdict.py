@@ -20,6 +20,7 @@ PROGRESSING, HUNG, MISMATCHED, STUCK, DEAD, WAITING_FOR_BUSY, UNSEEN = (
     "waiting for a busy rank",
     "not seen",
 )
+MOSTLY = 0.7  # share of the samples: a straggler is outside (and the others wait) in most
 QUIET_CPU_S = 0.02  # main-thread CPU per second of sampling below which a rank is idle
 QUIET_SWITCHES = 2  # wake-ups of the main thread per sample interval still counted as idle
 DEAD_STATES = ("zombie", "gone")
@@ -38,6 +39,16 @@ class RankView:
     @property
     def last(self) -> Place:
         return self.places[-1]
+
+    def mostly(self, waiting: bool) -> Place | None:
+        """Its most frequent place in a collective (or outside them), where most samples
+        found it so; None otherwise. One sample that caught a straggler in its own short
+        all-reduce, or a waiting rank between two steps, does not undo the pattern."""
+        kinds = (*WAITING_KINDS, INIT)
+        chosen = [p for p in self.places if (p.kind in kinds) == waiting]
+        if not chosen or len(chosen) < MOSTLY * len(self.places):
+            return None
+        return max(chosen, key=lambda p: (chosen.count(p), self.places.index(p)))
 
     @property
     def waiting_throughout(self) -> bool:
@@ -173,15 +184,15 @@ def _records(views: Sequence[RankView]) -> dict[int, tuple] | None:
 
 
 def _stragglers(views: Sequence[RankView]) -> tuple[int, ...]:
-    """A rank outside collectives at every sample while every other rank waited in one: the
-    others spend their time waiting for it."""
+    """A rank outside collectives in most samples while every other rank waited in one in
+    most: the others spend their time waiting for it (with two samples: in both)."""
     if len(views) < 2 or len(views[0].places) < 2:
         return ()
     found = []
     for view in views:
         others = [v for v in views if v is not view]
-        outside = all(p.kind not in WAITING_KINDS for p in view.places)
-        if outside and all(o.waiting_throughout for o in others):
+        outside = view.mostly(waiting=False) is not None
+        if outside and all(o.mostly(waiting=True) is not None for o in others):
             found.append(view.key)
     return tuple(found)
 

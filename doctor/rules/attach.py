@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddp_doctor.attach.places import Place
 from ddp_doctor.attach.rate import step_rate
 from ddp_doctor.attach.verdict import (
     PROGRESSING,
@@ -190,8 +191,8 @@ def dataloader_worker_dead(facts: FactSet) -> Iterator[Hit]:
     ),
 )
 def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
-    """What it finds: at every sample the other ranks waited in a collective while one rank was
-    outside the collectives, working or sleeping.
+    """What it finds: in most samples (with two, in both) the other ranks waited in a
+    collective while one rank was outside the collectives, working or sleeping.
     Why it matters: the whole job runs at that rank's pace; if it never comes, this becomes a
     hang at the collective timeout.
     Example: rank 0 writes a checkpoint while the others wait in the next all_reduce; one rank
@@ -205,21 +206,26 @@ def ranks_wait_for_one(facts: FactSet) -> Iterator[Hit]:
     if verdict.kind not in (WAITING_FOR_BUSY, PROGRESSING) or not verdict.busy:
         return
     others = [v for v in verdict.views if v.key not in verdict.busy]
+    waiting = {v.key: v.mostly(waiting=True) or v.last for v in others}
     verb = "waits" if len(others) == 1 else "wait"
-    waits = f"{verb} in {others[0].last.op or 'a collective'}" if others else verb
+    first = waiting[others[0].key].op if others else None
+    waits = f"{verb} in {first or 'a collective'}" if others else verb
+    samples = "every sample" if verdict.kind == WAITING_FOR_BUSY else "most samples"
     for key in verdict.busy:
         view = verdict.view(key)
+        busy_at = view.mostly(waiting=False) or view.last
         yield Hit(
-            f"{', '.join(v.label() for v in others)} {waits} at every sample "
-            f"while {view.label()} {view.last.describe()}",
+            f"{', '.join(v.label() for v in others)} {waits} at {samples} "
+            f"while {view.label()} {busy_at.describe()}",
             {
                 "rank": label(key),
                 "verdict": verdict.kind,
                 "waiting_at": {
-                    label(v.key): str(v.last.site) if v.last.site else None for v in others
+                    label(k): str(place.site) if place.site else None
+                    for k, place in waiting.items()
                 },
             },
-            location=_location(view),
+            location=_location(view, busy_at),
         )
 
 
@@ -273,8 +279,8 @@ def job_progressing(facts: FactSet) -> Iterator[Hit]:
     )
 
 
-def _location(view: RankView) -> Location | None:
-    site = view.last.site
+def _location(view: RankView, place: Place | None = None) -> Location | None:
+    site = (place or view.last).site
     return Location(site.path, site.line) if site else None
 
 
