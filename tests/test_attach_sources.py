@@ -4,6 +4,7 @@ own pipe, and NCCL RAS's JSON report; plus the readers on the fixture files alon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ddp_doctor.attach.verdict import HUNG, verdict_of
@@ -27,6 +29,36 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def fake_ranks(
+    argv: dict[int, list[str]], envs: dict[int, dict[str, str]], tmp_path: Path
+) -> Iterator[list[subprocess.Popen]]:
+    """Ranks 0 and 1 of tests/fake_nccl_rank.py, started and waited for (each touches its
+    ready file), then killed with whatever they started (the debug server's workers too)."""
+    import psutil
+
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "fake_nccl_rank.py"), str(rank), *argv[rank]],
+            env=envs[rank],
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"ready{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline, "the fake ranks did not start"
+            time.sleep(0.05)
+        yield ranks
+    finally:
+        for rank in ranks:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(rank.pid).children(recursive=True):
+                    child.kill()
+            rank.kill()
+            rank.wait(timeout=10)
 
 
 def test_ras_report_with_the_missing_comma_of_nccl_2_28_9() -> None:
@@ -83,25 +115,13 @@ def test_attach_asks_the_pipe_for_a_dump_and_reads_ras(invoke, tmp_path: Path) -
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(tmp_path / "dump_"),
         "NCCL_RAS_ADDR": f"127.0.0.1:{port}",
     }
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "fake_nccl_rank.py"), str(rank), str(port if rank == 0 else 0),
-             str(tmp_path / f"ready{rank}")],
-            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-        )
-        for rank in (0, 1)
-    ]  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not all((tmp_path / f"ready{r}").exists() for r in (0, 1)):
-            assert time.monotonic() < deadline, "the fake ranks did not start"
-            time.sleep(0.05)
+    argv = {
+        rank: [str(port if rank == 0 else 0), str(tmp_path / f"ready{rank}")] for rank in (0, 1)
+    }
+    envs = {rank: {**env, "RANK": str(rank), "LOCAL_RANK": str(rank)} for rank in (0, 1)}
+    with fake_ranks(argv, envs, tmp_path) as ranks:
         result = invoke("attach", "--job", run_id, "--interval", "0.5", "--format", "json")
         assert all(rank.poll() is None for rank in ranks)  # untouched
-    finally:
-        for rank in ranks:
-            rank.kill()
-            rank.wait(timeout=10)
     report = json.loads(result.output)
     facts = report["probes"][0]["facts"]
     got = {r["rank"]: r for r in facts["ranks"]}
@@ -117,33 +137,18 @@ def test_attach_asks_the_pipe_for_a_dump_and_reads_ras(invoke, tmp_path: Path) -
 
 
 def test_attach_reads_the_debug_server_frontend_of_rank_0(invoke, tmp_path: Path) -> None:
-    import psutil
-
     run_id = f"fake-{secrets.token_hex(4)}"
     debug_port = _free_port()
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1",
            "TORCHELASTIC_RUN_ID": run_id, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(tmp_path / "p_"),
            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(tmp_path / "d_")}  # fmt: skip
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "fake_nccl_rank.py"), str(rank), "0",
-             str(tmp_path / f"ready{rank}"), str(debug_port if rank == 0 else 0)],
-            env={**env, "RANK": str(rank)},
-        )
+    argv = {
+        rank: ["0", str(tmp_path / f"ready{rank}"), str(debug_port if rank == 0 else 0)]
         for rank in (0, 1)
-    ]  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not all((tmp_path / f"ready{r}").exists() for r in (0, 1)):
-            assert time.monotonic() < deadline, "the fake ranks did not start"
-            time.sleep(0.05)
+    }
+    envs = {rank: {**env, "RANK": str(rank)} for rank in (0, 1)}
+    with fake_ranks(argv, envs, tmp_path):
         result = invoke("attach", "--job", run_id, "--interval", "0.5", "--format", "json")
-    finally:
-        for rank in ranks:
-            for child in psutil.Process(rank.pid).children(recursive=True):
-                child.kill()
-            rank.kill()
-            rank.wait(timeout=10)
     facts = json.loads(result.output)["probes"][0]["facts"]
     got = {r["rank"]: r for r in facts["ranks"]}
     assert [c["seq"] for c in got[1]["flight_recorder"]] == [1, 2, 3, 4]
