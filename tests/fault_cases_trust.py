@@ -253,6 +253,13 @@ def _output_disk_full(tmp_path: Path) -> int:
 
 @case("trace-sigkill")
 def _trace_sigkill(tmp_path: Path) -> int:
+    return 128 - sigkill_trace_mid_run(tmp_path)[0]
+
+
+def sigkill_trace_mid_run(tmp_path: Path) -> tuple[int, Path]:
+    """`trace` of a sleeping script, SIGKILLed once the script runs and the monitor's watchdog
+    is up; the doctor's exit status and the script, once its temporary folder is empty again
+    (the ranks' watchdog removes it: asserted within 10 s)."""
     script = tmp_path / "sleeper.py"
     script.write_text("import time\ntime.sleep(120)\n")
     folder = tmp_path / "tmp"
@@ -265,16 +272,16 @@ def _trace_sigkill(tmp_path: Path) -> int:
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not list(folder.glob("ddp-doctor-trace-*/ranks/*")):
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, "the traced script never started"
         time.sleep(0.1)
-    time.sleep(1.0)
+    time.sleep(1.0)  # the monitor's watchdog is up
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
     deadline = time.monotonic() + 10
     while list(folder.iterdir()):
         assert time.monotonic() < deadline, list(folder.rglob("*"))[:5]
         time.sleep(0.1)
-    return 128 - process.returncode
+    return process.returncode, script
 
 
 @case("trace-setsid-grandchild")

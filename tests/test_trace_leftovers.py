@@ -12,11 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_cases_trust import sigkill_trace_mid_run
 
-SLEEPER = """
-import time
-time.sleep(120)
-"""
 DAEMONISING = """
 import subprocess, sys
 marker = sys.argv[1]
@@ -53,23 +50,7 @@ def wait_for(condition, seconds: float) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigkill_of_trace_leaves_no_folder(tmp_path: Path) -> None:
-    script = tmp_path / "sleeper.py"
-    script.write_text(SLEEPER)
-    doctor_tmp = tmp_path / "tmp"
-    doctor_tmp.mkdir()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ddp_doctor", "trace", "--timeout", "100", "--",
-         sys.executable, str(script)],
-        env={**os.environ, "TMPDIR": str(doctor_tmp)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    started = wait_for(lambda: list(doctor_tmp.glob("ddp-doctor-trace-*/ranks/*")), 60)
-    assert started, "the traced script never started"
-    time.sleep(1.0)  # the monitor's watchdog is up
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=10)
-    assert wait_for(lambda: not list(doctor_tmp.iterdir()), 10), list(doctor_tmp.rglob("*"))[:5]
+    _, script = sigkill_trace_mid_run(tmp_path)  # asserts the folder is gone
     assert wait_for(lambda: not processes_mentioning(str(script)), 10)
 
 
