@@ -5,6 +5,7 @@ Works on the JSON form of a report, so json and markdown output are redacted the
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -34,8 +35,6 @@ class Redactor:
     hostnames: tuple[str, ...] = ()
     redact_hosts: bool = False
     _aliases: dict[str, str] = field(default_factory=dict)
-    _patterns: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = (None, None)
-    _patterns_for: tuple[str, ...] | None = None
 
     @classmethod
     def for_this_machine(
@@ -72,7 +71,7 @@ class Redactor:
         return text
 
     def _hosts(self, text: str) -> str:
-        compact, names = self._host_patterns()
+        compact, names = self._host_patterns
         if compact and "[" in text:  # Slurm's compact form of several: gpu-prod-[0001-1024]
             text = compact.sub("<hosts>", text)
         if names:
@@ -81,18 +80,16 @@ class Redactor:
         text = IPV6.sub(_replace_address("<ip6>"), text)
         return GPU_UUID.sub(lambda m: self._alias(m.group(0), m.group(1)), text)
 
+    @functools.cached_property
     def _host_patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
         """One pattern for all host names (a cluster report has a thousand), built once."""
-        if self._patterns_for != self.hostnames:
-            stems = _host_stems(self.hostnames)
-            longest_first = sorted(filter(None, self.hostnames), key=len, reverse=True)
-            alternatives = "|".join(re.escape(name) for name in longest_first)
-            self._patterns = (
-                re.compile(rf"(?<![\w.-])(?:{stems})\[[\d,\s-]*\][\w.-]*") if stems else None,
-                re.compile(rf"\b(?:{alternatives})\b") if alternatives else None,
-            )
-            self._patterns_for = self.hostnames
-        return self._patterns
+        stems = _host_stems(self.hostnames)
+        longest_first = sorted(filter(None, self.hostnames), key=len, reverse=True)
+        alternatives = "|".join(re.escape(name) for name in longest_first)
+        return (
+            re.compile(rf"(?<![\w.-])(?:{stems})\[[\d,\s-]*\][\w.-]*") if stems else None,
+            re.compile(rf"\b(?:{alternatives})\b") if alternatives else None,
+        )
 
     def _alias(self, uuid: str, kind: str) -> str:
         """The same UUID gets the same stand-in, so a report still shows which is which."""
