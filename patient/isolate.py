@@ -18,20 +18,29 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .pair_rounds import SLOW, Isolation, Outcome, Pair, first_round, max_rounds, next_round, record
+from .pair_rounds import (
+    Isolation,
+    Outcome,
+    Pair,
+    first_round,
+    max_rounds,
+    next_round,
+    pair_outcome,
+    record,
+    reference_gbps,
+)
 from .pair_test import test_pair
 
 PREFIX = "ddp_doctor/isolate/"
 FINISHED = PREFIX + "finished"
 ARRIVED = PREFIX + "arrived"
 POLL_S = 0.05
-# of round 1's median (reference_gbps): the doctor replays the rounds with the same threshold
+# of round 1's median (pair_rounds.reference_gbps): the doctor replays the rounds with the same threshold
 # and the same reference (run/isolation.py), so its report agrees with these decisions
 SLOW_BELOW = 0.5
 CONNECT_S = 8.0  # the most a pair may take to form its group
@@ -196,23 +205,13 @@ def _pair_row(store: Any, number: int, pair: Pair, wait_until: float) -> dict[st
 def _outcome(
     row: Mapping[str, Any], rows: list[dict[str, Any]], slow_below: float = SLOW_BELOW
 ) -> Outcome:
-    if not row.get("connected") or row.get("exact") is False:
-        return False
-    reference = reference_gbps(rows)
-    gbps = row.get("gbps")
-    if gbps is None or reference is None or gbps >= slow_below * reference:
-        return True
-    return SLOW
-
-
-def reference_gbps(rows: list[dict[str, Any]]) -> float | None:
-    """The median of the first round with measured pairs: round 1 has every node once, and
-    later rounds retest suspects, whose slow pairs would drag a running median down."""
-    measured = [r for r in rows if r.get("connected") and r.get("gbps") is not None]
-    if not measured:
-        return None
-    first = min(r["round"] for r in measured)
-    return statistics.median(r["gbps"] for r in measured if r["round"] == first)
+    measured = [
+        (r["round"], r["gbps"]) for r in rows if r.get("connected") and r.get("gbps") is not None
+    ]
+    return pair_outcome(
+        bool(row.get("connected")), row.get("exact"), row.get("gbps"),
+        reference_gbps(measured), slow_below,
+    )  # fmt: skip
 
 
 def _finished(store: Any, deadline: float) -> dict[str, Any]:

@@ -16,6 +16,7 @@ store says, with no coordinator. Standard library only.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -110,6 +111,30 @@ def isolate(nodes: int, test_round: Callable[[list[Pair]], Mapping[Pair, Outcome
         record(state, test_round(pairs))
         pairs = next_round(state)
     return state
+
+
+def reference_gbps(measured: Iterable[tuple[int, float]]) -> float | None:
+    """The median bandwidth of the first round with measured pairs, from (round, GB/s) of the
+    pairs that connected: round 1 has every node once, and later rounds retest suspects, whose
+    slow pairs would drag a running median down."""
+    found = list(measured)
+    if not found:
+        return None
+    first = min(number for number, _ in found)
+    return statistics.median(gbps for number, gbps in found if number == first)
+
+
+def pair_outcome(
+    connected: bool, exact: bool | None, gbps: float | None, reference: float | None,
+    slow_below: float,
+) -> Outcome:  # fmt: skip
+    """Failed (no connection, a wrong sum), SLOW (under `slow_below` of the reference), or
+    passed; a pair whose bandwidth or reference is unknown is judged by the first two only."""
+    if not connected or exact is False:
+        return False
+    if gbps is None or reference is None or gbps >= slow_below * reference:
+        return True
+    return SLOW
 
 
 def _pair(a: int, b: int) -> Pair:

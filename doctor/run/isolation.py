@@ -4,18 +4,22 @@ re-judged report agree with what the nodes decided in the job."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ddp_doctor.facts.cluster import IsolationFacts, NodeLink, PairTest
-from ddp_doctor.patient.pair_rounds import SLOW, Isolation, Outcome, record
+from ddp_doctor.patient.pair_rounds import (
+    Isolation,
+    Outcome,
+    pair_outcome,
+    record,
+    reference_gbps,
+)
 from ddp_doctor.readings.isolation import (
     BAND_FLOOR_FABRIC,
     BAND_FLOOR_SOCKETS,
     far_under,
     pair_band,
-    pair_failure,
 )
 
 SLOW_BELOW = 0.5  # of the median (or of the expected band): a slower pair fails
@@ -61,13 +65,8 @@ def isolation_facts(
 
 
 def _reference(pairs: Sequence[PairTest]) -> float | None:
-    """The median of the first round with measured pairs, as node 0 judged against it
-    (patient/isolate.py reference_gbps: retests of suspects would drag a running median)."""
-    measured = [p for p in pairs if p.connected and p.gbps is not None]
-    if not measured:
-        return None
-    first = min(p.round for p in measured)
-    return statistics.median(p.gbps for p in measured if p.round == first and p.gbps is not None)
+    """Round 1's median, as node 0 judged against it (pair_rounds.reference_gbps)."""
+    return reference_gbps((p.round, p.gbps) for p in pairs if p.connected and p.gbps is not None)
 
 
 def _fields(facts: IsolationFacts) -> dict[str, Any]:
@@ -93,8 +92,7 @@ def pair_tests(rows: Iterable[Any]) -> list[PairTest]:
     return found
 
 
-def _outcome(pair: PairTest, so_far: IsolationFacts) -> Outcome:
-    """As node 0 decided it: passed, failed (cannot connect, wrong sum) or only slow."""
-    if pair_failure(pair, so_far) is None:
-        return True
-    return SLOW if pair.connected and pair.exact is not False else False
+def _outcome(pair: PairTest, facts: IsolationFacts) -> Outcome:
+    """As node 0 decided it in the job: the same judgement, the same reference."""
+    reference = facts.expected_gbps or facts.median_gbps  # pair_failure's reference too
+    return pair_outcome(pair.connected, pair.exact, pair.gbps, reference, facts.slow_below)
