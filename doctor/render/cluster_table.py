@@ -107,14 +107,16 @@ def isolation_line(isolation: dict[str, Any]) -> str:
 
 
 def _slow_once(isolation: dict[str, Any], pairs: list[dict[str, Any]]) -> int:
-    """Pairs under the threshold whose nodes the rounds then cleared (a moment's load)."""
+    """Pairs judged slow whose nodes the rounds then cleared (a moment's load)."""
+    from ddp_doctor.patient.pair_rounds import SLOW, pair_outcome
+
     reference, below = isolation.get("median_gbps"), isolation.get("slow_below")
     if not isinstance(reference, (int, float)) or not isinstance(below, (int, float)):
         return 0
     return sum(
-        1
+        pair_outcome(True, True, p["gbps"], reference, below) == SLOW
         for p in pairs
-        if isinstance(p.get("gbps"), (int, float)) and p["gbps"] < below * reference
+        if p.get("connected") and isinstance(p.get("gbps"), (int, float))
     )
 
 
