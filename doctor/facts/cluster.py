@@ -165,8 +165,7 @@ class IsolationFacts:
     pairs: tuple[PairTest, ...] = ()
     rounds: int = 0
     median_gbps: float | None = None  # of every connected pair
-    expected_gbps: float | None = None  # the topology's inter-node band, where known
-    slow_below: float = 0.5  # a pair under this share of the median (or expected) fails
+    slow_below: float = 0.5  # a pair under this share of round 1's median fails
     bad: tuple[int, ...] = ()  # failed beside nodes known good
     unsettled: tuple[int, ...] = ()  # still suspects when the rounds ran out
     # the band (its nodes' slower stated link rate) of each pair far under it

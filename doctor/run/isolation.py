@@ -22,13 +22,12 @@ from ddp_doctor.readings.isolation import (
     pair_band,
 )
 
-SLOW_BELOW = 0.5  # of the median (or of the expected band): a slower pair fails
+SLOW_BELOW = 0.5  # of round 1's median: a slower pair fails
 
 
 def isolation_facts(
     nodes: int,
     pairs: Sequence[PairTest],
-    expected_gbps: float | None = None,
     links: Mapping[int, NodeLink] | None = None,
     backend: str | None = None,
     slow_below: float = SLOW_BELOW,
@@ -40,7 +39,6 @@ def isolation_facts(
         pairs=tuple(pairs),
         rounds=rounds,
         median_gbps=_reference(pairs),
-        expected_gbps=expected_gbps,
         slow_below=slow_below,
     )
     state = Isolation(nodes)
@@ -74,7 +72,6 @@ def _fields(facts: IsolationFacts) -> dict[str, Any]:
         "pairs": facts.pairs,
         "rounds": facts.rounds,
         "median_gbps": facts.median_gbps,
-        "expected_gbps": facts.expected_gbps,
         "slow_below": facts.slow_below,
     }
 
@@ -94,5 +91,4 @@ def pair_tests(rows: Iterable[Any]) -> list[PairTest]:
 
 def _outcome(pair: PairTest, facts: IsolationFacts) -> Outcome:
     """As node 0 decided it in the job: the same judgement, the same reference."""
-    reference = facts.expected_gbps or facts.median_gbps  # pair_failure's reference too
-    return pair_outcome(pair.connected, pair.exact, pair.gbps, reference, facts.slow_below)
+    return pair_outcome(pair.connected, pair.exact, pair.gbps, facts.median_gbps, facts.slow_below)
