@@ -42,6 +42,10 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "watchdog got stuck for",
             "Heartbeat monitor timed out",
             "detected no heartbeat of its watchdog",
+            # >= 2.4, the monitor's fatal line: "[PG ID 0 PG GUID 0(default_pg) Rank 1]
+            #   Terminating the process after attempting to dump debug info, due to
+            #   ProcessGroupNCCL watchdog hang." (warpem/miss-alignment#105, NVIDIA/Fuser#3055)
+            "due to ProcessGroupNCCL watchdog hang",
         ),
         "[rank {rank}: ]ProcessGroupNCCL's watchdog made no progress[ for {seconds} s] and the "
         "heartbeat monitor killed the process: a NCCL or CUDA call it waits on hangs",
@@ -105,6 +109,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "got completion with error",
             "Transport retry count exceeded",
             "transport retry counter exceeded",
+            # libibverbs' ibv_wc_status_str for IBV_WC_RNR_RETRY_EXC_ERR (13)
+            "RNR retry counter exceeded",
         ),
         "the InfiniBand/RoCE transport failed[: work completion status {status}][ (vendor "
         "error {vendor_err})][ talking to {peer}]",
@@ -128,6 +134,30 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         fields={"event": (r"NET/IB ?: ((?:req [\d/]+ tag \w+ peer \S+ )?[^,.]+)",)},
         confirm=r"NET/IB",
     ),
+    # NCCL >= 2.2x prints port events as "NET/IB : mlx5_0:1 Got non-fatal async event: port
+    #   error(10)" (net_ib common.cc, 2.28); a port that went down or a GID table that changed
+    #   breaks the queue pairs on it, while "port active" and the like are no errors.
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("Got non-fatal async event",),
+        "the InfiniBand transport reported {event}",
+        fields={"event": (r"async event: ([\w ]+?)\s*(?:\(\d+\))?\s*$",)},
+        confirm=r"non-fatal async event: (?:port error|GID table change)",
+    ),
+    # UCX's mlx5 transports (uct/ib/mlx5/ib_mlx5_log.c) print a failed completion by its
+    #   syndrome: "UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 vend 0x56 hw_synd 0/0)",
+    #   "Remote access on ...", "Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15
+    #   vend 0x81 hw_synd 0/0)" (openucx/ucx#6000): every one ends in a syndrome. (Anchored
+    #   on UCX's level word, which has a character the prefilter already scans for.)
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("UCX  ERROR ",),
+        "the InfiniBand/RoCE transport failed (UCX)[: {error}]",
+        fields={"error": (r"ERROR\s+(.+?) on \w+:\d+/",)},
+        confirm=r"UCX\s+ERROR .* on \w+:\d+/\w+ \(synd 0x",
+    ),
     # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
     #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event
     #   on CQ (...)", "... async fatal event: <str>" (device), "... Got async error event: port
@@ -139,13 +169,15 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP514",
         "ib-transport-error",
-        ("Call to ibv_",),
+        # NCCL 2.4 - 2.18 (include/ibvwrap.h): "ibv_post_send() failed with error Cannot
+        #   allocate memory, Bad WR ..."; misc/ibvwrap.cc: "Call to ibv_poll_cq() returned -1"
+        ("Call to ibv_", "ibv_post_send() failed", "ibv_post_recv() failed"),
         "an InfiniBand verbs call failed[: {call}][ ({error})]",
         fields={
             "call": (r"Call to (ibv_\w+)",),
             "error": (r"failed with error (.+?)\s*$",),
         },
-        confirm=r"Call to ibv_\w+ failed",
+        confirm=r"Call to ibv_\w+(?:\(\))? (?:failed|returned)|ibv_post_\w+\(\) failed",
     ),
     # aws-ofi-nccl: "NCCL WARN NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"
     #   (aws/aws-ofi-nccl#24; 2019 builds print "WARN: Function: ... NET/OFI ..."), "NET/OFI OFI
@@ -168,9 +200,34 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP515",
         "efa-libfabric-error",
-        ("efa_rdm_txe_handle_error", "rxr_cq_write_tx_error", "FI_HMEM capability requires"),
+        (
+            "efa_rdm_txe_handle_error",
+            "rxr_cq_write_tx_error",
+            "FI_HMEM capability requires",
+            # libfabric >= 1.18 (prov/efa/src/rdm): efa_rdm_pke_handle_tx_error(),
+            #   efa_rdm_rxe_handle_error(); 1.1x (rxr): rxr_cq_write_rx_error(); the EFA
+            #   status text "Unresponsive receiver (reachable by EFA device but handshake
+            #   failed)" (aws/aws-ofi-nccl#161)
+            "efa_rdm_pke_handle_tx_error",
+            "efa_rdm_rxe_handle_error",
+            "rxr_cq_write_rx_error",
+            "reachable by EFA device",
+        ),
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},
+    ),
+    # Any other error of libfabric's EFA provider, in its log format "libfabric:PID:TIME::efa:
+    #   SUBSYS:function():LINE<warn> function: err: 12, message: Cannot allocate memory"
+    #   (ofiwg/libfabric prov/efa: efa_rdm_ep_open, efa_av_insert_one ...): an "err: N" only,
+    #   not the provider's advice warnings. (Anchored on ", message: ", which has a character
+    #   the prefilter already scans for; the confirm asks for libfabric's EFA prefix.)
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        (", message: ",),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"err: -?\d+, message: (.+?)\s*$",)},
+        confirm=r"libfabric:\d+:.*::efa:.*<(?:warn|error)>.*err: -?\d+",
     ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
@@ -192,6 +249,39 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "collectives",
         fields={"op_type": (r"ranks have different (\w+) operation counts",)},
         confirm=r"ranks have different \w+ operation counts",
+    ),
+    # NCCL init.cc: "NCCL WARN Mismatched NCCL version detected : rank 1 version 21805 rank 0
+    #   version 21903"; bootstrap.cc (2.2x): "NCCL version mismatch with remote peer
+    #   10.0.0.2<44321> (local: 22703, remote 22105)" (NVIDIA/nccl src, 2.28)
+    Pattern(
+        "DDP306",
+        "version-skew",
+        ("Mismatched NCCL version detected", "NCCL version mismatch with remote peer"),
+        "NCCL found ranks with different NCCL versions[: {version} and {other_version}]",
+        fields={
+            "version": (r"rank \d+ version (\d+) rank", r"\(local: (\d+)"),
+            "other_version": (r"rank \d+ version \d+ rank \d+ version (\d+)", r"remote (\d+)\)"),
+        },
+    ),
+    # NCCL bootstrap.cc (2.4 - 2.28): "Bootstrap Root : rank 1 of 2 ranks has already checked
+    #   in" (two processes claimed one rank); "Bootstrap Root : mismatch in rank count from
+    #   procs 4 : 2" (their world sizes differ)
+    Pattern(
+        "DDP233",
+        "same-rank-on-every-process",
+        ("ranks has already checked in",),
+        "NCCL's bootstrap saw[ rank {rank}] join twice: two processes were given the same rank",
+        fields={"rank": (r"rank (\d+) of \d+ ranks has already",)},
+    ),
+    Pattern(
+        "DDP207",
+        "world-size-mismatch",
+        ("mismatch in rank count from procs", "mismatch in info from procs"),
+        "NCCL's bootstrap found ranks with different world sizes[: {expected} and {joined}]",
+        fields={
+            "expected": (r"rank count from procs (\d+)", r"nranks (\d+) vs"),
+            "joined": (r"rank count from procs \d+ : (\d+)", r"nranks \d+ vs (\d+)"),
+        },
     ),
     # NCCL enqueue.cc: "NCCL WARN Cuda failure 'named symbol not found'" when its kernels were
     #   not built for the GPU (NVCC_GENCODE without the GPU's sm_XX; NVIDIA/nccl#1372)
@@ -220,16 +310,39 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
+            # slurmstepd's second sentence, often wrapped onto a line of its own: "Some of
+            #   your processes may have been killed by the cgroup out-of-memory handler."
+            #   (arttumiettinen/pi2#12); >= 21.08: "Some of the step tasks have been OOM
+            #   Killed." (nextflow-io/nextflow#5932)
+            "cgroup out-of-memory handler",
+            "have been OOM Killed",
+            # Ray's memory monitor (raylet node_manager.cc): "... which exceeds the memory
+            #   usage threshold of 0.95. Ray killed this worker" (ray-project/ray#32730); its
+            #   advice line alone: "Refer to the documentation on how to address the out of
+            #   memory issue: https://docs.ray.io/..." (flwrlabs/flower#2157)
+            "exceeds the memory usage threshold",
+            "how to address the out of memory issue",
         ),
         "the host or container ran out of memory and was killed by {killer}",
         fields={
             "killer": (
-                r"(slurmstepd)",
+                r"(slurmstepd|cgroup out-of-memory handler|have been OOM Killed)",
                 r"(OOMKilled|low on resource: memory|MemoryPressure)",
                 r"(runc|crun|containerd)\b",
-                r"(raylet|memory pressure|running low on memory)",
+                r"(raylet|memory pressure|running low on memory|Ray killed this worker|"
+                r"out of memory issue)",
             )
         },
+    ),
+    # srun's own line for a task the cgroup killed: "srun: error: node-3: task 0: Out Of
+    #   Memory" (nextflow-io/nextflow#5932; SchedMD/slurm src/srun)
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        ("srun: error: ",),  # "Out Of Memory" has no character the prefilter scans for
+        "the host or container ran out of memory and was killed by slurm[ (task {task})]",
+        fields={"task": (r"task (\d+): Out Of Memory",)},
+        confirm=r"srun: error: .*task \d+: Out Of Memory",
     ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
     #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays

@@ -12,6 +12,11 @@ _NUMBER = r"(-?\d+)"
 CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 
 
+def _killed_by_a_signal(evidence: Evidence) -> bool:
+    exitcode = evidence.get("exitcode")
+    return (isinstance(exitcode, int) and exitcode < 0) or bool(evidence.get("signal"))
+
+
 def crash_role(evidence: Evidence) -> Role:
     """A rank killed by a signal is a cause; an exit code reports an error printed above."""
     return Role.CAUSE if evidence.get("signal") in CAUSE_SIGNALS else Role.SYMPTOM
@@ -95,7 +100,14 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP304",
         "mismatched-collectives",
-        ("Detected mismatch between collectives", "doesn't match expected size"),
+        # gloo tcp/pair.cc, a message longer than the receiver's buffer: "[enforce fail at
+        #   .../gloo/transport/tcp/pair.cc:322] op.preamble.length <= op.nbytes. 8773632 vs
+        #   8386560" (pytorch/pytorch#36183)
+        (
+            "Detected mismatch between collectives",
+            "doesn't match expected size",
+            "op.preamble.length <= op.nbytes",
+        ),
         "ranks called different collectives[: rank {rank} ran {op_type}][, rank {other_rank} "
         "ran {other_op_type}]",
         fields={
@@ -136,6 +148,43 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         confirm=r"failed \(exitcode: -?\d+\) local_rank: \d+",
         role_of=crash_role,
         priority=2,
+    ),
+    # What is left of the ChildFailedError summary when a paste starts below its "Root Cause"
+    #   line (torch/distributed/elastic/multiprocessing/errors): "  exitcode  : -11 (pid:
+    #   1234)", "  traceback : Signal 11 (SIGSEGV) received by PID 1234"
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exitcode  : ", "received by PID"),
+        "a rank was killed[ by {signal}][ (exit code {exitcode})] (torchrun's failure summary)",
+        fields={
+            "exitcode": (r"exitcode\s+: (-?\d+)",),
+            "signal": (r"Signal \d+ \((SIG\w+)\) received by PID",),
+            "pid": (r"\(pid: (\d+)\)", r"received by PID (\d+)"),
+        },
+        confirm=r"^\s*(?:\[\d+\]:\s*)?exitcode\s+: -?\d+ \(pid: \d+\)|Signal \d+ \(SIG\w+\) "
+        r"received by PID",
+        accept=_killed_by_a_signal,  # an exit code >= 0 reports an error printed above it
+        role_of=crash_role,
+        priority=1,
+    ),
+    # Launchers that report a rank killed by a signal: DeepSpeed (launcher/launch.py
+    #   sigkill_handler) "[...] exits with return code = -11"; torch.distributed.launch 1.x and
+    #   accelerate (subprocess): "CalledProcessError: Command '[...]' died with
+    #   <Signals.SIGSEGV: 11>." An exit code >= 0 reports an error printed above it.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exits with return code = -", "died with <Signals."),
+        "a rank[ (local rank {local_rank})] was killed[ by {signal}][ (exit code {exitcode})]",
+        fields={
+            "exitcode": (r"exits with return code = (-\d+)",),
+            "signal": (r"died with <Signals\.(SIG\w+): \d+>",),
+            "local_rank": (r"--local_rank=(\d+)",),
+        },
+        confirm=r"exits with return code = -\d+|died with <Signals\.SIG\w+: \d+>",
+        role_of=crash_role,
+        priority=1,
     ),
     # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
     # SIGKILL  /  ProcessRaisedException: process 0 terminated with exit code 1
