@@ -66,6 +66,14 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "cudaErrorIllegalAddress",
             "misaligned address",
             "an illegal instruction was encountered",
+            # the runtime's and the driver's names of the same faults (thrust: "cudaErrorLaunch
+            #   Failure: unspecified launch failure"; torch's driver API: "CUDA driver error:
+            #   CUDA_ERROR_ILLEGAL_ADDRESS"), and a kernel the driver's watchdog stopped
+            #   (cudaErrorLaunchTimeout: "the launch timed out and was terminated")
+            "cudaErrorLaunchFailure",
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            "CUDA_ERROR_LAUNCH_FAILED",
+            "the launch timed out and was terminated",
         ),
         "[rank {rank}: ]a CUDA kernel faulted ({error}); every later CUDA and NCCL call on "
         "that rank fails",
@@ -73,7 +81,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "rank": _RANK,
             "error": (
                 r"(illegal memory access|unspecified launch failure|IllegalAddress|"
-                r"misaligned address|illegal instruction)",
+                r"misaligned address|illegal instruction|ILLEGAL_ADDRESS|LAUNCH_FAILED|"
+                r"LaunchFailure|launch timed out)",
             ),
         },
     ),
@@ -212,6 +221,15 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "efa_rdm_rxe_handle_error",
             "rxr_cq_write_rx_error",
             "reachable by EFA device",
+            # the provider's error-queue lines (efa_base_ep.c; 1.1x rxr.h prints the second to
+            #   stderr before it aborts): "Writing error to EQ: err: Input/output error (5)
+            #   prov_errno: ...", "Unable to write to EQ: ... prov_errno: ... prov/efa/src/rxr/
+            #   rxr.h:1343" (ofiwg/libfabric#6249); rdm/efa_rdm_ope.c: "EFA provider internal
+            #   txe failure err: 5, message: ..."
+            "Writing error to EQ",
+            "Unable to write to EQ",
+            "EFA provider internal",
+            "prov/efa/src/",
         ),
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},
@@ -227,14 +245,27 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         (", message: ",),
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"err: -?\d+, message: (.+?)\s*$",)},
-        confirm=r"libfabric:\d+:.*::efa:.*<(?:warn|error)>.*err: -?\d+",
+        confirm=r"libfabric:\d+:(?:\d+::)?efa:\w+:.*<(?:warn|error)>.*err: -?\d+",
+    ),
+    # libfabric's core when the EFA provider offers nothing (src/fabric.c): "fi_getinfo:
+    #   provider efa returned -61 (No data available)"; another provider declining is how
+    #   libfabric picks one, so only efa's counts.
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("fi_getinfo: provider ",),
+        "libfabric's EFA provider is unavailable[: {message}]",
+        fields={"message": (r"(provider efa\S* returned -\d+.*?)\s*$",)},
+        confirm=r"fi_getinfo: provider efa\S* returned -\d+",
     ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
     Pattern(
         "DDP304",
         "mismatched-collectives",
-        ("Mismatched collective detected",),
+        # NCCL 2.4's hang warning: "Your program may be hanging, this may be caused by a
+        #   collective mismatch around rank 3." (enqueue.cc)
+        ("Mismatched collective detected", "caused by a collective mismatch around rank"),
         "NCCL found ranks calling different collectives[ (at and around rank {rank})]",
         fields={"rank": (r"around rank (\d+)",)},
     ),
@@ -283,6 +314,16 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "joined": (r"rank count from procs \d+ : (\d+)", r"nranks \d+ vs (\d+)"),
         },
     ),
+    # An NVSwitch system whose Fabric Manager is not running: CUDA's cudaErrorSystemNotReady
+    #   (802), "CUDA error: system not yet initialized"; NCCL: "Cuda failure 'system not yet
+    #   initialized'" (NVIDIA/nccl#790)
+    Pattern(
+        "DDP325",
+        "nvswitch-fabric-not-ready",
+        ("system not yet initialized", "cudaErrorSystemNotReady"),
+        "CUDA reports the system not yet initialized: on an NVSwitch machine the Fabric "
+        "Manager is not running, or the GPUs have not joined its fabric",
+    ),
     # NCCL enqueue.cc: "NCCL WARN Cuda failure 'named symbol not found'" when its kernels were
     #   not built for the GPU (NVCC_GENCODE without the GPU's sm_XX; NVIDIA/nccl#1372)
     Pattern(
@@ -322,6 +363,10 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             #   memory issue: https://docs.ray.io/..." (flwrlabs/flower#2157)
             "exceeds the memory usage threshold",
             "how to address the out of memory issue",
+            # PBS's MOM: "=>> PBS: job killed: mem 132000000kb exceeded limit 131072000kb";
+            #   LSF: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."
+            "PBS: job killed: mem",
+            "TERM_MEMLIMIT",
         ),
         "the host or container ran out of memory and was killed by {killer}",
         fields={
@@ -331,6 +376,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
                 r"(runc|crun|containerd)\b",
                 r"(raylet|memory pressure|running low on memory|Ray killed this worker|"
                 r"out of memory issue)",
+                r"(PBS|LSF)",
             )
         },
     ),
@@ -361,6 +407,31 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "job-cancelled",
         ("low on resource: ephemeral-storage", "condition: [DiskPressure]"),
         "the pod was evicted from outside (the node's disk ran low)",
+    ),
+    # Other ways a scheduler stops a job from outside: PBS "=>> PBS: job killed: walltime 86420
+    #   exceeded limit 86400"; LSF exit reasons "TERM_RUNLIMIT: job killed after reaching LSF
+    #   run time limit.", "TERM_OWNER: job killed by owner.", "TERM_PREEMPT: job killed after
+    #   preemption."; srun "srun: error: Node failure on node-3"; the kubelet evicting for
+    #   disk ("Pod ephemeral local storage usage exceeds the total limit of containers 10Gi.",
+    #   "Container x exceeded its local ephemeral storage limit") or on a node shutdown ("Pod
+    #   was terminated in response to imminent node shutdown.")
+    Pattern(
+        "DDP507",
+        "job-cancelled",
+        (
+            "PBS: job killed: walltime",
+            "TERM_RUNLIMIT",
+            "TERM_OWNER",
+            "TERM_PREEMPT",
+            "Node failure on",
+            "ephemeral local storage usage exceeds",
+            "exceeded its local ephemeral storage limit",
+            "imminent node shutdown",
+        ),
+        "the job was stopped from outside[ ({reason})]",
+        fields={
+            "reason": (r"(walltime|RUNLIMIT|OWNER|PREEMPT|Node failure|ephemeral|node shutdown)",)
+        },
     ),
     # busybox / musl resolvers: "nslookup: can't resolve 'master-0': Name does not resolve"
     #   (modelscope/ms-swift#6368); glibc's words are in patterns_network.py.

@@ -60,7 +60,15 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP302",
         "collective-hang",
-        ("Watchdog caught collective operation timeout",),
+        # >= 2.2: "[PG 1 Rank 0] Timeout at NCCL work: 7753, last enqueued NCCL work: 7755, last
+        #   completed NCCL work: 7752." (hiyouga/LlamaFactory#6269); >= 2.5: "Received a dump
+        #   signal due to a collective timeout from this local rank and we will try our best to
+        #   dump the debug info." ("from rank 7" on the others)
+        (
+            "Watchdog caught collective operation timeout",
+            "Timeout at NCCL work: ",
+            "dump signal due to a collective timeout from",
+        ),
         "[rank {rank}: ]collective {op_type}[ (SeqNum {seq})] did not finish within the "
         "[{timeout_ms} ms ]timeout: a rank stopped calling collectives, or a link hangs",
         fields={
