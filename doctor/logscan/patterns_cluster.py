@@ -138,6 +138,14 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "Got async event",
             "async fatal event",
             "Got async error event",
+            # NCCL 2.28 (net_ib): "NET/IB : mlx5_0:1 GID table changed"; "NET/IB: Got CQE with
+            #   error (devIndex=0, ...)"; "NET/IB: Fatal error. Detected 2 failed devices out of
+            #   2 devices on the send communicator"; >= 2.19 "NET/IB : Attempted to connect
+            #   incompatible devices: [0]mlx5_0:1/IB and [0]mlx5_2:1/RoCE"
+            "GID table changed",
+            "Got CQE with error",
+            "failed devices out of",
+            "Attempted to connect incompatible devices",
         ),
         "the InfiniBand transport reported {event}",
         fields={"event": (r"NET/IB ?: ((?:req [\d/]+ tag \w+ peer \S+ )?[^,.]+)",)},
@@ -320,7 +328,14 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP325",
         "nvswitch-fabric-not-ready",
-        ("system not yet initialized", "cudaErrorSystemNotReady"),
+        # NCCL >= 2.17 (transport/nvls.cc): "Failed to bind NVLink SHARP (NVLS) Multicast memory
+        #   of size N : CUDA error 801 '...'. This is usually caused by a system or configuration
+        #   error in the Fabric Manager or NVSwitches."
+        (
+            "system not yet initialized",
+            "cudaErrorSystemNotReady",
+            "Failed to bind NVLink SHARP (NVLS) Multicast memory",
+        ),
         "CUDA reports the system not yet initialized: on an NVSwitch machine the Fabric "
         "Manager is not running, or the GPUs have not joined its fabric",
     ),

@@ -130,7 +130,9 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP305",
         "duplicate-gpu",
-        ("Duplicate GPU detected",),
+        # NCCL 2.28 (init.cc): "Multiple Ranks are using the same GPU/Partition. Set
+        #   NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration."
+        ("Duplicate GPU detected", "Multiple Ranks are using the same GPU"),
         "two ranks use one GPU[: rank {rank} and rank {other_rank} on the device at bus {bus_id}]",
         fields={
             "rank": (r"rank (\d+) and rank",),

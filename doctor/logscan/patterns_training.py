@@ -96,6 +96,7 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
             "Cuda failure 'out of memory'",
             "Cuda failure 2 'out of memory'",
             "Failed to CUDA calloc",
+            "Failed to CUDA malloc",
             "CUBLAS_STATUS_ALLOC_FAILED",
             "HIP out of memory. Tried",
             "cudaErrorMemoryAllocation",
