@@ -292,11 +292,12 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     ),
     # >= 2.x TCPStore client: the store's host went away under a waiting rank
     #   Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server
-    #   shutdown or crash?
+    #   shutdown or crash?  (2.4 - 2.6, lowercase and alone: "[c10d] recvValue failed on
+    #   SocketImpl(...): failed to recv, got 0 bytes"; pytorch/pytorch Utils.hpp recvBytes)
     Pattern(
         "DDP234",
         "peer-exited-early",
-        ("Failed to recv, got 0 bytes",),
+        ("Failed to recv, got 0 bytes", "failed to recv, got 0 bytes"),
         "the rendezvous store's host (rank 0 or the launcher) closed the connection: it had exited",
         role=Role.SYMPTOM,
     ),

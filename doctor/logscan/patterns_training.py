@@ -92,6 +92,8 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
         (
             "CUDA out of memory",
             "CUDA error: out of memory",
+            # torch <= 1.0 (THC): "cuda runtime error (2) : out of memory at .../THCStorage.cu:58"
+            "cuda runtime error (2) : out of memory",
             "CUDA driver error: out of memory",
             "Cuda failure 'out of memory'",
             "Cuda failure 2 'out of memory'",
