@@ -89,14 +89,22 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP302",
         "collective-hang",
-        ("operation to complete", "Some NCCL operations have failed or timed out"),
+        # gloo tcp/pair.cc, a peer that stopped sending or reading in a collective: "Read timeout
+        #   [10.0.0.2]:5555", "Write timeout [10.0.0.2]:5555" (facebookincubator/gloo)
+        (
+            "operation to complete",
+            "Some NCCL operations have failed or timed out",
+            "Read timeout [",
+            "Write timeout [",
+        ),
         "[rank {rank}: ][{op_type} ]operation did not finish[ within {timeout_ms} ms]",
         fields={
             "rank": (r"\[Rank (\d+)\]",),
             "op_type": (r"for (\w+) operation to complete",),
             "timeout_ms": (r"Timed out waiting (\d+)\s*ms",),
         },
-        confirm=r"Timed out waiting \d+\s*ms for \w+ operation|failed or timed out",
+        confirm=r"Timed out waiting \d+\s*ms for \w+ operation|failed or timed out|"
+        r"(?:Read|Write) timeout \[",
         role=Role.SYMPTOM,
         fix=HANG_FIX,
     ),
@@ -196,6 +204,35 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         role_of=crash_role,
         priority=1,
     ),
+    # srun's own line for a task a signal killed: "srun: error: node-3: task 0: Segmentation
+    #   fault (core dumped)", "... task 5: Bus error" (SchedMD/slurm src/srun: strsignal's
+    #   words); "Killed", "Terminated" and "Aborted" are left to the lines that say why.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("srun: error: ",),
+        "SLURM task {task} died: {death}",
+        fields={
+            "task": (r"task (\d+): ",),
+            "death": (
+                r"task \d+: (Segmentation fault|Bus error|Illegal instruction|"
+                r"Floating point exception)",
+            ),
+        },
+        confirm=r"srun: error: .*task \d+: (?:Segmentation fault|Bus error|Illegal instruction|"
+        r"Floating point exception)",
+        priority=1,
+    ),
+    # A container runtime reporting 128 + 11 or 128 + 7 (kubectl describe "Exit Code: 139",
+    #   docker "exited with code 139"): SIGSEGV / SIGBUS; 137 is in patterns_cluster.py
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("Exit Code:    139", "Exit Code: 139", "exited with code 139", "Exit Code:    135"),
+        "a container was killed by a signal (exit code {exitcode})",
+        fields={"exitcode": (r"(13[59])",)},
+        priority=1,
+    ),
     # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
     # SIGKILL  /  ProcessRaisedException: process 0 terminated with exit code 1
     Pattern(
@@ -228,6 +265,10 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             "system error: 10054",
             "(errno: 104 - ",
             "Connection closed by remote peer",
+            # gloo tcp/pair.cc's other words for it: "Socket closed [10.0.0.2]:5555",
+            #   "Socket unexpectedly closed [10.0.0.2]:5555" (facebookincubator/gloo)
+            "Socket closed [",
+            "Socket unexpectedly closed [",
         ),
         "the connection to a peer rank closed[ ({peer})]: that rank had exited (crashed, or "
         "left its training loop early) while this one still expected it",
@@ -235,6 +276,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             "peer": (
                 r"by (?:remote )?peer \[([^\]]+)\]",
                 r"by (?:remote )?peer ([\w-]+(?:\.[\w-]+)*)",
+                r"[Ss]ocket (?:unexpectedly )?closed \[([^\]]+)\]",
             )
         },
         role=Role.SYMPTOM,
