@@ -166,14 +166,21 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   syndrome: "UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 vend 0x56 hw_synd 0/0)",
     #   "Remote access on ...", "Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15
     #   vend 0x81 hw_synd 0/0)" (openucx/ucx#6000): every one ends in a syndrome. (Anchored
-    #   on UCX's level word, which has a character the prefilter already scans for.)
+    #   on UCX's level word, which has a character the prefilter already scans for.) Its IB
+    #   memory domain's failed verbs calls: "ib_md.c:348  UCX  ERROR ibv_reg_mr(address=0x...,
+    #   length=593920, access=0xf) failed: Cannot allocate memory" (uct/ib/base/ib_md.c)
     Pattern(
         "DDP514",
         "ib-transport-error",
         ("UCX  ERROR ",),
         "the InfiniBand/RoCE transport failed (UCX)[: {error}]",
-        fields={"error": (r"ERROR\s+(.+?) on \w+:\d+/",)},
-        confirm=r"UCX\s+ERROR .* on \w+:\d+/\w+ \(synd 0x",
+        fields={
+            "error": (
+                r"ERROR\s+(.+?) on \w+:\d+/",
+                r"ERROR\s+((?:ibv|mlx5dv)_\w+)\(.*\) failed",
+            )
+        },
+        confirm=r"UCX\s+ERROR (?:.* on \w+:\d+/\w+ \(synd 0x|(?:ibv|mlx5dv)_\w+\(.*\) failed)",
     ),
     # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
     #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event

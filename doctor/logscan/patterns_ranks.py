@@ -223,6 +223,34 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         r"Floating point exception)",
         priority=1,
     ),
+    # A process's own last words when a signal kills it, by whoever printed them: Python's
+    #   faulthandler "Fatal Python error: Segmentation fault" (or "Bus error"); the shell
+    #   "Segmentation fault (core dumped)"; absl (JAX, TF) "*** SIGSEGV received at time=...";
+    #   glog "*** SIGSEGV (@0x0) received by PID 1234 (TID 0x7f...) from PID 0; stack trace:
+    #   ***"; UCX's handler "Caught signal 11 (Segmentation fault: address not mapped to object
+    #   at address 0x8)" (openucx/ucx src/ucs/debug/debug.c); a DataLoader worker (torch
+    #   utils/data/_utils/signal_handling.py): "ERROR: Unexpected segmentation fault encountered
+    #   in worker.", "DataLoader worker (pid 42) is killed by signal: Segmentation fault."
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        (
+            "Segmentation fault",
+            "Fatal Python error: Bus error",
+            "SIGSEGV received at time",
+            "received by PID",
+            "segmentation fault encountered in worker",
+        ),
+        "a process died: {death}",
+        fields={
+            "death": (r"([Ss]egmentation fault|Bus error|SIGSEGV|SIGBUS|SIGILL|SIGFPE)",),
+        },
+        confirm=r"segmentation fault encountered in worker|killed by signal: Segmentation fault|"
+        r"Fatal Python error: (?:Segmentation fault|Bus error)|Segmentation fault\s+"
+        r"\(core dumped\)|\*\*\* SIGSEGV received at time|Caught signal 11 \(Segmentation "
+        r"fault|\*\*\* SIG(?:SEGV|BUS|ILL|FPE) \(@0x[0-9a-f]+\) received by PID",
+        priority=1,
+    ),
     # A container runtime reporting 128 + 11 or 128 + 7 (kubectl describe "Exit Code: 139",
     #   docker "exited with code 139"): SIGSEGV / SIGBUS; 137 is in patterns_cluster.py
     Pattern(
