@@ -373,6 +373,10 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
+            # the kubelet's node events: "System OOM encountered, victim process: python, pid:
+            #   4242" (pkg/kubelet/oom); node-problem-detector's reason "OOMKilling"
+            "System OOM encountered",
+            "OOMKilling",
             # slurmstepd's second sentence, often wrapped onto a line of its own: "Some of
             #   your processes may have been killed by the cgroup out-of-memory handler."
             #   (arttumiettinen/pi2#12); >= 21.08: "Some of the step tasks have been OOM
@@ -394,7 +398,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         fields={
             "killer": (
                 r"(slurmstepd|cgroup out-of-memory handler|have been OOM Killed)",
-                r"(OOMKilled|low on resource: memory|MemoryPressure)",
+                r"(OOMKilled|OOMKilling|System OOM|low on resource: memory|MemoryPressure)",
                 r"(runc|crun|containerd)\b",
                 r"(raylet|memory pressure|running low on memory|Ray killed this worker|"
                 r"out of memory issue)",
