@@ -155,7 +155,14 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP508",
         "nccl-system-error",
-        ("unhandled system error", "unhanled system error"),  # 1.1's typo (pytorch#23363)
+        # torch >= 2.0 adds its own description (NCCLUtils): "ncclSystemError: System call
+        #   (e.g. socket, malloc) or external library call failed or device error."; NCCL 2.28's
+        #   string for it is "System error"
+        (
+            "unhandled system error",
+            "unhanled system error",  # 1.1's typo (pytorch#23363)
+            "ncclSystemError: System call",
+        ),
         "NCCL failed a system call ('unhandled system error'[, NCCL {nccl_version}])",
         fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
         role=Role.SYMPTOM,
