@@ -204,6 +204,22 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         role_of=crash_role,
         priority=1,
     ),
+    # Open MPI's launcher: "mpirun noticed that process rank 3 with PID 4242 on node node-1
+    #   exited on signal 11 (Segmentation fault)." (open-mpi/ompi orte/ prte help texts)
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("mpirun noticed that process rank",),
+        "rank {rank}[ on {host}] was killed by a signal[ ({signal})] (mpirun)",
+        fields={
+            "rank": (r"process rank (\d+)",),
+            "host": (r"on node (\S+) exited",),
+            "signal": (r"exited on signal (\d+)",),
+        },
+        confirm=r"exited on signal \d+",
+        role_of=crash_role,
+        priority=1,
+    ),
     # srun's own line for a task a signal killed: "srun: error: node-3: task 0: Segmentation
     #   fault (core dumped)", "... task 5: Bus error" (SchedMD/slurm src/srun: strsignal's
     #   words); "Killed", "Terminated" and "Aborted" are left to the lines that say why.
