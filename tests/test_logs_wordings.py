@@ -116,3 +116,21 @@ def test_the_wordings_table_covers_every_family() -> None:
 def test_a_wording_gives_its_cause_first(wording: Wording) -> None:
     found = codes(wording.text)
     assert (found[0] if found else "none") == wording.expected, wording.source
+
+
+def test_a_summary_line_read_alone_adds_nothing_to_the_root_cause() -> None:
+    """Inside a whole ChildFailedError summary, the row for a summary cut below its Root Cause
+    line also reads the other failures' lines; the root cause keeps its own facts."""
+    text = (  # pytorch/pytorch torch/distributed/elastic/multiprocessing/errors (2.x layout)
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "Failures:\n[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 76628)\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 76628\n"
+        "Root Cause (first observed failure):\n[0]:\n  host      : node-1\n"
+        "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 76627)\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    findings = scan_text(text)
+    assert [f.code for f in findings] == ["DDP307"]
+    assert findings[0].evidence["exitcode"] == 1
+    assert "signal" not in findings[0].evidence

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.crash_fixes import signal_name
 from ddp_doctor.logscan.pattern import Evidence, Pattern, Role
 from ddp_doctor.model import Remediation
 
@@ -13,8 +14,20 @@ CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 
 
 def _killed_by_a_signal(evidence: Evidence) -> bool:
-    exitcode = evidence.get("exitcode")
-    return (isinstance(exitcode, int) and exitcode < 0) or bool(evidence.get("signal"))
+    status = evidence.get("exit_status")
+    return (isinstance(status, int) and status < 0) or bool(evidence.get("killed_by"))
+
+
+def _summary_line_role(evidence: Evidence) -> Role:
+    """A line of torchrun's summary read alone: its keys are its own (exit_status, killed_by),
+    so inside a whole summary it adds nothing to the root cause's facts; a SIGKILL is left a
+    symptom, as the reason for it (an OOM kill, a cancel) is a cause of its own where the log
+    has one."""
+    name = evidence.get("killed_by")
+    status = evidence.get("exit_status")
+    if not name and isinstance(status, int):
+        name = signal_name(status)
+    return Role.CAUSE if name in CAUSE_SIGNALS - {"SIGKILL"} else Role.SYMPTOM
 
 
 def crash_role(evidence: Evidence) -> Role:
@@ -174,16 +187,16 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         "DDP307",
         "rank-crashed",
         ("exitcode  : ", "received by PID"),
-        "a rank was killed[ by {signal}][ (exit code {exitcode})] (torchrun's failure summary)",
+        "a rank was killed[ by {killed_by}][ (exit code {exit_status})] (torchrun's failure "
+        "summary)",
         fields={
-            "exitcode": (r"exitcode\s+: (-?\d+)",),
-            "signal": (r"Signal \d+ \((SIG\w+)\) received by PID",),
-            "pid": (r"\(pid: (\d+)\)", r"received by PID (\d+)"),
+            "exit_status": (r"exitcode\s+: (-?\d+)",),
+            "killed_by": (r"Signal \d+ \((SIG\w+)\) received by PID",),
         },
         confirm=r"^\s*(?:\[\d+\]:\s*)?exitcode\s+: -?\d+ \(pid: \d+\)|Signal \d+ \(SIG\w+\) "
         r"received by PID",
         accept=_killed_by_a_signal,  # an exit code >= 0 reports an error printed above it
-        role_of=crash_role,
+        role_of=_summary_line_role,
         priority=1,
     ),
     # Launchers that report a rank killed by a signal: DeepSpeed (launcher/launch.py
@@ -273,8 +286,8 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         "DDP307",
         "rank-crashed",
         ("Exit Code:    139", "Exit Code: 139", "exited with code 139", "Exit Code:    135"),
-        "a container was killed by a signal (exit code {exitcode})",
-        fields={"exitcode": (r"(13[59])",)},
+        "a container was killed by a signal (exit code {container_exit})",
+        fields={"container_exit": (r"(13[59])",)},
         priority=1,
     ),
     # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
