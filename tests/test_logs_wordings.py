@@ -1,9 +1,13 @@
-"""Wordings of known causes added after corpus D's tuning half was measured (issue 21).
-
-Each text is a real line from the public thread named beside it; the tests assert codes.
+"""Wordings of known causes (issue 21): those added after corpus D's tuning half was measured,
+each a real line from the public thread named beside it, and the wording audit's table
+(fixtures/logs/wordings/wordings.tsv), each a message as its software prints it. The tests
+assert codes.
 """
 
 from __future__ import annotations
+
+import pytest
+from wordings_table import Wording, read_table
 
 from ddp_doctor.logscan import scan_text
 
@@ -90,3 +94,43 @@ def test_slurmstepd_rpc_errors_after_a_requeue_are_not_refused_connections() -> 
         "slurmstepd: error: Failed to send MESSAGE_TASK_EXIT: Connection refused\n"
     )
     assert codes(text) == ["DDP507"]
+
+
+# --- the wording audit: fixtures/logs/wordings/wordings.tsv ------------------------------------
+# Each row is a message the software itself prints (torch, NCCL, gloo, UCX, libfabric,
+# aws-ofi-nccl, SLURM, the kernel, Ray, the kubelet, launchers), with its source; the row's
+# code is the cause `logs` must put first, `none` a text that names no cause by itself.
+WORDINGS = read_table()
+
+
+def test_the_wordings_table_covers_every_family() -> None:
+    expected = {wording.expected for wording in WORDINGS}
+    families = {"DDP201", "DDP202", "DDP203", "DDP205", "DDP206", "DDP231", "DDP234", "DDP302"}
+    families |= {"DDP304", "DDP307", "DDP504", "DDP505", "DDP507", "DDP512", "DDP513"}
+    families |= {"DDP514", "DDP515", "none"}
+    assert families <= expected
+    assert all(wording.source.strip() for wording in WORDINGS)
+
+
+@pytest.mark.parametrize("wording", WORDINGS, ids=[wording.id for wording in WORDINGS])
+def test_a_wording_gives_its_cause_first(wording: Wording) -> None:
+    found = codes(wording.text)
+    assert (found[0] if found else "none") == wording.expected, wording.source
+
+
+def test_a_summary_line_read_alone_adds_nothing_to_the_root_cause() -> None:
+    """Inside a whole ChildFailedError summary, the row for a summary cut below its Root Cause
+    line also reads the other failures' lines; the root cause keeps its own facts."""
+    text = (  # pytorch/pytorch torch/distributed/elastic/multiprocessing/errors (2.x layout)
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        "Failures:\n[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 76628)\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 76628\n"
+        "Root Cause (first observed failure):\n[0]:\n  host      : node-1\n"
+        "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 76627)\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    findings = scan_text(text)
+    assert [f.code for f in findings] == ["DDP307"]
+    assert findings[0].evidence["exitcode"] == 1
+    assert "signal" not in findings[0].evidence

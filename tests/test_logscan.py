@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from wordings_table import read_table
 
 from ddp_doctor import registry
 from ddp_doctor.logscan import LogScanner, scan_lines, scan_text
@@ -49,10 +50,13 @@ def test_prefilter_finds_every_anchor_inside_any_line(anchor: str) -> None:
 
 
 def test_every_pattern_and_hint_fires_on_some_fixture() -> None:
-    """Which row each fixture line belongs to, the way the scanner decides it."""
+    """Which row each fixture line belongs to, the way the scanner decides it (the fixture
+    logs, and the wordings table of fixtures/logs/wordings)."""
     used: set[int] = set()
-    for log in FIXTURES.glob("*.log"):
-        for number, raw in enumerate(log.read_bytes().splitlines(), 1):
+    texts = [log.read_bytes() for log in FIXTURES.glob("*.log")]
+    texts += [wording.text.encode() for wording in read_table()]
+    for text in texts:
+        for number, raw in enumerate(text.splitlines(), 1):
             body = read_line(raw, number).body
             row = first_pattern(body)
             used.update(id(hint) for hint in HINTS if hint.matches(body))

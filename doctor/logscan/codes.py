@@ -73,7 +73,9 @@ describe(
     """What it finds: slurmstepd's "Detected N oom-kill event(s)", the kernel's "Out of memory:
 Killed process N", a DataLoader worker "killed by signal: Killed", the kubelet's "OOMKilled"
 and "The node was low on resource: memory", a container runtime's "container init was
-OOM-killed", Ray's memory monitor.
+OOM-killed", Ray's memory monitor (its kill line, or its advice "how to address the out of
+memory issue" alone), srun's "task 0: Out Of Memory", PBS's "job killed: mem" and LSF's
+TERM_MEMLIMIT.
 Why it matters: a killed rank leaves the others hanging until their timeout; torchrun then
 reports exitcode -9 (SIGKILL), which says nothing about memory by itself: a SIGKILL with none
 of these lines is DDP307 (the rank's death, naming the signal), and one with them is this.
@@ -90,7 +92,9 @@ describe(
         ("nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv",),
     ),
     """What it finds: "CUDA out of memory. Tried to allocate ..." (torch.OutOfMemoryError) and
-"CUDA error: out of memory", with the GPU index and the request size.
+"CUDA error: out of memory", with the GPU index and the request size; NCCL's "Cuda failure
+'out of memory'" and "Failed to CUDA malloc/calloc N bytes", cuBLAS's CUBLAS_STATUS_ALLOC_FAILED
+and ROCm's "HIP out of memory".
 Why it matters: the rank that raised dies and the others hang in their next collective; in
 DDP the cause is often not the model but a second context on GPU 0 (DDP403) or one rank doing
 extra work (DDP404).
@@ -125,7 +129,10 @@ describe(
         ("sacct -j JOBID --format=JobID,State,Elapsed,Timelimit,ExitCode",),
     ),
     """What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
-scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers".
+scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers"
+and its SignalException, PBS's walltime kill, LSF's TERM_RUNLIMIT / TERM_OWNER /
+TERM_PREEMPT, srun's "Node failure on", and the kubelet's evictions for disk or a node
+shutdown.
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
 consequences, not bugs in the script.
 Example: `slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2026-05-01T10:00:00 DUE TO

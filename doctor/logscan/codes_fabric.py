@@ -20,7 +20,9 @@ describe(
 "misaligned address" or "an illegal instruction was encountered", as torch raises it
 (RuntimeError: CUDA error: ...), as the NCCL watchdog reports it ("Process group watchdog
 thread terminated with exception: CUDA error: ..."), as NCCL's own WARN line says it ("Cuda
-failure 700 'an illegal memory access was encountered'") or as Triton and thrust word it.
+failure 700 'an illegal memory access was encountered'") or as Triton and thrust word it, and
+the runtime's and driver's names (cudaErrorLaunchFailure, CUDA_ERROR_ILLEGAL_ADDRESS) and a
+kernel the driver stopped ("the launch timed out and was terminated").
 Why it matters: a faulted kernel poisons the rank's CUDA context; every later CUDA and NCCL
 call on it fails, the watchdog kills it and the other ranks see a dead peer or a timeout.
 The cause is the faulting kernel, not NCCL.
@@ -42,8 +44,9 @@ describe(
     ),
     """What it finds: the heartbeat monitor's "ProcessGroupNCCL's watchdog got stuck for N seconds
 without making progress in monitoring enqueued collectives" (torch >= 2.2), its
-"Heartbeat monitor timed out! Process will be terminated after dumping debug info" and "First
-PG on this rank that detected no heartbeat of its watchdog".
+"Heartbeat monitor timed out! Process will be terminated after dumping debug info", "First
+PG on this rank that detected no heartbeat of its watchdog" and its last line, "Terminating
+the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang".
 Why it matters: it is not a collective timeout: the watchdog thread itself made no progress
 for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480 or 600 s), because a NCCL or CUDA call it waits on
 (cudaEventQuery, cudaEventDestroy, ncclCommAbort) hangs, so the monitor kills the process.
@@ -70,7 +73,10 @@ completion with error 12, opcode 1, len 0, vendor err 129", "Got completion from
 the 2.2x "NET/IB: Got completion from peer ... with status=IBV_WC_RETRY_EXC_ERR(12)"), "Call to
 ibv_modify_qp failed" / "ibv_reg_mr ... failed" (a queue pair that cannot connect, memory that
 cannot be registered), NET/IB "collective mismatch error" (sizes that disagree on the wire),
-"Got async event : GID table change", and UCX/libmlx5's "Transport retry count exceeded"
+"Got async event : GID table change" (2.28: "GID table changed", "Got non-fatal async event:
+port error", "Got CQE with error", "Detected N failed devices"), "ibv_post_send() failed",
+UCX's mlx5 syndromes ("UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 ...)") and
+UCX/libmlx5's "Transport retry count exceeded"
 (libibverbs' own wording, "transport retry counter exceeded", too).
 Why it matters: the RDMA transport itself failed; status 12 (retry exceeded) is a timeout
 between two NICs that cannot talk (routing, RoCE GID, a switch, a link), status 4 a local
@@ -94,8 +100,10 @@ describe(
     """What it finds: WARN lines of the aws-ofi-nccl plugin ("NET/OFI Couldn't open AV", "NET/OFI
 OFI fi_getinfo() call failed: No data available", "NET/OFI Could not find any optimal
 provider", "NET/OFI Request ... completed with error", "Creating new endpoint ... failed") and
-libfabric's own EFA errors ("efa:cq ... err: 5, message: Invalid address",
-"rxr_cq_write_tx_error", "FI_HMEM capability requires RDMA").
+libfabric's own EFA errors with no NET/OFI prefix ("efa:cq ... err: 5, message: Invalid
+address", "rxr_cq_write_tx_error", "Writing error to EQ" / "Unable to write to EQ ...
+prov/efa/src/...", "EFA provider internal txe failure", "fi_getinfo: provider efa returned
+-61", "FI_HMEM capability requires RDMA").
 Why it matters: the network plugin NCCL uses on AWS failed; NCCL hangs, falls back to
 sockets, or fails with an internal or remote error.
 Example: a container started without the /dev/infiniband devices, so fi_getinfo finds no EFA

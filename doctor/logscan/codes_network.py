@@ -38,7 +38,8 @@ describe(
     """What it finds: a client's connect to the store that timed out: "(errno: 110 - Connection
 timed out)" (macOS 60, Windows 10060), "The client socket has timed out after ...ms while
 trying to connect to (host, port)", "TCP client failed to connect/validate to host ... - timed
-out", "The connection to the C10d store has failed".
+out", "The connection to the C10d store has failed", torch 1.8-1.10's "connect() timed out.
+Original timeout was N ms" and 1.4-1.7's bare "RuntimeError: Connection timed out".
 Why it matters: a timeout (no answer) and a refusal (DDP206, something answered "no") have
 different causes: packets dropped by a firewall or sent to an unreachable address, against a
 closed port on a reachable host.
@@ -98,8 +99,10 @@ describe(
         "node, its log there holds the cause.",
     ),
     """What it finds: "Connection closed by peer" / "Connection reset by peer" (gloo, c10d;
-Windows 10054), "Failed to recv, got 0 bytes" from the store, store->get errors that end in a
-closed connection, NCCL's "remote process exited" (ncclRemoteError).
+Windows 10054), gloo's "Socket closed" / "Socket unexpectedly closed [peer]", "Failed to recv,
+got 0 bytes" from the store (lowercase in torch 2.4-2.6), store->get errors that end in a
+closed connection, NCCL's "remote process exited" (ncclRemoteError) and "Connection closed by
+remote peer".
 Why it matters: it is what the other ranks see when one exits; when some rank crashed the
 crash is the cause and this is reported after it, but when no rank reports an error of its own
 a rank most likely left cleanly and early, and its peers died waiting in a collective.

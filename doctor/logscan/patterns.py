@@ -14,6 +14,7 @@ from ddp_doctor.logscan.logfacts import FACT_ANCHORS, FACT_ONLY_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
+from ddp_doctor.logscan.patterns_jobs import JOB_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
 from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
 from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
@@ -21,6 +22,7 @@ from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
     *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
+    *JOB_PATTERNS,  # NCCL's bootstrap on the job, Fabric Manager, scheduler stops
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,
     *PLATFORM_PATTERNS,

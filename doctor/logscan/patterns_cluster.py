@@ -42,6 +42,10 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "watchdog got stuck for",
             "Heartbeat monitor timed out",
             "detected no heartbeat of its watchdog",
+            # >= 2.4, the monitor's fatal line: "[PG ID 0 PG GUID 0(default_pg) Rank 1]
+            #   Terminating the process after attempting to dump debug info, due to
+            #   ProcessGroupNCCL watchdog hang." (warpem/miss-alignment#105, NVIDIA/Fuser#3055)
+            "due to ProcessGroupNCCL watchdog hang",
         ),
         "[rank {rank}: ]ProcessGroupNCCL's watchdog made no progress[ for {seconds} s] and the "
         "heartbeat monitor killed the process: a NCCL or CUDA call it waits on hangs",
@@ -62,6 +66,14 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "cudaErrorIllegalAddress",
             "misaligned address",
             "an illegal instruction was encountered",
+            # the runtime's and the driver's names of the same faults (thrust: "cudaErrorLaunch
+            #   Failure: unspecified launch failure"; torch's driver API: "CUDA driver error:
+            #   CUDA_ERROR_ILLEGAL_ADDRESS"), and a kernel the driver's watchdog stopped
+            #   (cudaErrorLaunchTimeout: "the launch timed out and was terminated")
+            "cudaErrorLaunchFailure",
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            "CUDA_ERROR_LAUNCH_FAILED",
+            "the launch timed out and was terminated",
         ),
         "[rank {rank}: ]a CUDA kernel faulted ({error}); every later CUDA and NCCL call on "
         "that rank fails",
@@ -69,7 +81,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "rank": _RANK,
             "error": (
                 r"(illegal memory access|unspecified launch failure|IllegalAddress|"
-                r"misaligned address|illegal instruction)",
+                r"misaligned address|illegal instruction|ILLEGAL_ADDRESS|LAUNCH_FAILED|"
+                r"LaunchFailure|launch timed out)",
             ),
         },
     ),
@@ -105,6 +118,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "got completion with error",
             "Transport retry count exceeded",
             "transport retry counter exceeded",
+            # libibverbs' ibv_wc_status_str for IBV_WC_RNR_RETRY_EXC_ERR (13)
+            "RNR retry counter exceeded",
         ),
         "the InfiniBand/RoCE transport failed[: work completion status {status}][ (vendor "
         "error {vendor_err})][ talking to {peer}]",
@@ -123,10 +138,49 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "Got async event",
             "async fatal event",
             "Got async error event",
+            # NCCL 2.28 (net_ib): "NET/IB : mlx5_0:1 GID table changed"; "NET/IB: Got CQE with
+            #   error (devIndex=0, ...)"; "NET/IB: Fatal error. Detected 2 failed devices out of
+            #   2 devices on the send communicator"; >= 2.19 "NET/IB : Attempted to connect
+            #   incompatible devices: [0]mlx5_0:1/IB and [0]mlx5_2:1/RoCE"
+            "GID table changed",
+            "Got CQE with error",
+            "failed devices out of",
+            "Attempted to connect incompatible devices",
         ),
         "the InfiniBand transport reported {event}",
         fields={"event": (r"NET/IB ?: ((?:req [\d/]+ tag \w+ peer \S+ )?[^,.]+)",)},
         confirm=r"NET/IB",
+    ),
+    # NCCL >= 2.2x prints port events as "NET/IB : mlx5_0:1 Got non-fatal async event: port
+    #   error(10)" (net_ib common.cc, 2.28); a port that went down or a GID table that changed
+    #   breaks the queue pairs on it, while "port active" and the like are no errors.
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("Got non-fatal async event",),
+        "the InfiniBand transport reported {event}",
+        fields={"event": (r"async event: ([\w ]+?)\s*(?:\(\d+\))?\s*$",)},
+        confirm=r"non-fatal async event: (?:port error|GID table change)",
+    ),
+    # UCX's mlx5 transports (uct/ib/mlx5/ib_mlx5_log.c) print a failed completion by its
+    #   syndrome: "UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 vend 0x56 hw_synd 0/0)",
+    #   "Remote access on ...", "Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15
+    #   vend 0x81 hw_synd 0/0)" (openucx/ucx#6000): every one ends in a syndrome. (Anchored
+    #   on UCX's level word, which has a character the prefilter already scans for.) Its IB
+    #   memory domain's failed verbs calls: "ib_md.c:348  UCX  ERROR ibv_reg_mr(address=0x...,
+    #   length=593920, access=0xf) failed: Cannot allocate memory" (uct/ib/base/ib_md.c)
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("UCX  ERROR ",),
+        "the InfiniBand/RoCE transport failed (UCX)[: {error}]",
+        fields={
+            "error": (
+                r"ERROR\s+(.+?) on \w+:\d+/",
+                r"ERROR\s+((?:ibv|mlx5dv)_\w+)\(.*\) failed",
+            )
+        },
+        confirm=r"UCX\s+ERROR (?:.* on \w+:\d+/\w+ \(synd 0x|(?:ibv|mlx5dv)_\w+\(.*\) failed)",
     ),
     # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
     #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event
@@ -139,13 +193,15 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP514",
         "ib-transport-error",
-        ("Call to ibv_",),
+        # NCCL 2.4 - 2.18 (include/ibvwrap.h): "ibv_post_send() failed with error Cannot
+        #   allocate memory, Bad WR ..."; misc/ibvwrap.cc: "Call to ibv_poll_cq() returned -1"
+        ("Call to ibv_", "ibv_post_send() failed", "ibv_post_recv() failed"),
         "an InfiniBand verbs call failed[: {call}][ ({error})]",
         fields={
             "call": (r"Call to (ibv_\w+)",),
             "error": (r"failed with error (.+?)\s*$",),
         },
-        confirm=r"Call to ibv_\w+ failed",
+        confirm=r"Call to ibv_\w+(?:\(\))? (?:failed|returned)|ibv_post_\w+\(\) failed",
     ),
     # aws-ofi-nccl: "NCCL WARN NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument"
     #   (aws/aws-ofi-nccl#24; 2019 builds print "WARN: Function: ... NET/OFI ..."), "NET/OFI OFI
@@ -168,16 +224,63 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP515",
         "efa-libfabric-error",
-        ("efa_rdm_txe_handle_error", "rxr_cq_write_tx_error", "FI_HMEM capability requires"),
+        (
+            "efa_rdm_txe_handle_error",
+            "rxr_cq_write_tx_error",
+            "FI_HMEM capability requires",
+            # libfabric >= 1.18 (prov/efa/src/rdm): efa_rdm_pke_handle_tx_error(),
+            #   efa_rdm_rxe_handle_error(); 1.1x (rxr): rxr_cq_write_rx_error(); the EFA
+            #   status text "Unresponsive receiver (reachable by EFA device but handshake
+            #   failed)" (aws/aws-ofi-nccl#161)
+            "efa_rdm_pke_handle_tx_error",
+            "efa_rdm_rxe_handle_error",
+            "rxr_cq_write_rx_error",
+            "reachable by EFA device",
+            # the provider's error-queue lines (efa_base_ep.c; 1.1x rxr.h prints the second to
+            #   stderr before it aborts): "Writing error to EQ: err: Input/output error (5)
+            #   prov_errno: ...", "Unable to write to EQ: ... prov_errno: ... prov/efa/src/rxr/
+            #   rxr.h:1343" (ofiwg/libfabric#6249); rdm/efa_rdm_ope.c: "EFA provider internal
+            #   txe failure err: 5, message: ..."
+            "Writing error to EQ",
+            "Unable to write to EQ",
+            "EFA provider internal",
+            "prov/efa/src/",
+        ),
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},
+    ),
+    # Any other error of libfabric's EFA provider, in its log format "libfabric:PID:TIME::efa:
+    #   SUBSYS:function():LINE<warn> function: err: 12, message: Cannot allocate memory"
+    #   (ofiwg/libfabric prov/efa: efa_rdm_ep_open, efa_av_insert_one ...): an "err: N" only,
+    #   not the provider's advice warnings. (Anchored on ", message: ", which has a character
+    #   the prefilter already scans for; the confirm asks for libfabric's EFA prefix.)
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        (", message: ",),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"err: -?\d+, message: (.+?)\s*$",)},
+        confirm=r"libfabric:\d+:(?:\d+::)?efa:\w+:.*<(?:warn|error)>.*err: -?\d+",
+    ),
+    # libfabric's core when the EFA provider offers nothing (src/fabric.c): "fi_getinfo:
+    #   provider efa returned -61 (No data available)"; another provider declining is how
+    #   libfabric picks one, so only efa's counts.
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("fi_getinfo: provider ",),
+        "libfabric's EFA provider is unavailable[: {message}]",
+        fields={"message": (r"(provider efa\S* returned -\d+.*?)\s*$",)},
+        confirm=r"fi_getinfo: provider efa\S* returned -\d+",
     ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
     Pattern(
         "DDP304",
         "mismatched-collectives",
-        ("Mismatched collective detected",),
+        # NCCL 2.4's hang warning: "Your program may be hanging, this may be caused by a
+        #   collective mismatch around rank 3." (enqueue.cc)
+        ("Mismatched collective detected", "caused by a collective mismatch around rank"),
         "NCCL found ranks calling different collectives[ (at and around rank {rank})]",
         fields={"rank": (r"around rank (\d+)",)},
     ),
@@ -220,14 +323,36 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
+            # the kubelet's node events: "System OOM encountered, victim process: python, pid:
+            #   4242" (pkg/kubelet/oom); node-problem-detector's reason "OOMKilling"
+            "System OOM encountered",
+            "OOMKilling",
+            # slurmstepd's second sentence, often wrapped onto a line of its own: "Some of
+            #   your processes may have been killed by the cgroup out-of-memory handler."
+            #   (arttumiettinen/pi2#12); >= 21.08: "Some of the step tasks have been OOM
+            #   Killed." (nextflow-io/nextflow#5932)
+            "cgroup out-of-memory handler",
+            "have been OOM Killed",
+            # Ray's memory monitor (raylet node_manager.cc): "... which exceeds the memory
+            #   usage threshold of 0.95. Ray killed this worker" (ray-project/ray#32730); its
+            #   advice line alone: "Refer to the documentation on how to address the out of
+            #   memory issue: https://docs.ray.io/..." (flwrlabs/flower#2157)
+            "exceeds the memory usage threshold",
+            "how to address the out of memory issue",
+            # PBS's MOM: "=>> PBS: job killed: mem 132000000kb exceeded limit 131072000kb";
+            #   LSF: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."
+            "PBS: job killed: mem",
+            "TERM_MEMLIMIT",
         ),
         "the host or container ran out of memory and was killed by {killer}",
         fields={
             "killer": (
-                r"(slurmstepd)",
-                r"(OOMKilled|low on resource: memory|MemoryPressure)",
+                r"(slurmstepd|cgroup out-of-memory handler|have been OOM Killed)",
+                r"(OOMKilled|OOMKilling|System OOM|low on resource: memory|MemoryPressure)",
                 r"(runc|crun|containerd)\b",
-                r"(raylet|memory pressure|running low on memory)",
+                r"(raylet|memory pressure|running low on memory|Ray killed this worker|"
+                r"out of memory issue)",
+                r"(PBS|LSF)",
             )
         },
     ),

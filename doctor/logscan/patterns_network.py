@@ -138,6 +138,17 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         unless=("- retrying (try=",),  # torch retries; the final "- timed out (try=" counts
         priority=1,
     ),
+    # torch 1.4 - 1.7's TCPStore raised the bare strerror of a connect that timed out:
+    #   "RuntimeError: Connection timed out" (tcputils.cpp, a std::system_error; pytorch/pytorch
+    #   #36096); a line that ends there, not gloo's "connect [addr]:port: Connection timed out"
+    Pattern(
+        "DDP231",
+        "store-connect-timeout",
+        ("Error: Connection timed out",),
+        "a rank could not connect to the rendezvous store: the connection timed out (the "
+        "address is unreachable, a firewall drops the packets, or nothing was listening there)",
+        confirm=r"(?:RuntimeError|DistNetworkError|ConnectionError): Connection timed out\s*$",
+    ),
     # The single attempts before it: retried, and harmless when a later one gets through.
     Pattern(
         "DDP231",
@@ -202,6 +213,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
             "nodename nor servname provided",
             "Temporary failure in name resolution",
             "No address associated with hostname",
+            "getaddrinfo failed",  # Windows: socket.gaierror: [Errno 11001] getaddrinfo failed
         ),
         "a host name does not resolve[: {host}]",
         fields={"host": (r"addresses of \(([^,\s)]+),", r"\[([^\]\s]+)\]:\d+")},
@@ -213,7 +225,14 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP205",
         "wrong-network-interface",
-        ("no socket interface found", "Unable to find address for"),
+        # NCCL net_socket.cc (2.4 - 2.28): "NET/Socket : no interface found", "NET/Socket : No
+        #   usable listening interface found" (NCCL_SOCKET_IFNAME matched nothing)
+        (
+            "no socket interface found",
+            "Unable to find address for",
+            "NET/Socket : no interface found",
+            "No usable listening interface found",
+        ),
         "no usable network interface[: {interface} does not exist on this host]",
         fields={"interface": (r"Unable to find address for: (\S+)",)},
     ),
@@ -273,11 +292,12 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     ),
     # >= 2.x TCPStore client: the store's host went away under a waiting rank
     #   Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server
-    #   shutdown or crash?
+    #   shutdown or crash?  (2.4 - 2.6, lowercase and alone: "[c10d] recvValue failed on
+    #   SocketImpl(...): failed to recv, got 0 bytes"; pytorch/pytorch Utils.hpp recvBytes)
     Pattern(
         "DDP234",
         "peer-exited-early",
-        ("Failed to recv, got 0 bytes",),
+        ("Failed to recv, got 0 bytes", "failed to recv, got 0 bytes"),
         "the rendezvous store's host (rank 0 or the launcher) closed the connection: it had exited",
         role=Role.SYMPTOM,
     ),
@@ -286,17 +306,27 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     # >= 2.3 socket.cpp, the client's side of the same wait:
     #   waitForInput: socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:
     #   29500) timed out after 1800000ms  (axolotl-ai-cloud/axolotl#2684)
+    # 1.x (TCPStore.cpp / tcputils.cpp), with no numbers: "RuntimeError: Wait timeout",
+    #   "RuntimeError: Socket Timeout" (a line that ends there: tinygrad's "Wait timeout:
+    #   30000 ms!" is another program's)
     Pattern(
         "DDP202",
         "rendezvous-timeout",
-        ("wait timeout after", "barrier timeout after", "SocketImpl("),
+        (
+            "wait timeout after",
+            "barrier timeout after",
+            "SocketImpl(",
+            "RuntimeError: Wait timeout",
+            "Error: Socket Timeout",
+        ),
         "a rank waited in the store[ for {timeout_ms} ms] for a key another rank never "
         "set[ ({keys})]",
         fields={
             "timeout_ms": (r"timeout after (\d+)\s*ms", r"timed out after (\d+)\s*ms"),
             "keys": (r"keys?: (\S+)",),
         },
-        confirm=r"timeout after|waitForInput: socket .* timed out after",
+        confirm=r"timeout after|waitForInput: socket .* timed out after|"
+        r"(?:RuntimeError|DistStoreError): (?:Wait timeout|Socket Timeout)\s*$",
         role=Role.SYMPTOM,
     ),
     # 1.12 - 1.13 log at INFO, every 10 s, while ranks are missing from the barrier; a run where

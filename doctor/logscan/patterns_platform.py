@@ -21,6 +21,14 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
         (
             "driver version is insufficient for CUDA runtime",
             "NVIDIA driver on your system is too old",
+            # CUDA runtime errors of a driver older than the toolkit: cudaErrorInsufficient
+            #   Driver; cudaErrorUnsupportedPtxVersion "the provided PTX was compiled with an
+            #   unsupported toolchain"; 804 cudaErrorCompatNotSupportedOnDevice "forward
+            #   compatibility was attempted on non supported HW" (a compat libcuda on a GPU
+            #   that cannot use it)
+            "cudaErrorInsufficientDriver",
+            "compiled with an unsupported toolchain",
+            "forward compatibility was attempted on non supported HW",
         ),
         "the NVIDIA driver is too old for this torch's CUDA runtime[ (the driver reports "
         "version {driver_cuda})]",
@@ -38,6 +46,10 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
             "is not compatible with the current PyTorch installation",
             # the warning's source line, which Python prints under it (torch/cuda/__init__.py)
             "warn(incompatible_device_warn.format(",
+            # the runtime's names: cudaErrorNoKernelImageForDevice; cudaErrorInvalidDevice
+            #   Function "invalid device function" (kernels built for other architectures)
+            "cudaErrorNoKernelImageForDevice",
+            "invalid device function",
         ),
         "this torch build has no kernels for the GPU[ ({arch})]",
         fields={
@@ -91,6 +103,17 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
         },
         severity=Severity.ERROR,  # registered as a warning about the size; here it failed
     ),
+    # NCCL 2.28 (misc/shmutils.cc): "Error: failed to create shared memory file /dev/shm/nccl-
+    #   Ab12Cd, error No space left on device (28)"; a file it may not create is the
+    #   shm-not-writable hint's case, so only a full /dev/shm counts here
+    Pattern(
+        "DDP008",
+        "dev-shm-too-small",
+        ("failed to create shared memory file",),
+        "shared memory (/dev/shm) ran out[ creating {shm_path}]",
+        fields={"shm_path": (r"(/dev/shm/[\w.-]+)",)},
+        confirm=r"No space left on device",
+    ),
     # NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT, NCCL_DESYNC_DEBUG (torch >= 2.2):
     # [W Utils.hpp:133] Warning: Environment variable NCCL_BLOCKING_WAIT is deprecated; use
     # TORCH_NCCL_BLOCKING_WAIT instead (function getCvarBool)
@@ -106,7 +129,12 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP024",
         "exclusive-compute-mode",
-        ("devices are busy or unavailable",),
+        # CUDA <= 10: "CUDA-capable device(s) is/are busy or unavailable"; the runtime's name
+        (
+            "devices are busy or unavailable",
+            "is/are busy or unavailable",
+            "cudaErrorDevicesUnavailable",
+        ),
         "the GPUs refused a new context (busy or unavailable: exclusive compute mode or a "
         "stray process)",
         severity=Severity.ERROR,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.crash_fixes import signal_name
 from ddp_doctor.logscan.pattern import Evidence, Pattern, Role
 from ddp_doctor.model import Remediation
 
@@ -10,6 +11,23 @@ _NUMBER = r"(-?\d+)"
 # Killed by one of these, a rank died of its own accord (or the host's OOM killer). SIGTERM is
 # torchrun stopping the survivors, SIGABRT an abort whose reason is printed above it.
 CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+
+
+def _killed_by_a_signal(evidence: Evidence) -> bool:
+    status = evidence.get("exit_status")
+    return (isinstance(status, int) and status < 0) or bool(evidence.get("killed_by"))
+
+
+def _summary_line_role(evidence: Evidence) -> Role:
+    """A line of torchrun's summary read alone: its keys are its own (exit_status, killed_by),
+    so inside a whole summary it adds nothing to the root cause's facts; a SIGKILL is left a
+    symptom, as the reason for it (an OOM kill, a cancel) is a cause of its own where the log
+    has one."""
+    name = evidence.get("killed_by")
+    status = evidence.get("exit_status")
+    if not name and isinstance(status, int):
+        name = signal_name(status)
+    return Role.CAUSE if name in CAUSE_SIGNALS - {"SIGKILL"} else Role.SYMPTOM
 
 
 def crash_role(evidence: Evidence) -> Role:
@@ -55,7 +73,15 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP302",
         "collective-hang",
-        ("Watchdog caught collective operation timeout",),
+        # >= 2.2: "[PG 1 Rank 0] Timeout at NCCL work: 7753, last enqueued NCCL work: 7755, last
+        #   completed NCCL work: 7752." (hiyouga/LlamaFactory#6269); >= 2.5: "Received a dump
+        #   signal due to a collective timeout from this local rank and we will try our best to
+        #   dump the debug info." ("from rank 7" on the others)
+        (
+            "Watchdog caught collective operation timeout",
+            "Timeout at NCCL work: ",
+            "dump signal due to a collective timeout from",
+        ),
         "[rank {rank}: ]collective {op_type}[ (SeqNum {seq})] did not finish within the "
         "[{timeout_ms} ms ]timeout: a rank stopped calling collectives, or a link hangs",
         fields={
@@ -76,14 +102,22 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP302",
         "collective-hang",
-        ("operation to complete", "Some NCCL operations have failed or timed out"),
+        # gloo tcp/pair.cc, a peer that stopped sending or reading in a collective: "Read timeout
+        #   [10.0.0.2]:5555", "Write timeout [10.0.0.2]:5555" (facebookincubator/gloo)
+        (
+            "operation to complete",
+            "Some NCCL operations have failed or timed out",
+            "Read timeout [",
+            "Write timeout [",
+        ),
         "[rank {rank}: ][{op_type} ]operation did not finish[ within {timeout_ms} ms]",
         fields={
             "rank": (r"\[Rank (\d+)\]",),
             "op_type": (r"for (\w+) operation to complete",),
             "timeout_ms": (r"Timed out waiting (\d+)\s*ms",),
         },
-        confirm=r"Timed out waiting \d+\s*ms for \w+ operation|failed or timed out",
+        confirm=r"Timed out waiting \d+\s*ms for \w+ operation|failed or timed out|"
+        r"(?:Read|Write) timeout \[",
         role=Role.SYMPTOM,
         fix=HANG_FIX,
     ),
@@ -95,7 +129,14 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP304",
         "mismatched-collectives",
-        ("Detected mismatch between collectives", "doesn't match expected size"),
+        # gloo tcp/pair.cc, a message longer than the receiver's buffer: "[enforce fail at
+        #   .../gloo/transport/tcp/pair.cc:322] op.preamble.length <= op.nbytes. 8773632 vs
+        #   8386560" (pytorch/pytorch#36183)
+        (
+            "Detected mismatch between collectives",
+            "doesn't match expected size",
+            "op.preamble.length <= op.nbytes",
+        ),
         "ranks called different collectives[: rank {rank} ran {op_type}][, rank {other_rank} "
         "ran {other_op_type}]",
         fields={
@@ -110,7 +151,9 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP305",
         "duplicate-gpu",
-        ("Duplicate GPU detected",),
+        # NCCL 2.28 (init.cc): "Multiple Ranks are using the same GPU/Partition. Set
+        #   NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration."
+        ("Duplicate GPU detected", "Multiple Ranks are using the same GPU"),
         "two ranks use one GPU[: rank {rank} and rank {other_rank} on the device at bus {bus_id}]",
         fields={
             "rank": (r"rank (\d+) and rank",),
@@ -136,6 +179,116 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         confirm=r"failed \(exitcode: -?\d+\) local_rank: \d+",
         role_of=crash_role,
         priority=2,
+    ),
+    # What is left of the ChildFailedError summary when a paste starts below its "Root Cause"
+    #   line (torch/distributed/elastic/multiprocessing/errors): "  exitcode  : -11 (pid:
+    #   1234)", "  traceback : Signal 11 (SIGSEGV) received by PID 1234"
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exitcode  : ", "received by PID"),
+        "a rank was killed[ by {killed_by}][ (exit code {exit_status})] (torchrun's failure "
+        "summary)",
+        fields={
+            "exit_status": (r"exitcode\s+: (-?\d+)",),
+            "killed_by": (r"Signal \d+ \((SIG\w+)\) received by PID",),
+        },
+        confirm=r"^\s*(?:\[\d+\]:\s*)?exitcode\s+: -?\d+ \(pid: \d+\)|Signal \d+ \(SIG\w+\) "
+        r"received by PID",
+        accept=_killed_by_a_signal,  # an exit code >= 0 reports an error printed above it
+        role_of=_summary_line_role,
+        priority=1,
+    ),
+    # Launchers that report a rank killed by a signal: DeepSpeed (launcher/launch.py
+    #   sigkill_handler) "[...] exits with return code = -11"; torch.distributed.launch 1.x and
+    #   accelerate (subprocess): "CalledProcessError: Command '[...]' died with
+    #   <Signals.SIGSEGV: 11>." An exit code >= 0 reports an error printed above it.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("exits with return code = -", "died with <Signals."),
+        "a rank[ (local rank {local_rank})] was killed[ by {signal}][ (exit code {exitcode})]",
+        fields={
+            "exitcode": (r"exits with return code = (-\d+)",),
+            "signal": (r"died with <Signals\.(SIG\w+): \d+>",),
+            "local_rank": (r"--local_rank=(\d+)",),
+        },
+        confirm=r"exits with return code = -\d+|died with <Signals\.SIG\w+: \d+>",
+        role_of=crash_role,
+        priority=1,
+    ),
+    # Open MPI's launcher: "mpirun noticed that process rank 3 with PID 4242 on node node-1
+    #   exited on signal 11 (Segmentation fault)." (open-mpi/ompi orte/ prte help texts)
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("mpirun noticed that process rank",),
+        "rank {rank}[ on {host}] was killed by a signal[ ({signal})] (mpirun)",
+        fields={
+            "rank": (r"process rank (\d+)",),
+            "host": (r"on node (\S+) exited",),
+            "signal": (r"exited on signal (\d+)",),
+        },
+        confirm=r"exited on signal \d+",
+        role_of=crash_role,
+        priority=1,
+    ),
+    # srun's own line for a task a signal killed: "srun: error: node-3: task 0: Segmentation
+    #   fault (core dumped)", "... task 5: Bus error" (SchedMD/slurm src/srun: strsignal's
+    #   words); "Killed", "Terminated" and "Aborted" are left to the lines that say why.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("srun: error: ",),
+        "SLURM task {task} died: {death}",
+        fields={
+            "task": (r"task (\d+): ",),
+            "death": (
+                r"task \d+: (Segmentation fault|Bus error|Illegal instruction|"
+                r"Floating point exception)",
+            ),
+        },
+        confirm=r"srun: error: .*task \d+: (?:Segmentation fault|Bus error|Illegal instruction|"
+        r"Floating point exception)",
+        priority=1,
+    ),
+    # A process's own last words when a signal kills it, by whoever printed them: Python's
+    #   faulthandler "Fatal Python error: Segmentation fault" (or "Bus error"); the shell
+    #   "Segmentation fault (core dumped)"; absl (JAX, TF) "*** SIGSEGV received at time=...";
+    #   glog "*** SIGSEGV (@0x0) received by PID 1234 (TID 0x7f...) from PID 0; stack trace:
+    #   ***"; UCX's handler "Caught signal 11 (Segmentation fault: address not mapped to object
+    #   at address 0x8)" (openucx/ucx src/ucs/debug/debug.c); a DataLoader worker (torch
+    #   utils/data/_utils/signal_handling.py): "ERROR: Unexpected segmentation fault encountered
+    #   in worker.", "DataLoader worker (pid 42) is killed by signal: Segmentation fault."
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        (
+            "Segmentation fault",
+            "Fatal Python error: Bus error",
+            "SIGSEGV received at time",
+            "received by PID",
+            "segmentation fault encountered in worker",
+        ),
+        "a process died: {death}",
+        fields={
+            "death": (r"([Ss]egmentation fault|Bus error|SIGSEGV|SIGBUS|SIGILL|SIGFPE)",),
+        },
+        confirm=r"segmentation fault encountered in worker|killed by signal: Segmentation fault|"
+        r"Fatal Python error: (?:Segmentation fault|Bus error)|Segmentation fault\s+"
+        r"\(core dumped\)|\*\*\* SIGSEGV received at time|Caught signal 11 \(Segmentation "
+        r"fault|\*\*\* SIG(?:SEGV|BUS|ILL|FPE) \(@0x[0-9a-f]+\) received by PID",
+        priority=1,
+    ),
+    # A container runtime reporting 128 + 11 or 128 + 7 (kubectl describe "Exit Code: 139",
+    #   docker "exited with code 139"): SIGSEGV / SIGBUS; 137 is in patterns_cluster.py
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("Exit Code:    139", "Exit Code: 139", "exited with code 139", "Exit Code:    135"),
+        "a container was killed by a signal (exit code {container_exit})",
+        fields={"container_exit": (r"(13[59])",)},
+        priority=1,
     ),
     # torch.multiprocessing.spawn: ProcessExitedException: process 1 terminated with signal
     # SIGKILL  /  ProcessRaisedException: process 0 terminated with exit code 1
@@ -169,6 +322,10 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             "system error: 10054",
             "(errno: 104 - ",
             "Connection closed by remote peer",
+            # gloo tcp/pair.cc's other words for it: "Socket closed [10.0.0.2]:5555",
+            #   "Socket unexpectedly closed [10.0.0.2]:5555" (facebookincubator/gloo)
+            "Socket closed [",
+            "Socket unexpectedly closed [",
         ),
         "the connection to a peer rank closed[ ({peer})]: that rank had exited (crashed, or "
         "left its training loop early) while this one still expected it",
@@ -176,6 +333,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             "peer": (
                 r"by (?:remote )?peer \[([^\]]+)\]",
                 r"by (?:remote )?peer ([\w-]+(?:\.[\w-]+)*)",
+                r"[Ss]ocket (?:unexpectedly )?closed \[([^\]]+)\]",
             )
         },
         role=Role.SYMPTOM,

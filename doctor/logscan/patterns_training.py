@@ -62,7 +62,16 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP504",
         "host-out-of-memory",
-        ("oom-kill event", "Out of memory: Kill", "is killed by signal: Killed"),
+        # cgroup v1/v2 kernels: "Memory cgroup out of memory: Killed process 4242 (python)";
+        # the kernel's first line of an OOM report: "python invoked oom-killer: gfp_mask=..."
+        # (Linux mm/oom_kill.c)
+        (
+            "oom-kill event",
+            "Out of memory: Kill",
+            "out of memory: Kill",
+            "invoked oom-killer",
+            "is killed by signal: Killed",
+        ),
         "the host ran out of memory and the kernel killed a process[ (pid {pid})]",
         fields={"pid": (r"Kill(?:ed)? process (\d+)", r"worker \(pid (\d+)\)")},
     ),
@@ -74,7 +83,26 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP505",
         "cuda-out-of-memory",
-        ("CUDA out of memory", "CUDA error: out of memory"),
+        # NCCL (include/checks.h, alloc.h): "NCCL WARN Cuda failure 'out of memory'" (2.4 -
+        #   2.18), "Cuda failure 2 'out of memory'" (>= 2.19), "Failed to CUDA calloc async
+        #   4194304 bytes"; torch's driver API: "CUDA driver error: out of memory"; cuBLAS
+        #   creating its handle: "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+        #   (pytorch/pytorch#40377); ROCm builds: "HIP out of memory. Tried to allocate";
+        #   the runtime's name: cudaErrorMemoryAllocation
+        (
+            "CUDA out of memory",
+            "CUDA error: out of memory",
+            # torch <= 1.0 (THC): "cuda runtime error (2) : out of memory at .../THCStorage.cu:58"
+            "cuda runtime error (2) : out of memory",
+            "CUDA driver error: out of memory",
+            "Cuda failure 'out of memory'",
+            "Cuda failure 2 'out of memory'",
+            "Failed to CUDA calloc",
+            "Failed to CUDA malloc",
+            "CUBLAS_STATUS_ALLOC_FAILED",
+            "HIP out of memory. Tried",
+            "cudaErrorMemoryAllocation",
+        ),
         "[rank {rank}: ]a GPU ran out of memory[ on GPU {gpu}][ allocating {requested}]",
         fields={"gpu": (r"\bGPU (\d+)",), "requested": (r"Tried to allocate ([\d.]+ [KMGT]?i?B)",)},
     ),
@@ -105,11 +133,17 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP507",
         "job-cancelled",
-        ("CANCELLED AT", "death signal, shutting down workers"),
+        # torchrun's agent raising on SIGTERM/SIGINT/SIGHUP/SIGQUIT (elastic/multiprocessing/
+        #   api.py): "torch.distributed.elastic.multiprocessing.api.SignalException: Process
+        #   12345 got signal: 15"
+        ("CANCELLED AT", "death signal, shutting down workers", "SignalException: Process"),
         "the job was stopped from outside[ ({reason})][ (torchrun got {signal})]",
         fields={
             "reason": (r"DUE TO ([A-Z ]+?)\s*\*\*\*",),
-            "signal": (r"Received (?:Signals\.)?(SIG\w+|\d+) death signal",),
+            "signal": (
+                r"Received (?:Signals\.)?(SIG\w+|\d+) death signal",
+                r"got signal: (SIG\w+|\d+)",
+            ),
         },
     ),
     # A generic ncclSystemError: its cause is in the NCCL WARN lines before it (an interface,
@@ -121,7 +155,14 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "DDP508",
         "nccl-system-error",
-        ("unhandled system error", "unhanled system error"),  # 1.1's typo (pytorch#23363)
+        # torch >= 2.0 adds its own description (NCCLUtils): "ncclSystemError: System call
+        #   (e.g. socket, malloc) or external library call failed or device error."; NCCL 2.28's
+        #   string for it is "System error"
+        (
+            "unhandled system error",
+            "unhanled system error",  # 1.1's typo (pytorch#23363)
+            "ncclSystemError: System call",
+        ),
         "NCCL failed a system call ('unhandled system error'[, NCCL {nccl_version}])",
         fields={"nccl_version": (r"NCCL version ([\w.+-]+)",)},
         role=Role.SYMPTOM,
