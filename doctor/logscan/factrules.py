@@ -4,11 +4,10 @@ logfacts.py turns lines into facts (the interfaces NCCL chose, variables it repo
 versions per host, addresses connected to). Here those facts become the same frozen facts the
 probes produce (HostFacts, PlanFacts, JobFacts) and the registered check functions judge them:
 DDP203 (master_addr_unresolvable), DDP204 (hostname_is_loopback) and DDP306 (version_skew)
-are the live run's functions, not a
-second pattern table. What no probe rule can judge from a log's partial facts is decided here
-and said so: a link-local or virtual interface NCCL bootstraps over (DDP215, whose live check
-needs the route to the master) and NCCL_SOCKET_IFNAME naming an interface NCCL found no
-address on (DDP205, whose live check needs the host's interface list).
+are the live run's functions, not a second pattern table. DDP215 and DDP205, whose live checks
+need what a log only partly has (the route to the master, the host's interface list), are
+judged by the pure functions those checks call (readings/interface_reach.py) over what the log
+shows: the interfaces NCCL used, the variable's value, whether the run spans hosts.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from ddp_doctor.registry import Hit, spec_for
 
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP214", "DDP306", "DDP307", "DDP309")
-VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel")
+NCCL = "NCCL_SOCKET_IFNAME"
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
 
 
@@ -109,44 +108,65 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     )
 
 
-# --- DDP215: NCCL bootstraps over an interface other nodes cannot reach ----------------------
+# --- DDP215 / DDP205: the interfaces NCCL bootstraps over ----------------------------------
+# judged by readings/interface_reach.py, the functions the live preflight uses (netfix's DDP215
+# prediction, DDP205's wrong_network_interface): a log shows the interfaces NCCL used and the
+# variable's value, never the route to the master, so the route is passed as unknown
 def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    peer = next((c for c in facts.connections if _link_local(c.address) and c.outcome), None)
-    bad = [i for i in facts.interfaces.values() if _virtual(i.name) or _link_local(i.address)]
+    from ddp_doctor.readings import interface_reach
+
+    seen = _seen(facts)
     failing = any(c.outcome in FAILED for c in facts.connections) or facts.connect_failures
+    several = _several_nodes(facts)
+    peer = _link_local_peer(facts)
+    named = facts.env.get("NCCL_SOCKET_IFNAME")
+    problem = None
+    if named is not None and seen:
+        reach = bool(failing or several)
+        problem = interface_reach.socket_ifname_problem(NCCL, named[0], seen, other_hosts=reach)
     if peer is not None:
         message = (
             f"NCCL connected to a peer's IPv6 link-local address {peer.address} "
             f"({peer.outcome}): a link-local address is not routed between hosts"
         )
         line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
-    elif bad and _chosen_by_variable(facts, bad, failing):
-        yield from _variable_picks_unreachable(facts, bad, failing)
+    elif problem == interface_reach.ONLY_UNROUTABLE:
+        yield from _variable_picks_unreachable(facts, failing)
         return
-    elif bad and (len(facts.interfaces) > 1 or _several_nodes(facts)):
-        names = ", ".join(f"{i.name} ({i.address})" for i in bad)
+    else:
+        other_hosts = several or len(seen) > 1  # beside the host's own interface
+        bad = interface_reach.nccl_choice_unreachable(seen, None, other_hosts=other_hosts)
+        if not bad:
+            return
+        names = ", ".join(f"{i.name} ({i.addresses[0]})" for i in bad)
         message = (
             f"NCCL bootstraps over {names} beside the host's own interface: other nodes cannot "
             "reach a loopback, container-bridge or IPv6 link-local address"
             + (", and connections fail" if failing else "")
         )
-        line = bad[0].line
+        line = facts.interfaces[bad[0].name].line
         read = {"interfaces": {i.name: i.address for i in facts.interfaces.values()}}
-    else:
-        return
     yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
 
 
-def _chosen_by_variable(facts: LogFacts, bad: list, failing: object) -> bool:
-    """NCCL_SOCKET_IFNAME chose them (DDP215 is NCCL's own choice, the variable unset): every
-    interface NCCL uses is loopback, virtual or link-local, in a run of several nodes or with
-    NCCL's connections failing (over loopback on one host they would not)."""
-    only_bad = "NCCL_SOCKET_IFNAME" in facts.env and len(bad) == len(facts.interfaces)
-    return only_bad and bool(failing or _several_nodes(facts))
+def _seen(facts: LogFacts) -> list:  # -> list[facts.cluster.Interface]
+    from ddp_doctor.facts.cluster import Interface
+
+    return [Interface(i.name, (i.address,)) for i in facts.interfaces.values()]
 
 
-def _variable_picks_unreachable(facts: LogFacts, bad: list, failing: object):
+def _link_local_peer(facts: LogFacts) -> Connection | None:
+    """A failed connection to a peer's IPv6 link-local address (interface_reach's own test):
+    the peer bootstraps over an interface no other host reaches."""
+    from ddp_doctor.readings import interface_reach
+
+    failed = (c for c in facts.connections if c.outcome)
+    return next((c for c in failed if interface_reach.link_local(c.address)), None)
+
+
+def _variable_picks_unreachable(facts: LogFacts, failing: object):
     named, line = facts.env["NCCL_SOCKET_IFNAME"]
+    bad = list(facts.interfaces.values())
     names = ", ".join(f"{i.name} ({i.address})" for i in bad)
     message = (
         f"NCCL_SOCKET_IFNAME={named!r} leaves NCCL only {names}: "
@@ -165,18 +185,17 @@ def _several_nodes(facts: LogFacts) -> bool:
     return len(hosts) > 1 or (nnodes is not None and nnodes[0] > 1) or group not in ("0", "1")
 
 
-def _virtual(name: str) -> bool:
-    return name == "lo" or name.startswith(VIRTUAL_PREFIXES[1:])
-
-
-def _link_local(address: str) -> bool:
-    return address.lower().startswith("fe80:")
-
-
 # --- DDP205: NCCL_SOCKET_IFNAME names an interface NCCL found no address on ------------------
 def _no_address(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """NCCL listed no interface and then tried an address of no family: of the interfaces it
+    saw, the variable selected none (the live rule's NO_MATCH, over an empty list)."""
+    from ddp_doctor.readings import interface_reach
+
     named = facts.env.get("NCCL_SOCKET_IFNAME")
     if named is None or facts.no_family_address is None or facts.interfaces:
+        return
+    problem = interface_reach.socket_ifname_problem(NCCL, named[0], (), other_hosts=False)
+    if problem != interface_reach.NO_MATCH:
         return
     message = (
         f"NCCL_SOCKET_IFNAME={named[0]!r} names no interface NCCL found an address on: NCCL "
