@@ -113,6 +113,28 @@ def test_a_sigkill_with_memory_evidence_is_the_memory_kill(memory_line: str) -> 
         assert "likely" not in by_code(text)["DDP504"].evidence
 
 
+# DataLoader's own words for its worker's signal (torch/utils/data/_utils/signal_handling.py;
+# alibaba/Pai-Megatron-Patch#583, pytorch/pytorch#4507)
+DATALOADER_KILLED = "[rank0]: RuntimeError: DataLoader worker (pid 9382) is killed by signal: {}."
+
+
+@pytest.mark.parametrize(
+    ("words", "signal"),
+    [("Killed", "SIGKILL"), ("Segmentation fault", "SIGSEGV"), ("Terminated", "SIGTERM")],
+)
+def test_a_dataloader_worker_killed_by_a_signal_names_the_signal(words: str, signal: str) -> None:
+    text = DATALOADER_KILLED.format(words)
+    assert codes(text) == ["DDP307"]  # not DDP504: a SIGKILL says nothing about memory by itself
+    killed = by_code(text)["DDP307"]
+    assert killed.evidence["signal"] == signal and killed.evidence["pid"] == 9382
+    assert killed.fix is crash_fix({"signal": signal})
+
+
+def test_a_dataloader_worker_sigkill_with_memory_evidence_is_the_memory_kill() -> None:
+    text = DATALOADER_KILLED.format("Killed") + "\nkernel: Out of memory: Killed process 9382 (pt)"
+    assert codes(text)[:2] == ["DDP504", "DDP307"]
+
+
 def test_a_container_exit_137_alone_names_sigkill() -> None:
     text = "task failed: container terminated with exit code (137)"
     assert codes(text) == ["DDP307"]
@@ -150,6 +172,22 @@ def test_a_progress_bar_alone_is_no_finding() -> None:
 def test_eaddrinuse_from_a_rank_that_is_not_0_is_ddp233() -> None:
     assert codes(EADDRINUSE.format(prefix="[rank1]: ")) == ["DDP233"]
     assert codes(EADDRINUSE.format(prefix="[rank0]: ")) == ["DDP201"]
+
+
+def test_a_rank_that_failed_first_for_another_reason_does_not_make_eaddrinuse_ddp233() -> None:
+    # pytorch/pytorch#129367: a port taken by another job; rank 0 reports EADDRINUSE, the others
+    # only time out, and torchrun may name one of them as the first failure
+    timeout = "Traceback: torch.distributed.DistStoreError: Socket Timeout"
+    text = (
+        EADDRINUSE.format(prefix="") + "\n" + SUMMARY.format(rank=3, exitcode=1, traceback=timeout)
+    )
+    assert "DDP233" not in codes(text) and codes(text)[0] == "DDP201"
+
+
+def test_a_rank_that_failed_first_on_the_bind_is_ddp233() -> None:
+    bind = "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)"
+    text = EADDRINUSE.format(prefix="") + "\n" + SUMMARY.format(rank=3, exitcode=1, traceback=bind)
+    assert codes(text)[0] == "DDP233"
 
 
 # --- a peer that left -----------------------------------------------------------------------------

@@ -71,12 +71,12 @@ describe(
         ("dmesg -T | grep -i -E 'killed process|out of memory'",),
     ),
     """What it finds: slurmstepd's "Detected N oom-kill event(s)", the kernel's "Out of memory:
-Killed process N", a DataLoader worker "killed by signal: Killed", the kubelet's "OOMKilled"
-and "The node was low on resource: memory", a container runtime's "container init was
-OOM-killed", Ray's memory monitor.
+Killed process N", the kubelet's "OOMKilled" and "The node was low on resource: memory", a
+container runtime's "container init was OOM-killed", Ray's memory monitor.
 Why it matters: a killed rank leaves the others hanging until their timeout; torchrun then
-reports exitcode -9 (SIGKILL), which says nothing about memory by itself: a SIGKILL with none
-of these lines is DDP307 (the rank's death, naming the signal), and one with them is this.
+reports exitcode -9 (SIGKILL), and DataLoader "worker ... is killed by signal: Killed", which
+say nothing about memory by themselves: a SIGKILL with none of these lines is DDP307 (the
+rank's or worker's death, naming the signal), and one with them is this.
 Example: eight ranks each loading a 40 GB dataset into RAM, each with 8 DataLoader workers.
 Fix: less RAM per rank (workers, prefetch, lazy or memory-mapped data), or more memory.""",
 )

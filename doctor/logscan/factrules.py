@@ -22,6 +22,7 @@ from ddp_doctor.registry import Hit, spec_for
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP214", "DDP306", "DDP307", "DDP309")
 NCCL = "NCCL_SOCKET_IFNAME"
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
+MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
 
 def shared_rule(code: str) -> Callable:
@@ -96,6 +97,8 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     if chosen is None and named is not None and (failed or facts.gloo_mesh_failed is not None):
         chosen = Connection(named[0], 0, None, named[2])
     if chosen is None:
+        chosen = _mesh_refused_at_loopback(facts, failed)
+    if chosen is None:
         return
     from ddp_doctor.facts.machine import HostFacts, PlanFacts
 
@@ -106,6 +109,22 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     yield from _run(
         "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read
     )
+
+
+def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:
+    """gloo's full mesh failing at a peer's loopback address (on the error's own lines), in a
+    run that spans hosts: the store's client connects to a routable master, or this rank's
+    own pair address is loopback too (gloo bound where its host name led it). On one host the
+    peer listens on that loopback address and the connection succeeds; a failure says the
+    peer advertised loopback from another host (aws-samples/aws-do-eks#69, hostNetwork pods)."""
+    mesh = facts.gloo_mesh_failed
+    if mesh is None:
+        return None
+    peers = [c for c in failed if mesh <= c.line <= mesh + MESH_ERROR_LINES]
+    routable = facts.remote_store is not None
+    if peers and (routable or facts.gloo_local_loopback is not None):
+        return peers[0]
+    return None
 
 
 # --- DDP215 / DDP205: the interfaces NCCL bootstraps over ----------------------------------

@@ -10,6 +10,7 @@ _NUMBER = r"(-?\d+)"
 # Killed by one of these, a rank died of its own accord (or the host's OOM killer). SIGTERM is
 # torchrun stopping the survivors, SIGABRT an abort whose reason is printed above it.
 CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+DATALOADER_SIGNALS = ("Killed", "Terminated", "Segmentation fault", "Aborted")  # strsignal's
 
 
 def crash_role(evidence: Evidence) -> Role:
@@ -152,6 +153,25 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         confirm=r"process \d+ terminated with",
         role_of=crash_role,
         priority=2,
+    ),
+    # DataLoader (torch/utils/data/_utils/signal_handling.py, since 0.4): a worker's death by a
+    #   signal, in strsignal's words: "RuntimeError: DataLoader worker (pid 9382) is killed by
+    #   signal: Killed." (alibaba/Pai-Megatron-Patch#583, under [rank0]:), "... Terminated."
+    #   (pytorch/pytorch#4507), "Segmentation fault.", "Aborted.". A SIGKILL says nothing about
+    #   memory by itself (DDP504's explain text): with the kernel's or a scheduler's memory line
+    #   in the log DDP504 comes first (inference.py). "Bus error" is /dev/shm's
+    #   (patterns_platform.py).
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        tuple(f"is killed by signal: {words}" for words in DATALOADER_SIGNALS),
+        "[rank {rank}: ]a DataLoader worker[ (pid {pid})] was killed by {signal}, and its "
+        "rank raised",
+        fields={
+            "signal": (r"killed by signal: ([A-Z][a-z]+(?: [a-z]+)?)",),
+            "pid": (r"worker \(pid (\d+)\)",),
+        },
+        role_of=crash_role,
     ),
     # What the survivors see when a peer exits, crashed or not:
     # gloo (pair.cc): Connection closed by peer [127.0.0.1]:41234; >= 2.6 adds "This is

@@ -58,13 +58,14 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     # slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes
     #   may have been killed by the cgroup out-of-memory handler.
     # kernel: Out of memory: Killed process 12345 (python) total-vm:... (< 5.x: "Kill process")
-    # DataLoader: RuntimeError: DataLoader worker (pid 12345) is killed by signal: Killed.
+    # (a DataLoader worker "killed by signal: Killed" is a SIGKILL, not memory evidence by itself:
+    #  patterns_ranks.py)
     Pattern(
         "DDP504",
         "host-out-of-memory",
-        ("oom-kill event", "Out of memory: Kill", "is killed by signal: Killed"),
+        ("oom-kill event", "Out of memory: Kill"),
         "the host ran out of memory and the kernel killed a process[ (pid {pid})]",
-        fields={"pid": (r"Kill(?:ed)? process (\d+)", r"worker \(pid (\d+)\)")},
+        fields={"pid": (r"Kill(?:ed)? process (\d+)",)},
     ),
     # 1.x:       RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; ...)
     # 2.0 - 2.4: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
