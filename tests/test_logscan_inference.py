@@ -135,6 +135,34 @@ def test_a_dataloader_worker_sigkill_with_memory_evidence_is_the_memory_kill() -
     assert codes(text)[:2] == ["DDP504", "DDP307"]
 
 
+def test_the_entry_of_a_torchrun_summary_cut_above_its_table_names_the_signal() -> None:
+    text = (  # NVIDIA/Megatron-LM#1880: only the entry's fields were pasted
+        "  rank      : 0 (local_rank: 0)\n  exitcode  : -11 (pid: 6421)\n"
+        "  error_file: <N/A>\n  traceback : Signal 11 (SIGSEGV) received by PID 6421\n"
+    )
+    crashed = by_code(text)["DDP307"]
+    assert crashed.evidence["signal"] == "SIGSEGV" and crashed.fix is crash_fix(
+        {"signal": "SIGSEGV"}
+    )
+
+
+def test_torch_1_x_bare_store_timeout_is_ddp231() -> None:
+    text = (  # torch <= 1.6 under the TCPStore frame (yangkky/distributed_tutorial#3)
+        "    store = TCPStore(master_addr, master_port, world_size, start_daemon)\n"
+        "RuntimeError: Connection timed out\n"
+    )
+    assert codes(text) == ["DDP231"]
+    assert "DDP231" not in codes("RuntimeError: Connection timed out while reading the dataset\n")
+
+
+def test_rays_out_of_memory_advice_alone_is_the_memory_monitor() -> None:
+    text = (  # ray-project/ray#44574: the headline of the kill message was cut
+        "(raylet) Refer to the documentation on how to address the out of memory issue: "
+        "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n"
+    )
+    assert codes(text) == ["DDP504"]
+
+
 def test_a_container_exit_137_alone_names_sigkill() -> None:
     text = "task failed: container terminated with exit code (137)"
     assert codes(text) == ["DDP307"]

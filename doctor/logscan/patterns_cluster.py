@@ -172,6 +172,34 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},
     ),
+    # libfabric's EFA provider's own errors outside NCCL: printed with its source file, "Unable
+    #   to write to EQ: Missing or unavailable event queue. err: Input/output error (5)
+    #   prov_errno: Unknown error -12 (-12) prov/efa/src/rxr/rxr.h:1343" (ofiwg/libfabric#6249);
+    #   its completion-queue warnings, "libfabric:20828:efa:cq:rxr_cq_handle_pkt_recv_completion()
+    #   :1434<warn> invalid control pkt type 0" (ofiwg/libfabric#5716)
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("prov/efa/src/", ":efa:cq:"),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"^\s*(.+?)\s+prov/efa/src/", r"<warn>\s*(.+?)\s*$")},
+        confirm=r"(?:\berr(?:or)?\b|prov_errno).*prov/efa/src/|:efa:cq:.*<warn>",
+        unless=("<info>", "<debug>", "<trace>"),
+    ),
+    # An application that asked libfabric for the EFA provider and got another: ps-lite's
+    #   fabric van (BytePS) "Check failed: strcmp(ofi_provider_->fabric_attr->prov_name, "efa")
+    #   == 0 couldn't get EFA as provider" (aws/libfabric#3). libfabric's own "fi_getinfo:
+    #   provider X returned -61" lines before it are its search over every provider, no error;
+    #   so is Open MPI's "EFA specific fi_getinfo(): No data available" on a host without EFA,
+    #   after which it tries other providers (open-mpi/ompi#11412).
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("get EFA as provider",),
+        "libfabric offered the application no EFA provider (the EFA device or its driver is "
+        "missing here, or does not offer what was asked)",
+        confirm=r"(?:couldn't|could not|cannot|unable to) get EFA as provider",
+    ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
     Pattern(
@@ -207,7 +235,10 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   have been OOM Killed." (older: "oom-kill event(s)", patterns_training.py); the kubelet:
     #   "The node was low on resource: memory." (kubeflow/kubeflow#1261), "Reason: OOMKilled";
     #   Ray's memory monitor: "N Workers (tasks / actors) killed due to memory pressure (OOM)"
-    #   (ray-project/ray#34695)
+    #   (ray-project/ray#34695), and the advice that ends every one of its kill messages,
+    #   "(raylet) Refer to the documentation on how to address the out of memory issue:
+    #   https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html" (alone where
+    #   the headline was cut: ray-project/ray#44574)
     Pattern(
         "DDP504",
         "host-out-of-memory",
@@ -219,6 +250,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "condition: [MemoryPressure]",
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
+            "address the out of memory issue",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
         ),
         "the host or container ran out of memory and was killed by {killer}",

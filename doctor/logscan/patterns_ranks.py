@@ -154,6 +154,21 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         role_of=crash_role,
         priority=2,
     ),
+    # torchrun's failure summary cut above its table (only the entry's fields pasted):
+    #   "traceback : Signal 11 (SIGSEGV) received by PID 6421" (NVIDIA/Megatron-LM#1880); with
+    #   the table's start in the log, torchrun_block.py reads the whole entry instead.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        ("received by PID",),
+        "a rank died from {signal} (torchrun's failure summary[, pid {pid}])",
+        fields={
+            "signal": (r"Signal \d+ \((SIG\w+)\) received by PID",),
+            "pid": (r"received by PID (\d+)",),
+        },
+        confirm=r"traceback\s*:\s*Signal \d+ \(SIG\w+\) received by PID",
+        role_of=crash_role,
+    ),
     # DataLoader (torch/utils/data/_utils/signal_handling.py, since 0.4): a worker's death by a
     #   signal, in strsignal's words: "RuntimeError: DataLoader worker (pid 9382) is killed by
     #   signal: Killed." (alibaba/Pai-Megatron-Patch#583, under [rank0]:), "... Terminated."
