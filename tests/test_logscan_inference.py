@@ -163,6 +163,22 @@ def test_rays_out_of_memory_advice_alone_is_the_memory_monitor() -> None:
     assert codes(text) == ["DDP504"]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [  # Ray >= 2.2 (ray-project/ray#30312), Ray 2.0 - 2.1 (ray-project/ray#28774)
+        "Memory on the node (IP: 172.17.0.2, ID: 8c5a14) where the task (task ID: 41617b, "
+        "name=allocate_memory, pid=548, memory used=12.18GB) was running was 21.91GB / 33.28GB "
+        "(0.658192), which exceeds the memory usage threshold of 0.65. Ray killed this worker",
+        "(raylet, ip=172.31.66.10) [2022-09-22 16:02:34,214 E 138 138] (raylet) "
+        "node_manager.cc:2966: System memory low at node with IP 172.31.66.10. Used memory "
+        "(54.90GB) / total capacity (57.60GB) (0.95307) exceeds threshold 0.95, killing latest "
+        "task with name  and task ID NIL_ID to avoid running out of memory.",
+    ],
+)
+def test_rays_memory_monitor_across_versions_is_ddp504(line: str) -> None:
+    assert codes(line) == ["DDP504"]
+
+
 def test_a_container_exit_137_alone_names_sigkill() -> None:
     text = "task failed: container terminated with exit code (137)"
     assert codes(text) == ["DDP307"]

@@ -238,7 +238,12 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   (ray-project/ray#34695), and the advice that ends every one of its kill messages,
     #   "(raylet) Refer to the documentation on how to address the out of memory issue:
     #   https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html" (alone where
-    #   the headline was cut: ray-project/ray#44574)
+    #   the headline was cut: ray-project/ray#44574); Ray >= 2.2's "Memory on the node (IP: ...)
+    #   where the task (...) was running was 21.91GB / 33.28GB (0.658192), which exceeds the
+    #   memory usage threshold of 0.65. Ray killed this worker" (ray-project/ray#30312); Ray
+    #   2.0 - 2.1's "(raylet) node_manager.cc:2966: System memory low at node with IP
+    #   172.31.66.10. Used memory (54.90GB) / total capacity (57.60GB) (0.95307) exceeds
+    #   threshold 0.95, killing latest task" (ray-project/ray#28774)
     Pattern(
         "DDP504",
         "host-out-of-memory",
@@ -251,6 +256,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
             "address the out of memory issue",
+            "exceeds the memory usage threshold",
+            "System memory low at node",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
         ),
         "the host or container ran out of memory and was killed by {killer}",
