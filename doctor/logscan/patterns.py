@@ -14,6 +14,7 @@ from ddp_doctor.logscan.logfacts import FACT_ANCHORS, FACT_ONLY_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
+from ddp_doctor.logscan.patterns_launchers import LAUNCHER_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
 from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
 from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
@@ -23,6 +24,7 @@ PATTERNS: tuple[Pattern, ...] = (
     *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,
+    *LAUNCHER_PATTERNS,
     *PLATFORM_PATTERNS,
     *TRAINING_PATTERNS,  # ends with the generic NCCL WARN row
 )

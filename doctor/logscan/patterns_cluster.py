@@ -270,6 +270,18 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             )
         },
     ),
+    # srun's words for a task the cgroup's OOM killer took: "srun: error: sdumont6156: task 0:
+    #   Out Of Memory" (nextflow-io/nextflow#5932, beside slurmstepd's oom_kill line;
+    #   FoNDUE-HTR/Documentation#5 alone)
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        ("srun: error: ",),
+        "the host or container ran out of memory and was killed by slurmstepd (SLURM task "
+        "{slurm_task}[ on {host}])",
+        fields={"slurm_task": (r"task (\d+): ",), "host": (r"srun: error: ([\w.-]+): task",)},
+        confirm=r"task \d+: Out Of Memory\s*$",
+    ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
     #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays
     #   DDP307 unless the log holds memory evidence (DDP504; inference.py).
