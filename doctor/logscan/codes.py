@@ -71,7 +71,8 @@ describe(
         ("dmesg -T | grep -i -E 'killed process|out of memory'",),
     ),
     """What it finds: slurmstepd's "Detected N oom-kill event(s)" and srun's "task N: Out Of
-Memory", the kernel's "Out of memory: Killed process N", the kubelet's "OOMKilled" and "The
+Memory", LSF's "TERM_MEMLIMIT", PBS's "job killed: mem ... exceeded limit", the kernel's "Out
+of memory: Killed process N" (and its memory cgroup's), the kubelet's "OOMKilled" and "The
 node was low on resource: memory", a container runtime's "container init was OOM-killed", Ray's
 memory monitor (its kill message, its threshold lines, its out-of-memory advice).
 Why it matters: a killed rank leaves the others hanging until their timeout; torchrun then
@@ -126,8 +127,10 @@ describe(
         ("sacct -j JOBID --format=JobID,State,Elapsed,Timelimit,ExitCode",),
     ),
     """What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
-scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers"
-and its "SignalException: Process N got signal: 15".
+scancel), LSF's "TERM_RUNLIMIT" (TERM_PREEMPT, TERM_OWNER, TERM_ADMIN), PBS's "job killed:
+walltime ... exceeded limit" and Moab's "job exceeded wallclock limit", torchrun's "Received
+SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers" and its "SignalException: Process
+N got signal: 15".
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
 consequences, not bugs in the script.
 Example: `slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2026-05-01T10:00:00 DUE TO

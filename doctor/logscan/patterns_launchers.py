@@ -1,6 +1,7 @@
-"""Log texts of the launchers around the ranks: how deepspeed, accelerate (any launcher that runs
-the ranks through Python's subprocess), mpirun and srun report a rank or task that died, and
-how torchrun reports a stop from outside in its own exception.
+"""Log texts of the launchers and schedulers around the ranks: how deepspeed, accelerate (any
+launcher that runs the ranks through Python's subprocess), mpirun and srun report a rank or task
+that died; how torchrun reports a stop from outside in its own exception; how LSF and PBS/Torque
+(Moab) say they ended a job (SLURM's words are in patterns_training.py and patterns_cluster.py).
 
 A signal is named (a number or strsignal's words become SIGKILL, SIGSEGV ...), and the row's
 role follows it (crash_role): a rank killed by a signal is a cause, an exit code only reports an
@@ -73,6 +74,46 @@ LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
         },
         confirm=r"task \d+: (?:Killed|Segmentation fault|Aborted|Bus error|Terminated)\s*$",
         role_of=crash_role,
+    ),
+    # LSF's job report: "TERM_RUNLIMIT: job killed after reaching LSF run time limit." (marbl/
+    #   canu#444), and its other TERM_ reasons for a job ended from outside (preempted, killed by
+    #   its owner or an administrator); its memory limit, "TERM_MEMLIMIT: job killed after
+    #   reaching LSF memory usage limit." (wheaton5/souporcell#20), is DDP504
+    Pattern(
+        "DDP507",
+        "job-cancelled",
+        ("TERM_RUNLIMIT", "TERM_PREEMPT", "TERM_OWNER", "TERM_ADMIN"),
+        "the job was stopped from outside (LSF: {reason})",
+        fields={"reason": (r"(TERM_[A-Z_]+)",)},
+        confirm=r"TERM_[A-Z_]+: job killed",
+    ),
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        ("TERM_MEMLIMIT",),
+        "the job ran out of its memory limit and LSF killed it (TERM_MEMLIMIT)",
+        confirm=r"TERM_MEMLIMIT: job killed",
+    ),
+    # PBS/Torque: "=>> PBS: job killed: walltime 259217 exceeded limit 259200" (biocore/qiime#1048);
+    #   its memory limit, "=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb" (marbl/
+    #   canu#530; "mem job total ... kb exceeded limit": dask/dask-jobqueue#178), is DDP504;
+    #   Moab: "MOAB_INFO:  job exceeded wallclock limit" (CoBrALab/MAGeTbrain#20)
+    Pattern(
+        "DDP507",
+        "job-cancelled",
+        ("job killed: walltime", "exceeded wallclock limit"),
+        "the job was stopped from outside (its wall-clock limit[: {elapsed} s of {limit} s])",
+        fields={
+            "elapsed": (r"walltime (\d+) exceeded",),
+            "limit": (r"exceeded limit (\d+)",),
+        },
+    ),
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        ("job killed: mem", "job killed: vmem", "job killed: pmem"),
+        "the job ran out of its memory limit and PBS killed it",
+        confirm=r"job killed: [pv]?mem .*exceeded limit",
     ),
     # torchrun's own handler when the launcher itself gets a signal (torch >= 1.12,
     #   elastic/multiprocessing/api.py _terminate_process_handler): "torch.distributed.elastic.
