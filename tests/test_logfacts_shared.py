@@ -8,6 +8,7 @@ report (fixtures/jobs) and from the log scan on a real log's lines (sources besi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -122,3 +123,39 @@ def test_the_shared_ddp230_judgement() -> None:
     assert not judged(29500, "EACCES: ...", True)
     assert not judged(0, None, True)  # 0: any free port
     assert not judged(80, "EADDRINUSE: cannot listen on *:80: Address already in use", False)
+
+
+# --- DDP210: no route to the address connected to ----------------------------------------------
+def test_no_route_in_a_log_is_judged_by_the_live_network_unreachable(monkeypatch) -> None:
+    from ddp_doctor import registry
+    from ddp_doctor.logscan.factrules import shared_rule
+    from ddp_doctor.rules import network
+
+    assert shared_rule("DDP210") is network.network_unreachable
+    spec, calls = registry.spec_for("DDP210"), []
+
+    def spy(facts):
+        calls.append(facts)
+        return spec.check(facts)
+
+    monkeypatch.setitem(registry.RULES, "DDP210", dataclasses.replace(spec, check=spy))
+    text = (  # torch 2.x's client, as a recorded job printed it (fixtures/jobs/network-unreachable-in-job)
+        "[W1130 13:12:39.248514189 socket.cpp:764] [c10d] The client socket has failed to connect "
+        "to 2.86.0.0:57063 (errno: 101 - Network is unreachable).\n"
+    )
+    findings = scan_text(text)
+    assert findings[0].code == "DDP210" and "Network is unreachable" in calls[0].job.output_tail
+    assert findings[0].evidence["from_log_facts"]["line"] == 1
+
+
+def test_a_log_with_no_unreachable_line_gets_no_ddp210() -> None:
+    text = "[W socket.cpp:601] [c10d] The client socket has failed to connect to [node-0]:29500 (errno: 111 - Connection refused).\n"
+    assert "DDP210" not in [f.code for f in scan_text(text)]
+
+
+def test_an_infiniband_call_with_no_route_is_the_fabrics_not_ddp210() -> None:
+    text = (  # NVIDIA/nccl-tests#185's RoCE QP setup (corpus_families labels it DDP514)
+        "dgxh100-3:225140:225355 [0] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed "
+        "with error Network is unreachable\n"
+    )
+    assert [f.code for f in scan_text(text)][:1] == ["DDP514"]

@@ -19,7 +19,7 @@ from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Severity
 from ddp_doctor.registry import Hit, spec_for
 
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
-SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP214", "DDP306", "DDP307", "DDP309")
+SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
 NCCL = "NCCL_SOCKET_IFNAME"
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
 MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
@@ -40,7 +40,7 @@ def findings_from_facts(
     from ddp_doctor.logscan.factrules_ranks import rank_findings
 
     found: list[tuple[Finding, int]] = []
-    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address)
+    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address, _no_route)
     for judge in judges:
         found.extend(judge(facts))
     found.extend(rank_findings(facts, table_codes))
@@ -79,6 +79,22 @@ def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     job = JobFacts(launched=False, preflight=preflight)
     read = {"host": host, "error": error, "line": line}
     yield from _run("DDP203", _facts(job=job), line, read)
+
+
+# --- DDP210: no route to the address connected to ---------------------------------------------
+def _no_route(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """The live network_unreachable reads the job's output for "Network is unreachable" / "No
+    route to host"; the log's first such line is that output."""
+    if facts.unreachable is None:
+        return
+    from ddp_doctor.facts.job import JobFacts, Preflight
+
+    text, line = facts.unreachable
+    master = facts.remote_store[0] if facts.remote_store else ""
+    job = JobFacts(launched=True, preflight=Preflight(master_addr=master), output_tail=text)
+    read = {"line": line, "master": master}
+    for finding, at in _run("DDP210", _facts(job=job), line, read):
+        yield _with(finding, evidence={**finding.evidence, "text": text}), at
 
 
 # --- DDP204: a peer advertised a loopback address -------------------------------------------

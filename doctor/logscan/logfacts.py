@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
 
 MAX_VALUES = 64
+UNREACHABLE_CUT = 300  # characters of a "no route" line kept (the live rule's own cut)
 
 # Lines the table's own anchors already pass (connection refused / timed out, NCCL WARN) need
 # none here; these are chosen to reuse the prefilter's existing passes (a C or an e in them).
@@ -43,6 +44,8 @@ FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
+    "Network is unreachable",  # no route to the address connected to (the live DDP210's texts)
+    "No route to host",
     "getent hosts",  # a pasted `getent hosts $(hostname)`: its answer is on the next lines
     "/etc/hosts",
     *RANK_FACT_ANCHORS,
@@ -165,6 +168,7 @@ class LogFacts:
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
     gloo_local_loopback: int | None = None  # gloo's own pair address on loopback: its line
     remote_store: tuple[str, int] | None = None  # a routable master the client connected to
+    unreachable: tuple[str, int] | None = None  # the first "no route" line (cut), and its number
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
     hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
     _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
@@ -209,6 +213,8 @@ class LogFacts:
             self.gloo_local_loopback = number
         if "to connect to " in body and self.remote_store is None:
             self.remote_store = _remote_store(body, number)
+        if self.unreachable is None and ("is unreachable" in body or "No route to" in body):
+            self.unreachable = _socket_unreachable(body, number)
         self._connections(body, number)
         for address in _IPV4.findall(body):
             if not address.startswith(("127.", "0.")) and len(self.addresses) < MAX_VALUES:
@@ -327,6 +333,7 @@ class LogFacts:
             or self.hostname_loopback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
             or bool(self.interfaces)  # one virtual interface counts in a multi-node log
+            or self.unreachable is not None
         )
 
     def lines(self) -> dict[str, int | str]:
@@ -370,6 +377,8 @@ class LogFacts:
         if self.unresolvable() is not None:
             host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
+        if self.unreachable is not None:
+            shown["no route to an address connected to"] = self.unreachable[1]
         return {**shown, **self.run.shown(set(self.nccl_versions))}
 
 
@@ -391,3 +400,11 @@ def _remote_store(body: str, number: int) -> tuple[str, int] | None:
     host = target.group(1).strip("[]") if target else ""
     local = host.startswith("127.") or host in ("::1", *_HARMLESS_NAMES)
     return (host, number) if host and not local else None
+
+
+def _socket_unreachable(body: str, number: int) -> tuple[str, int] | None:
+    """A socket connect with no route (c10d, gloo, NCCL's sockets); an InfiniBand verbs call
+    that says "Network is unreachable" (ibv_modify_qp on RoCE) is the fabric's (DDP514)."""
+    if "ibv_" in body or "onnect" not in body:
+        return None
+    return body.strip()[:UNREACHABLE_CUT], number
