@@ -92,7 +92,8 @@ describe(
         ("nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv",),
     ),
     """What it finds: "CUDA out of memory. Tried to allocate ..." (torch.OutOfMemoryError) and
-"CUDA error: out of memory", with the GPU index and the request size.
+"CUDA error: out of memory", with the GPU index and the request size, and NCCL's own "NCCL WARN
+Cuda failure 'out of memory'" (its buffers; with memory free, its cuMem/NVLS path).
 Why it matters: the rank that raised dies and the others hang in their next collective; in
 DDP the cause is often not the model but a second context on GPU 0 (DDP403) or one rank doing
 extra work (DDP404).

@@ -13,6 +13,7 @@ comments, owner/repo#number).
 from __future__ import annotations
 
 from ddp_doctor.logscan.pattern import Pattern
+from ddp_doctor.model import Remediation
 
 _RANK = (r"\[[Rr]ank ?(\d+)\]", r"\bRank (\d+)\]")
 FAULT_TEXTS = (
@@ -199,6 +200,23 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "libfabric offered the application no EFA provider (the EFA device or its driver is "
         "missing here, or does not offer what was asked)",
         confirm=r"(?:couldn't|could not|cannot|unable to) get EFA as provider",
+    ),
+    # NCCL's own words for a GPU allocation that failed: "include/alloc.h:48 NCCL WARN Cuda
+    #   failure 'out of memory'" (NVIDIA/nccl#844), "enqueue.cc:43 NCCL WARN Cuda failure 'out of
+    #   memory'" (NVIDIA/TensorRT-LLM#1670). With memory free it is NCCL's cuMem/NVLS buffers
+    #   that failed (pytorch/pytorch#152302; THUDM/slime#669), hence the fix.
+    Pattern(
+        "DDP505",
+        "cuda-out-of-memory",
+        ("Cuda failure 'out of memory'",),
+        "NCCL could not allocate GPU memory for its buffers ('Cuda failure out of memory')",
+        fix=Remediation(
+            "Leave NCCL room on each GPU: a smaller batch or model shard, no other process on "
+            "the GPU (nvidia-smi), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+            "fragmentation. If the GPU had memory free, NCCL's own allocation path failed: "
+            "retry with NCCL_CUMEM_ENABLE=0 (and NCCL_NVLS_ENABLE=0 on NVSwitch systems).",
+            ("nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv",),
+        ),
     ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
