@@ -20,7 +20,6 @@ from ddp_doctor.registry import Hit, spec_for
 
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
-NCCL = "NCCL_SOCKET_IFNAME"
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
 MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
@@ -149,6 +148,7 @@ def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Conn
 # variable's value, never the route to the master, so the route is passed as unknown
 def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     from ddp_doctor.readings import interface_reach
+    from ddp_doctor.readings.interface_reach import NCCL
 
     seen = _seen(facts)
     failing = any(c.outcome in FAILED for c in facts.connections) or facts.connect_failures
@@ -226,10 +226,12 @@ def _no_address(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     saw, the variable selected none (the live rule's NO_MATCH, over an empty list)."""
     from ddp_doctor.readings import interface_reach
 
-    named = facts.env.get("NCCL_SOCKET_IFNAME")
+    named = facts.env.get(interface_reach.NCCL)
     if named is None or facts.no_family_address is None or facts.interfaces:
         return
-    problem = interface_reach.socket_ifname_problem(NCCL, named[0], (), other_hosts=False)
+    problem = interface_reach.socket_ifname_problem(
+        interface_reach.NCCL, named[0], (), other_hosts=False
+    )
     if problem != interface_reach.NO_MATCH:
         return
     message = (

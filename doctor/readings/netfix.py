@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from ddp_doctor.facts.cluster import Interface, NetworkFacts
 from ddp_doctor.readings import interface_reach
-
-GLOO, NCCL = "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"
+from ddp_doctor.readings.interface_reach import GLOO, NCCL
 
 
 @dataclass(frozen=True)
