@@ -121,9 +121,12 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     name = named[1] if named is not None and chosen.line == named[2] else "the advertising node's"
     host = HostFacts("Linux", "", "", name, hostname_address=chosen.address)
     read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
-    yield from _run(
+    judged = _run(
         "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read
     )
+    for finding, at in judged:  # a warning live (predicted); an error where it made a peer fail
+        failed_here = chosen.outcome in FAILED
+        yield (_with(finding, severity=Severity.ERROR) if failed_here else finding), at
 
 
 def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:
