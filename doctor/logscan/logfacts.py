@@ -379,6 +379,10 @@ class LogFacts:
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
         if self.unreachable is not None:
             shown["no route to an address connected to"] = self.unreachable[1]
+        if self.remote_store is not None:
+            shown[f"the store's client connects to {self.remote_store[0]}"] = self.remote_store[1]
+        if self.gloo_local_loopback is not None:
+            shown["gloo's own pair address is loopback"] = self.gloo_local_loopback
         return {**shown, **self.run.shown(set(self.nccl_versions))}
 
 
