@@ -179,6 +179,18 @@ def test_rays_memory_monitor_across_versions_is_ddp504(line: str) -> None:
     assert codes(line) == ["DDP504"]
 
 
+@pytest.mark.parametrize(
+    "line",  # srun's line as pasted: plain, quoted, in a CloudWatch-style table
+    [
+        "srun: error: c002: task 0: Killed",
+        "> srun: error: c002: task 0: Killed",
+        "| 1690000000000 | srun: error: c002: task 0: Killed |",
+    ],
+)
+def test_srun_task_killed_is_read_however_it_was_pasted(line: str) -> None:
+    assert by_code(line)["DDP307"].evidence["signal"] == "SIGKILL"
+
+
 def test_a_container_exit_137_alone_names_sigkill() -> None:
     text = "task failed: container terminated with exit code (137)"
     assert codes(text) == ["DDP307"]

@@ -298,7 +298,7 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         "the host or container ran out of memory and was killed by slurmstepd (SLURM task "
         "{slurm_task}[ on {host}])",
         fields={"slurm_task": (r"task (\d+): ",), "host": (r"srun: error: ([\w.-]+): task",)},
-        confirm=r"task \d+: Out Of Memory\s*$",
+        confirm=r"task \d+: Out Of Memory[\s|'\"`]*$",
     ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
     #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays

@@ -14,6 +14,7 @@ from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_ranks import crash_role
 
 _STRSIGNAL = r"([A-Z][a-z]+(?: [a-z]+)?)"  # "Killed", "Segmentation fault", "Bus error"
+_LINE_END = r"[\s|'\"`]*$"  # the line's end, past a paste's quote or table border ("... |")
 
 LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
     # deepspeed's launcher (deepspeed/launcher/launch.py, sigkill_handler): "[ERROR]
@@ -70,9 +71,9 @@ LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
         fields={
             "slurm_task": (r"task (\d+): ",),
             "host": (r"srun: error: ([\w.-]+): task",),
-            "signal": (r"task \d+: " + _STRSIGNAL + r"\s*$",),
+            "signal": (r"task \d+: " + _STRSIGNAL + _LINE_END,),
         },
-        confirm=r"task \d+: (?:Killed|Segmentation fault|Aborted|Bus error|Terminated)\s*$",
+        confirm=r"task \d+: (?:Killed|Segmentation fault|Aborted|Bus error|Terminated)" + _LINE_END,
         role_of=crash_role,
     ),
     # LSF's job report: "TERM_RUNLIMIT: job killed after reaching LSF run time limit." (marbl/

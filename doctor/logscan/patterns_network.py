@@ -139,7 +139,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "{timeout_ms} ms]: the connection timed out (the address is unreachable, a firewall "
         "drops the packets, or nothing was listening there yet)",
         fields=_CONNECT_FIELDS,
-        confirm=r"connect|C10d store|RuntimeError: Connection timed out\.?\s*$",
+        confirm=r"connect|C10d store|RuntimeError: Connection timed out\.?[\s|'\"`]*$",
         unless=("- retrying (try=",),  # torch retries; the final "- timed out (try=" counts
         priority=1,
     ),
