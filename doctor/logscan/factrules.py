@@ -21,6 +21,7 @@ from ddp_doctor.registry import Hit, spec_for
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
+UNNAMED_HOST = "the advertising node's"  # a log rarely names the host that advertised loopback
 MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
 
@@ -118,7 +119,7 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     from ddp_doctor.facts.machine import HostFacts, PlanFacts
 
     master = next(iter(facts.addresses), "on another node")
-    name = named[1] if named is not None and chosen.line == named[2] else "the advertising node's"
+    name = named[1] if named is not None and chosen.line == named[2] else UNNAMED_HOST
     host = HostFacts("Linux", "", "", name, hostname_address=chosen.address)
     read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
     judged = _run(
@@ -126,7 +127,11 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     )
     for finding, at in judged:  # a warning live (predicted); an error where it made a peer fail
         failed_here = chosen.outcome in FAILED
-        yield (_with(finding, severity=Severity.ERROR) if failed_here else finding), at
+        message = finding.message
+        if name == UNNAMED_HOST:  # "host name \"the advertising node's\"" reads badly
+            message = message.replace(f"host name {name!r}", f"{name} host name", 1)
+        changes = {"message": message, **({"severity": Severity.ERROR} if failed_here else {})}
+        yield _with(finding, **changes), at
 
 
 def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:
