@@ -22,7 +22,8 @@ describe(
     """What it finds: a client's connect to the store that timed out: "(errno: 110 - Connection
 timed out)" (macOS 60, Windows 10060), "The client socket has timed out after ...ms while
 trying to connect to (host, port)", "TCP client failed to connect/validate to host ... - timed
-out", "The connection to the C10d store has failed".
+out", "The connection to the C10d store has failed", torch 1.x's "connect() timed out." and
+(<= 1.6) a bare "RuntimeError: Connection timed out" under the TCPStore frame.
 Why it matters: a timeout (no answer) and a refusal (DDP206, something answered "no") have
 different causes: packets dropped by a firewall or sent to an unreachable address, against a
 closed port on a reachable host.
