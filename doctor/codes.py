@@ -112,7 +112,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP220", "nodes-unsettled", WARNING, "facts", "rules.isolation", "Pair tests of --isolate left suspects that no round could tell apart, or a pair that could not connect or summed wrong though both nodes passed elsewhere."),
     Code("DDP221", "inter-node-rung-failed", WARNING, "facts", "rules.ladder", "On the ladder of layers between nodes, a NCCL rung failed: sockets instead of the fabric, no GPUDirect RDMA, or no NVLS in an NVSwitch fabric."),
     Code("DDP222", "pairs-under-link-band", WARNING, "facts", "rules.isolation", "Pair tests of --isolate ran far under the band their nodes' links state (interface speed, IB/RoCE rate), even where the median is as low."),
-    Code("DDP230", "master-port-privileged", ERROR, "log", "logscan.codes_network", "The master port is below 1024, so binding it needs root and was refused."),
+    Code("DDP230", "master-port-privileged", ERROR, "facts", "rules.rendezvous", "The master port is below 1024, so binding it needs root and was refused."),
     Code("DDP231", "store-connect-timeout", ERROR, "log", "logscan.codes_network", "A rank's connection to the rendezvous store timed out (nothing answered, unlike a refusal)."),
     Code("DDP232", "rank0-work-outlasts-timeout", ERROR, "log", "logscan.codes_network", "Rank 0 did long work alone while the other ranks waited for it past their timeout."),
     Code("DDP233", "same-rank-on-every-process", ERROR, "log", "logscan.codes_network", "Every process was given the same rank, so each tried to host the rendezvous store."),

@@ -159,6 +159,20 @@ def _addr_not_local(report: dict) -> None:
     )
 
 
+def _port_privileged(report: dict) -> None:
+    """As a user without root sees it: probes/job/launch.py's claim_port on port 98 (its bind
+    as uid 65534 failed with EACCES, Permission denied)."""
+    _addr_not_local(report)
+    probe(report, "job").update(status="failed", error="not launched: master port unusable")
+    job = probe(report, "job")["facts"]
+    job["preflight"].update(
+        master_addr="127.0.0.1",
+        master_address="127.0.0.1",
+        master_port=98,
+        port_error="EACCES: cannot listen on 127.0.0.1:98: Permission denied",
+    )
+
+
 def _hostname_loopback(report: dict) -> None:
     _addr_not_local(report)
     probe(report, "host")["facts"]["hostname_address"] = "127.0.1.1"
@@ -285,6 +299,7 @@ DERIVED = {
     "dataparallel-imbalance": (_dp_imbalance, ["DDP401"], "DP puts 3x the memory on GPU 0"),
     "dataparallel-output-mismatch": (_dp_output_mismatch, ["DDP405"], "DP model on cuda:1"),
     "master-addr-not-local": (_addr_elsewhere, ["DDP208"], "--master-addr of another host"),
+    "master-port-privileged": (_port_privileged, ["DDP230"], "--master-port 98 without root"),
     "hostname-is-loopback": (_hostname_loopback, ["DDP204", "DDP208"], "host name -> 127.0.1.1"),
     "socket-ifname-missing": (_socket_ifname, ["DDP205"], "NCCL_SOCKET_IFNAME=ib9, no ib9"),
     "world-size-mismatch": (_world_size, ["DDP207"], "WORLD_SIZE=16, LOCAL_WORLD_SIZE=6"),

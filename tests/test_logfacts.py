@@ -60,6 +60,32 @@ def test_gloo_loopback_fallback_on_a_cluster_is_ddp204() -> None:
     assert codes(text)[0] == "DDP204"
 
 
+# gloo's mesh refused at a peer's loopback address (aws-samples/aws-do-eks#69, hostNetwork pods;
+# the user wrote <port> for the number), wrapped over three lines as pasted
+MESH_REFUSED_AT_LOOPBACK = (
+    "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/"
+    "tcp/pair.cc:152]\n"
+    "  timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:<port>\n"
+    "  (rank=8, size=16, local=[127.0.0.1])\n"
+)
+
+
+def test_a_mesh_refused_at_loopback_by_a_rank_bound_to_loopback_is_ddp204() -> None:
+    findings = scan_text(MESH_REFUSED_AT_LOOPBACK)
+    assert [f.code for f in findings][:1] == ["DDP204"]
+    assert findings[0].evidence["from_log_facts"]["advertised_address"] == "127.0.0.1"
+
+
+def test_a_mesh_refused_at_loopback_with_the_store_on_loopback_is_no_ddp204() -> None:
+    text = (  # one host: the store on localhost, no sign of a second host or of gloo's address
+        "[W socket.cpp:755] [c10d] The client socket has failed to connect to [localhost]:29500 "
+        "(errno: 111 - Connection refused).\n"
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:144] Connection refused, remote=[127.0.0.1]:41853\n"
+    )
+    assert "DDP204" not in codes(text)
+
+
 def test_nccl_versions_that_differ_between_hosts_are_ddp306() -> None:
     text = (
         "node-a:100:100 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"

@@ -113,6 +113,85 @@ def test_a_sigkill_with_memory_evidence_is_the_memory_kill(memory_line: str) -> 
         assert "likely" not in by_code(text)["DDP504"].evidence
 
 
+# DataLoader's own words for its worker's signal (torch/utils/data/_utils/signal_handling.py;
+# alibaba/Pai-Megatron-Patch#583, pytorch/pytorch#4507)
+DATALOADER_KILLED = "[rank0]: RuntimeError: DataLoader worker (pid 9382) is killed by signal: {}."
+
+
+@pytest.mark.parametrize(
+    ("words", "signal"),
+    [("Killed", "SIGKILL"), ("Segmentation fault", "SIGSEGV"), ("Terminated", "SIGTERM")],
+)
+def test_a_dataloader_worker_killed_by_a_signal_names_the_signal(words: str, signal: str) -> None:
+    text = DATALOADER_KILLED.format(words)
+    assert codes(text) == ["DDP307"]  # not DDP504: a SIGKILL says nothing about memory by itself
+    killed = by_code(text)["DDP307"]
+    assert killed.evidence["signal"] == signal and killed.evidence["pid"] == 9382
+    assert killed.fix is crash_fix({"signal": signal})
+
+
+def test_a_dataloader_worker_sigkill_with_memory_evidence_is_the_memory_kill() -> None:
+    text = DATALOADER_KILLED.format("Killed") + "\nkernel: Out of memory: Killed process 9382 (pt)"
+    assert codes(text)[:2] == ["DDP504", "DDP307"]
+
+
+def test_the_entry_of_a_torchrun_summary_cut_above_its_table_names_the_signal() -> None:
+    text = (  # NVIDIA/Megatron-LM#1880: only the entry's fields were pasted
+        "  rank      : 0 (local_rank: 0)\n  exitcode  : -11 (pid: 6421)\n"
+        "  error_file: <N/A>\n  traceback : Signal 11 (SIGSEGV) received by PID 6421\n"
+    )
+    crashed = by_code(text)["DDP307"]
+    # the summary's own keys (patterns_ranks._summary_line_role), the signal's own fix
+    assert crashed.evidence["killed_by"] == "SIGSEGV" and crashed.fix is crash_fix(
+        {"signal": "SIGSEGV"}
+    )
+
+
+def test_torch_1_x_bare_store_timeout_is_ddp231() -> None:
+    text = (  # torch <= 1.6 under the TCPStore frame (yangkky/distributed_tutorial#3)
+        "    store = TCPStore(master_addr, master_port, world_size, start_daemon)\n"
+        "RuntimeError: Connection timed out\n"
+    )
+    assert codes(text) == ["DDP231"]
+    assert "DDP231" not in codes("RuntimeError: Connection timed out while reading the dataset\n")
+
+
+def test_rays_out_of_memory_advice_alone_is_the_memory_monitor() -> None:
+    text = (  # ray-project/ray#44574: the headline of the kill message was cut
+        "(raylet) Refer to the documentation on how to address the out of memory issue: "
+        "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.\n"
+    )
+    assert codes(text) == ["DDP504"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # Ray >= 2.2 (ray-project/ray#30312), Ray 2.0 - 2.1 (ray-project/ray#28774)
+        "Memory on the node (IP: 172.17.0.2, ID: 8c5a14) where the task (task ID: 41617b, "
+        "name=allocate_memory, pid=548, memory used=12.18GB) was running was 21.91GB / 33.28GB "
+        "(0.658192), which exceeds the memory usage threshold of 0.65. Ray killed this worker",
+        "(raylet, ip=172.31.66.10) [2022-09-22 16:02:34,214 E 138 138] (raylet) "
+        "node_manager.cc:2966: System memory low at node with IP 172.31.66.10. Used memory "
+        "(54.90GB) / total capacity (57.60GB) (0.95307) exceeds threshold 0.95, killing latest "
+        "task with name  and task ID NIL_ID to avoid running out of memory.",
+    ],
+)
+def test_rays_memory_monitor_across_versions_is_ddp504(line: str) -> None:
+    assert codes(line) == ["DDP504"]
+
+
+@pytest.mark.parametrize(
+    "line",  # srun's line as pasted: plain, quoted, in a CloudWatch-style table
+    [
+        "srun: error: c002: task 0: Killed",
+        "> srun: error: c002: task 0: Killed",
+        "| 1690000000000 | srun: error: c002: task 0: Killed |",
+    ],
+)
+def test_srun_task_killed_is_read_however_it_was_pasted(line: str) -> None:
+    assert by_code(line)["DDP307"].evidence["signal"] == "SIGKILL"
+
+
 def test_a_container_exit_137_alone_names_sigkill() -> None:
     text = "task failed: container terminated with exit code (137)"
     assert codes(text) == ["DDP307"]
@@ -150,6 +229,22 @@ def test_a_progress_bar_alone_is_no_finding() -> None:
 def test_eaddrinuse_from_a_rank_that_is_not_0_is_ddp233() -> None:
     assert codes(EADDRINUSE.format(prefix="[rank1]: ")) == ["DDP233"]
     assert codes(EADDRINUSE.format(prefix="[rank0]: ")) == ["DDP201"]
+
+
+def test_a_rank_that_failed_first_for_another_reason_does_not_make_eaddrinuse_ddp233() -> None:
+    # pytorch/pytorch#129367: a port taken by another job; rank 0 reports EADDRINUSE, the others
+    # only time out, and torchrun may name one of them as the first failure
+    timeout = "Traceback: torch.distributed.DistStoreError: Socket Timeout"
+    text = (
+        EADDRINUSE.format(prefix="") + "\n" + SUMMARY.format(rank=3, exitcode=1, traceback=timeout)
+    )
+    assert "DDP233" not in codes(text) and codes(text)[0] == "DDP201"
+
+
+def test_a_rank_that_failed_first_on_the_bind_is_ddp233() -> None:
+    bind = "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)"
+    text = EADDRINUSE.format(prefix="") + "\n" + SUMMARY.format(rank=3, exitcode=1, traceback=bind)
+    assert codes(text)[0] == "DDP233"
 
 
 # --- a peer that left -----------------------------------------------------------------------------

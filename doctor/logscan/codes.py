@@ -70,15 +70,16 @@ describe(
         "with mmap=True; or request more memory (SLURM --mem).",
         ("dmesg -T | grep -i -E 'killed process|out of memory'",),
     ),
-    """What it finds: slurmstepd's "Detected N oom-kill event(s)", the kernel's "Out of memory:
-Killed process N", a DataLoader worker "killed by signal: Killed", the kubelet's "OOMKilled"
-and "The node was low on resource: memory", a container runtime's "container init was
-OOM-killed", Ray's memory monitor (its kill line, or its advice "how to address the out of
-memory issue" alone), srun's "task 0: Out Of Memory", PBS's "job killed: mem" and LSF's
-TERM_MEMLIMIT.
+    """What it finds: slurmstepd's "Detected N oom-kill event(s)" and srun's "task N: Out Of
+Memory", LSF's "TERM_MEMLIMIT", PBS's "job killed: mem ... exceeded limit", the kernel's "Out
+of memory: Killed process N" (and its memory cgroup's), the kubelet's "OOMKilled", "System OOM
+encountered" and "The node was low on resource: memory", a container runtime's "container init
+was OOM-killed", Ray's memory monitor (its kill message, its threshold lines, its out-of-memory
+advice alone).
 Why it matters: a killed rank leaves the others hanging until their timeout; torchrun then
-reports exitcode -9 (SIGKILL), which says nothing about memory by itself: a SIGKILL with none
-of these lines is DDP307 (the rank's death, naming the signal), and one with them is this.
+reports exitcode -9 (SIGKILL), and DataLoader "worker ... is killed by signal: Killed", which
+say nothing about memory by themselves: a SIGKILL with none of these lines is DDP307 (the
+rank's or worker's death, naming the signal), and one with them is this.
 Example: eight ranks each loading a 40 GB dataset into RAM, each with 8 DataLoader workers.
 Fix: less RAM per rank (workers, prefetch, lazy or memory-mapped data), or more memory.""",
 )
@@ -92,9 +93,10 @@ describe(
         ("nvidia-smi --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv",),
     ),
     """What it finds: "CUDA out of memory. Tried to allocate ..." (torch.OutOfMemoryError) and
-"CUDA error: out of memory", with the GPU index and the request size; NCCL's "Cuda failure
-'out of memory'" and "Failed to CUDA malloc/calloc N bytes", cuBLAS's CUBLAS_STATUS_ALLOC_FAILED
-and ROCm's "HIP out of memory".
+"CUDA error: out of memory", with the GPU index and the request size; NCCL's own "NCCL WARN
+Cuda failure 'out of memory'" (its buffers; with memory free, its cuMem/NVLS path) and "Failed
+to CUDA malloc/calloc N bytes", cuBLAS's CUBLAS_STATUS_ALLOC_FAILED and ROCm's "HIP out of
+memory".
 Why it matters: the rank that raised dies and the others hang in their next collective; in
 DDP the cause is often not the model but a second context on GPU 0 (DDP403) or one rank doing
 extra work (DDP404).
@@ -129,9 +131,10 @@ describe(
         ("sacct -j JOBID --format=JobID,State,Elapsed,Timelimit,ExitCode",),
     ),
     """What it finds: SLURM's "CANCELLED AT ... DUE TO TIME LIMIT" (or PREEMPTION, or none for
-scancel), torchrun's "Received SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers"
-and its SignalException, PBS's walltime kill, LSF's TERM_RUNLIMIT / TERM_OWNER /
-TERM_PREEMPT, srun's "Node failure on", and the kubelet's evictions for disk or a node
+scancel), LSF's "TERM_RUNLIMIT" (TERM_PREEMPT, TERM_OWNER, TERM_ADMIN), PBS's "job killed:
+walltime ... exceeded limit" and Moab's "job exceeded wallclock limit", torchrun's "Received
+SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers" and its "SignalException: Process
+N got signal: 15", srun's "Node failure on", and the kubelet's evictions for disk or a node
 shutdown.
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
 consequences, not bugs in the script.

@@ -102,8 +102,10 @@ OFI fi_getinfo() call failed: No data available", "NET/OFI Could not find any op
 provider", "NET/OFI Request ... completed with error", "Creating new endpoint ... failed") and
 libfabric's own EFA errors with no NET/OFI prefix ("efa:cq ... err: 5, message: Invalid
 address", "rxr_cq_write_tx_error", "Writing error to EQ" / "Unable to write to EQ ...
-prov/efa/src/...", "EFA provider internal txe failure", "fi_getinfo: provider efa returned
--61", "FI_HMEM capability requires RDMA").
+prov/efa/src/...", "EFA provider internal txe failure", "FI_HMEM capability requires RDMA"),
+and an application's own check that libfabric gave it EFA (ps-lite's "couldn't get EFA as
+provider"); libfabric's "provider X returned -61" lines are its search over every provider, no
+error by themselves.
 Why it matters: the network plugin NCCL uses on AWS failed; NCCL hangs, falls back to
 sockets, or fails with an internal or remote error.
 Example: a container started without the /dev/infiniband devices, so fi_getinfo finds no EFA

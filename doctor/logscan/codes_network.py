@@ -1,4 +1,5 @@
-"""DDP230-DDP235: rendezvous and peer problems only a log shows.
+"""DDP231-DDP235: rendezvous and peer problems only a log shows (DDP230, a port below 1024, is
+judged by the live rule in rules/rendezvous.py, for logs too).
 
 Registered on import; the pattern table (patterns_network.py, patterns_ranks.py) and the
 inference step (inference.py) emit them.
@@ -8,23 +9,6 @@ from __future__ import annotations
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import describe
-
-describe(
-    "DDP230",
-    Remediation(
-        "Use a port of 1024 or above that nothing else listens on (e.g. MASTER_PORT=29500, or "
-        "torchrun --master-port 29500): ports below 1024 need root. A script that draws the "
-        "port at random ($RANDOM) must add 1024 or more.",
-        ("torchrun --master-port 29500 --nproc-per-node=N train.py",),
-    ),
-    """What it finds: the store's bind refused with "(errno: 13 - Permission denied)" or libuv's
-"name: EACCES" (also retyped as "Permission denied: The server socket has failed to bind").
-Why it matters: the store never starts, so no rank can join; a port number of 1024 or above is
-the whole fix, and it is not "port in use" (DDP201), which needs the other listener found.
-Example: `--main_process_port 98` (KimMeen/Time-LLM#158); a launch script using $RANDOM as the
-port, which lands below 1024 one time in 32 (zlin0/wedefense#47).
-Fix: a port of 1024 or above.""",
-)
 
 describe(
     "DDP231",
@@ -39,7 +23,8 @@ describe(
 timed out)" (macOS 60, Windows 10060), "The client socket has timed out after ...ms while
 trying to connect to (host, port)", "TCP client failed to connect/validate to host ... - timed
 out", "The connection to the C10d store has failed", torch 1.8-1.10's "connect() timed out.
-Original timeout was N ms" and 1.4-1.7's bare "RuntimeError: Connection timed out".
+Original timeout was N ms" and 1.4-1.7's bare "RuntimeError: Connection timed out" (under the
+TCPStore frame).
 Why it matters: a timeout (no answer) and a refusal (DDP206, something answered "no") have
 different causes: packets dropped by a firewall or sent to an unreachable address, against a
 closed port on a reachable host.

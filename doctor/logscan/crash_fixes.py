@@ -89,6 +89,15 @@ def signal_name(exit_code: int) -> str | None:
     return None
 
 
+def signal_of_description(words: str) -> str | None:
+    """strsignal's words ("Killed", "Segmentation fault", as DataLoader prints them) -> the
+    signal's name ("SIGKILL"); None for words no signal has here."""
+    for number in signal.Signals:
+        if signal.strsignal(number) == words:
+            return number.name
+    return None
+
+
 def crash_fix(facts: Mapping[str, object]) -> Remediation | None:
     """The fix for a crash with these facts (`signal`, `exitcode`), or None for the general
     one."""

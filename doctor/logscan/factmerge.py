@@ -24,6 +24,7 @@ def with_fact_findings(
     from ddp_doctor.logscan.factrules import findings_from_facts
 
     by_code = {finding.code: finding for _, finding in results}
+    texts = _texts_by_place(results)
     judged, in_place, last = [], {}, []
     for finding, number in findings_from_facts(facts, by_code):
         path, line = facts.locate(number, source)
@@ -31,6 +32,8 @@ def with_fact_findings(
         finding = _replace(finding, evidence=_local_lines(finding.evidence, number, line))
         table = by_code.get(finding.code)  # the table's own finding keeps its line's evidence
         evidence = {**table.evidence, **finding.evidence} if table else finding.evidence
+        if "text" not in evidence and (path, line) in texts:  # its line, as another code quoted it
+            evidence = {**evidence, "text": texts[path, line]}
         finding = _replace(finding, location=location, evidence=evidence)
         if finding.code in IN_PLACE and table is not None:
             read = finding.evidence.get("from_log_facts")
@@ -50,6 +53,16 @@ def with_fact_findings(
     crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
     rest = [pair for pair in kept if pair not in crashes]
     return [*crashes, *judged, *rest, *last]
+
+
+def _texts_by_place(results: list[tuple[Role, Finding]]) -> dict[tuple, object]:
+    """The evidence text of each table finding, by its file and line."""
+    texts: dict[tuple, object] = {}
+    for _, finding in results:
+        where = finding.location
+        if where is not None and finding.evidence.get("text"):
+            texts.setdefault((where.path, where.line), finding.evidence["text"])
+    return texts
 
 
 def _local_lines(evidence: dict, number: int, line: int) -> dict:

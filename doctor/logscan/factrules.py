@@ -4,11 +4,10 @@ logfacts.py turns lines into facts (the interfaces NCCL chose, variables it repo
 versions per host, addresses connected to). Here those facts become the same frozen facts the
 probes produce (HostFacts, PlanFacts, JobFacts) and the registered check functions judge them:
 DDP203 (master_addr_unresolvable), DDP204 (hostname_is_loopback) and DDP306 (version_skew)
-are the live run's functions, not a
-second pattern table. What no probe rule can judge from a log's partial facts is decided here
-and said so: a link-local or virtual interface NCCL bootstraps over (DDP215, whose live check
-needs the route to the master) and NCCL_SOCKET_IFNAME naming an interface NCCL found no
-address on (DDP205, whose live check needs the host's interface list).
+are the live run's functions, not a second pattern table. DDP215 and DDP205, whose live checks
+need what a log only partly has (the route to the master, the host's interface list), are
+judged by the pure functions those checks call (readings/interface_reach.py) over what the log
+shows: the interfaces NCCL used, the variable's value, whether the run spans hosts.
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from ddp_doctor.model import Finding, ProbeResult, ProbeStatus, Severity
 from ddp_doctor.registry import Hit, spec_for
 
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
-SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP214", "DDP306", "DDP307", "DDP309")
-VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel")
+SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
+UNNAMED_HOST = "the advertising node's"  # a log rarely names the host that advertised loopback
+MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
 
 def shared_rule(code: str) -> Callable:
@@ -40,7 +40,7 @@ def findings_from_facts(
     from ddp_doctor.logscan.factrules_ranks import rank_findings
 
     found: list[tuple[Finding, int]] = []
-    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address)
+    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address, _no_route)
     for judge in judges:
         found.extend(judge(facts))
     found.extend(rank_findings(facts, table_codes))
@@ -81,6 +81,22 @@ def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     yield from _run("DDP203", _facts(job=job), line, read)
 
 
+# --- DDP210: no route to the address connected to ---------------------------------------------
+def _no_route(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """The live network_unreachable reads the job's output for "Network is unreachable" / "No
+    route to host"; the log's first such line is that output."""
+    if facts.unreachable is None:
+        return
+    from ddp_doctor.facts.job import JobFacts, Preflight
+
+    text, line = facts.unreachable
+    master = facts.remote_store[0] if facts.remote_store else ""
+    job = JobFacts(launched=True, preflight=Preflight(master_addr=master), output_tail=text)
+    read = {"line": line, "master": master}
+    for finding, at in _run("DDP210", _facts(job=job), line, read):
+        yield _with(finding, evidence={**finding.evidence, "text": text}), at
+
+
 # --- DDP204: a peer advertised a loopback address -------------------------------------------
 def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     """127.0.1.1 is Debian's /etc/hosts entry for the host name: a rank that connects to it
@@ -97,56 +113,103 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     if chosen is None and named is not None and (failed or facts.gloo_mesh_failed is not None):
         chosen = Connection(named[0], 0, None, named[2])
     if chosen is None:
+        chosen = _mesh_refused_at_loopback(facts, failed)
+    if chosen is None:
         return
     from ddp_doctor.facts.machine import HostFacts, PlanFacts
 
     master = next(iter(facts.addresses), "on another node")
-    name = named[1] if named is not None and chosen.line == named[2] else "the advertising node's"
+    name = named[1] if named is not None and chosen.line == named[2] else UNNAMED_HOST
     host = HostFacts("Linux", "", "", name, hostname_address=chosen.address)
     read = {"advertised_address": chosen.address, "line": chosen.line, "master": master}
-    yield from _run(
+    judged = _run(
         "DDP204", _facts(host=host, plan=PlanFacts(master_addr=master)), chosen.line, read
     )
+    for finding, at in judged:  # a warning live (predicted); an error where it made a peer fail
+        failed_here = chosen.outcome in FAILED
+        message = finding.message
+        if name == UNNAMED_HOST:  # "host name \"the advertising node's\"" reads badly
+            message = message.replace(f"host name {name!r}", f"{name} host name", 1)
+        changes = {"message": message, **({"severity": Severity.ERROR} if failed_here else {})}
+        yield _with(finding, **changes), at
 
 
-# --- DDP215: NCCL bootstraps over an interface other nodes cannot reach ----------------------
+def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:
+    """gloo's full mesh failing at a peer's loopback address (on the error's own lines), in a
+    run that spans hosts: the store's client connects to a routable master, or this rank's
+    own pair address is loopback too (gloo bound where its host name led it). On one host the
+    peer listens on that loopback address and the connection succeeds; a failure says the
+    peer advertised loopback from another host (aws-samples/aws-do-eks#69, hostNetwork pods)."""
+    mesh = facts.gloo_mesh_failed
+    if mesh is None:
+        return None
+    peers = [c for c in failed if mesh <= c.line <= mesh + MESH_ERROR_LINES]
+    routable = facts.remote_store is not None
+    if peers and (routable or facts.gloo_local_loopback is not None):
+        return peers[0]
+    return None
+
+
+# --- DDP215 / DDP205: the interfaces NCCL bootstraps over ----------------------------------
+# judged by readings/interface_reach.py, the functions the live preflight uses (netfix's DDP215
+# prediction, DDP205's wrong_network_interface): a log shows the interfaces NCCL used and the
+# variable's value, never the route to the master, so the route is passed as unknown
 def _interface_not_routable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    peer = next((c for c in facts.connections if _link_local(c.address) and c.outcome), None)
-    bad = [i for i in facts.interfaces.values() if _virtual(i.name) or _link_local(i.address)]
+    from ddp_doctor.readings import interface_reach
+    from ddp_doctor.readings.interface_reach import NCCL
+
+    seen = _seen(facts)
     failing = any(c.outcome in FAILED for c in facts.connections) or facts.connect_failures
+    several = _several_nodes(facts)
+    peer = _link_local_peer(facts)
+    named = facts.env.get("NCCL_SOCKET_IFNAME")
+    problem = None
+    if named is not None and seen:
+        reach = bool(failing or several)
+        problem = interface_reach.socket_ifname_problem(NCCL, named[0], seen, other_hosts=reach)
     if peer is not None:
         message = (
             f"NCCL connected to a peer's IPv6 link-local address {peer.address} "
             f"({peer.outcome}): a link-local address is not routed between hosts"
         )
         line, read = peer.line, {"peer": peer.address, "outcome": peer.outcome}
-    elif bad and _chosen_by_variable(facts, bad, failing):
-        yield from _variable_picks_unreachable(facts, bad, failing)
+    elif problem == interface_reach.ONLY_UNROUTABLE:
+        yield from _variable_picks_unreachable(facts, failing)
         return
-    elif bad and (len(facts.interfaces) > 1 or _several_nodes(facts)):
-        names = ", ".join(f"{i.name} ({i.address})" for i in bad)
+    else:
+        other_hosts = several or len(seen) > 1  # beside the host's own interface
+        bad = interface_reach.nccl_choice_unreachable(seen, None, other_hosts=other_hosts)
+        if not bad:
+            return
+        names = ", ".join(f"{i.name} ({i.addresses[0]})" for i in bad)
         message = (
             f"NCCL bootstraps over {names} beside the host's own interface: other nodes cannot "
             "reach a loopback, container-bridge or IPv6 link-local address"
             + (", and connections fail" if failing else "")
         )
-        line = bad[0].line
+        line = facts.interfaces[bad[0].name].line
         read = {"interfaces": {i.name: i.address for i in facts.interfaces.values()}}
-    else:
-        return
     yield _hit("DDP215", message, line, read, Severity.ERROR if failing or peer else None)
 
 
-def _chosen_by_variable(facts: LogFacts, bad: list, failing: object) -> bool:
-    """NCCL_SOCKET_IFNAME chose them (DDP215 is NCCL's own choice, the variable unset): every
-    interface NCCL uses is loopback, virtual or link-local, in a run of several nodes or with
-    NCCL's connections failing (over loopback on one host they would not)."""
-    only_bad = "NCCL_SOCKET_IFNAME" in facts.env and len(bad) == len(facts.interfaces)
-    return only_bad and bool(failing or _several_nodes(facts))
+def _seen(facts: LogFacts) -> list:  # -> list[facts.cluster.Interface]
+    from ddp_doctor.facts.cluster import Interface
+
+    return [Interface(i.name, (i.address,)) for i in facts.interfaces.values()]
 
 
-def _variable_picks_unreachable(facts: LogFacts, bad: list, failing: object):
+def _link_local_peer(facts: LogFacts) -> Connection | None:
+    """A failed connection to a peer's IPv6 link-local address (interface_reach's own test):
+    the peer bootstraps over an interface no other host reaches."""
+    from ddp_doctor.readings import interface_reach
+
+    failed = (c for c in facts.connections if c.outcome)
+    return next((c for c in failed if interface_reach.link_local(c.address)), None)
+
+
+def _variable_picks_unreachable(facts: LogFacts, failing: object):
     named, line = facts.env["NCCL_SOCKET_IFNAME"]
+    bad = list(facts.interfaces.values())
     names = ", ".join(f"{i.name} ({i.address})" for i in bad)
     message = (
         f"NCCL_SOCKET_IFNAME={named!r} leaves NCCL only {names}: "
@@ -165,18 +228,19 @@ def _several_nodes(facts: LogFacts) -> bool:
     return len(hosts) > 1 or (nnodes is not None and nnodes[0] > 1) or group not in ("0", "1")
 
 
-def _virtual(name: str) -> bool:
-    return name == "lo" or name.startswith(VIRTUAL_PREFIXES[1:])
-
-
-def _link_local(address: str) -> bool:
-    return address.lower().startswith("fe80:")
-
-
 # --- DDP205: NCCL_SOCKET_IFNAME names an interface NCCL found no address on ------------------
 def _no_address(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
-    named = facts.env.get("NCCL_SOCKET_IFNAME")
+    """NCCL listed no interface and then tried an address of no family: of the interfaces it
+    saw, the variable selected none (the live rule's NO_MATCH, over an empty list)."""
+    from ddp_doctor.readings import interface_reach
+
+    named = facts.env.get(interface_reach.NCCL)
     if named is None or facts.no_family_address is None or facts.interfaces:
+        return
+    problem = interface_reach.socket_ifname_problem(
+        interface_reach.NCCL, named[0], (), other_hosts=False
+    )
+    if problem != interface_reach.NO_MATCH:
         return
     message = (
         f"NCCL_SOCKET_IFNAME={named[0]!r} names no interface NCCL found an address on: NCCL "

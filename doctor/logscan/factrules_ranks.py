@@ -5,9 +5,9 @@ registered check function of its code: DDP306 (version_skew) on the versions eac
 printed, DDP207 (world_size_mismatch) on the world sizes they reported, DDP214
 (master_addr_loopback) on a loopback master address in a multi-node launch, DDP309
 (env_differs_between_nodes) on the NCCL variables each host reported, DDP307 (rank_crashed)
-on the exit codes and signals of torchrun's failure summary. DDP230 has no live check (the
-doctor never binds a port below 1024): a master port below 1024 with a store that failed is
-judged here, and said so.
+on the exit codes and signals of torchrun's failure summary. DDP230 (a master port below 1024)
+is judged by the live rule's privileged_port_refused, over the launch line's port and whether
+the store was reached (a log shows no bind of its own where the rank only connects).
 """
 
 from __future__ import annotations
@@ -155,12 +155,18 @@ def _first_port(run: RunFacts) -> tuple[int, int] | None:
 
 # --- DDP230: a master port below 1024, and the store was not reached -------------------------
 def _port_below_1024(facts: LogFacts, codes: frozenset[str]) -> Iterator[tuple[Finding, int]]:
-    low = facts.run.low_port()
-    if low is None or "DDP230" in codes:
+    if facts.run.low_port() is None or "DDP230" in codes:
         return  # the table's bind error already says it, with its own line
-    port, line = low
-    refused = [c for c in facts.connections if c.port == port and c.outcome]
-    if not refused and not codes & set(STORE_FAILED):
+    from ddp_doctor.rules import rendezvous  # the live rule's judgement; only such logs pay it
+
+    def refused(port: int) -> bool:
+        store = codes & set(STORE_FAILED)
+        return bool(store) or any(c.port == port and c.outcome for c in facts.connections)
+
+    ports = [(int(v), n) for v, n in facts.run.launch.get("master_port", ()) if v.isdigit()]
+    judged = (p for p in ports if rendezvous.privileged_port_refused(p[0], None, refused(p[0])))
+    port, line = next(judged, (0, 0))
+    if not port:
         return
     message = (
         f"the master port is {port}, below 1024: binding it needs root, so the store most "

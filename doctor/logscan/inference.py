@@ -145,10 +145,23 @@ def _why_same_rank(tallies: Tallies, hints: Hints) -> str:
     if len(speakers) > 1:
         return f"{len(speakers)} processes each tried to bind it"
     root = _torchrun_root(tallies)
-    root_rank = root.facts().get("rank") if root else None
-    if isinstance(root_rank, int) and root_rank != 0:
-        return f"torchrun names rank {root_rank} as the process that failed"
+    facts = root.facts() if root else {}
+    root_rank, traceback = facts.get("rank"), str(facts.get("traceback", ""))
+    if isinstance(root_rank, int) and root_rank != 0 and _bind_failed(traceback):
+        return f"torchrun names rank {root_rank} as the process that failed, on the bind"
     return ""
+
+
+# The bind failure in torchrun's traceback field of the rank that failed first: only then was
+# that rank (not rank 0, which holds the store) the one refused. A rank that failed first for
+# another reason says nothing about who bound the port: when the port is taken by another job,
+# rank 0 reports EADDRINUSE and the others only time out, and may fail first (pytorch/pytorch
+# #129367).
+_BIND_FAILED = ("Address already in use", "address already in use", "EADDRINUSE", "errno: 98")
+
+
+def _bind_failed(traceback: str) -> bool:
+    return any(words in traceback for words in _BIND_FAILED)
 
 
 def _store_errors_after_their_cause(tallies: Tallies) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
 
 MAX_VALUES = 64
+UNREACHABLE_CUT = 300  # characters of a "no route" line kept (the live rule's own cut)
 
 # Lines the table's own anchors already pass (connection refused / timed out, NCCL WARN) need
 # none here; these are chosen to reuse the prefilter's existing passes (a C or an e in them).
@@ -33,6 +34,7 @@ FACT_ANCHORS: tuple[str, ...] = (
     "remote=[",
     "connectFullMesh failed",
     "(errno: 22 - ",  # a connect that found no address to try (an unresolvable name)
+    "local=[127.",  # gloo's own address on a failed mesh: "(rank=8, size=16, local=[127.0.0.1])"
 )
 # Lines that only tell facts (they are common in NCCL_DEBUG=INFO logs): the scanner reads
 # their facts and sends them to the pattern table only when a table anchor may be there too.
@@ -42,6 +44,8 @@ FACT_ONLY_ANCHORS: tuple[str, ...] = (
     "PyTorch version:",  # torch.utils.collect_env, pasted into most issues
     "Nvidia driver version:",
     "CUDA used to build PyTorch:",
+    "Network is unreachable",  # no route to the address connected to (the live DDP210's texts)
+    "No route to host",
     "getent hosts",  # a pasted `getent hosts $(hostname)`: its answer is on the next lines
     "/etc/hosts",
     *RANK_FACT_ANCHORS,
@@ -72,7 +76,7 @@ _CONNECT = (
     re.compile(r"connect \[([^\]]+)\]:(\d+)"),  # gloo: connect [127.0.1.1]:25472
     re.compile(r"Retry to connect to ([\d.]+):(\d+)"),  # paddle's tcp_utils
     re.compile(r"Connect to ([\w.:%-]+)<(\d+)>"),  # NCCL socket.cc
-    re.compile(r"remote=\[([^\]]+)\]:(\d+)"),  # gloo connectFullMesh
+    re.compile(r"remote=\[([^\]]+)\]:(\d+|<port>)"),  # gloo connectFullMesh; a user's <port>
 )
 _OUTCOMES = (
     ("refused", "Connection refused"),
@@ -100,6 +104,9 @@ _RESOLVER_FAILED = "Temporary failure in name resolution"
 # Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
 _NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
 _HARMLESS_NAMES = ("localhost", "ip6-localhost")
+# the store's client and its master: "failed to connect to [10.200.0.1]:29500", "while trying to
+# connect to (node-0, 29500)" (c10d socket.cpp)
+_STORE_TARGET = re.compile(r"(?:failed to connect to \[|trying to connect to \()([^\]\s,)]+)")
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -159,6 +166,9 @@ class LogFacts:
     no_family_address: int | None = None  # NCCL's "neither AF_INET(2) nor AF_INET6(10)"
     connect_failures: int = 0  # NCCL "Call to connect returned ..." retries
     gloo_mesh_failed: int | None = None  # gloo's "connectFullMesh failed", its first line
+    gloo_local_loopback: int | None = None  # gloo's own pair address on loopback: its line
+    remote_store: tuple[str, int] | None = None  # a routable master the client connected to
+    unreachable: tuple[str, int] | None = None  # the first "no route" line (cut), and its number
     unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
     hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
     _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
@@ -199,6 +209,12 @@ class LogFacts:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
             self.gloo_mesh_failed = number
+        if "local=[127." in body and self.gloo_local_loopback is None:
+            self.gloo_local_loopback = number
+        if "to connect to " in body and self.remote_store is None:
+            self.remote_store = _remote_store(body, number)
+        if self.unreachable is None and ("is unreachable" in body or "No route to" in body):
+            self.unreachable = _socket_unreachable(body, number)
         self._connections(body, number)
         for address in _IPV4.findall(body):
             if not address.startswith(("127.", "0.")) and len(self.addresses) < MAX_VALUES:
@@ -295,7 +311,8 @@ class LogFacts:
         for regex in _CONNECT:
             match = regex.search(body)
             if match:
-                address, port = match.group(1), int(match.group(2))
+                address, port = match.group(1), match.group(2)
+                port = 0 if port == "<port>" else int(port)
                 self.connections.append(Connection(address, port, outcome, number))
                 return
 
@@ -316,6 +333,7 @@ class LogFacts:
             or self.hostname_loopback is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
             or bool(self.interfaces)  # one virtual interface counts in a multi-node log
+            or self.unreachable is not None
         )
 
     def lines(self) -> dict[str, int | str]:
@@ -359,6 +377,12 @@ class LogFacts:
         if self.unresolvable() is not None:
             host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
+        if self.unreachable is not None:
+            shown["no route to an address connected to"] = self.unreachable[1]
+        if self.remote_store is not None:
+            shown[f"the store's client connects to {self.remote_store[0]}"] = self.remote_store[1]
+        if self.gloo_local_loopback is not None:
+            shown["gloo's own pair address is loopback"] = self.gloo_local_loopback
         return {**shown, **self.run.shown(set(self.nccl_versions))}
 
 
@@ -372,3 +396,19 @@ _ENVIRONMENT_NAMES = {
     "driver": "NVIDIA driver",
     "cuda_build": "torch built for CUDA",
 }
+
+
+def _remote_store(body: str, number: int) -> tuple[str, int] | None:
+    """The store's master as its client named it, when that is no loopback name or address."""
+    target = _STORE_TARGET.search(body)
+    host = target.group(1).strip("[]") if target else ""
+    local = host.startswith("127.") or host in ("::1", *_HARMLESS_NAMES)
+    return (host, number) if host and not local else None
+
+
+def _socket_unreachable(body: str, number: int) -> tuple[str, int] | None:
+    """A socket connect with no route (c10d, gloo, NCCL's sockets); an InfiniBand verbs call
+    that says "Network is unreachable" (ibv_modify_qp on RoCE) is the fabric's (DDP514)."""
+    if "ibv_" in body or "onnect" not in body:
+        return None
+    return body.strip()[:UNREACHABLE_CUT], number

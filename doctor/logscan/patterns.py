@@ -15,6 +15,7 @@ from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
 from ddp_doctor.logscan.patterns_jobs import JOB_PATTERNS
+from ddp_doctor.logscan.patterns_launchers import LAUNCHER_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
 from ddp_doctor.logscan.patterns_platform import PLATFORM_PATTERNS
 from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
@@ -25,6 +26,7 @@ PATTERNS: tuple[Pattern, ...] = (
     *JOB_PATTERNS,  # NCCL's bootstrap on the job, Fabric Manager, scheduler stops
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,
+    *LAUNCHER_PATTERNS,
     *PLATFORM_PATTERNS,
     *TRAINING_PATTERNS,  # ends with the generic NCCL WARN row
 )

@@ -13,6 +13,7 @@ comments, owner/repo#number).
 from __future__ import annotations
 
 from ddp_doctor.logscan.pattern import Pattern
+from ddp_doctor.model import Remediation
 
 _RANK = (r"\[[Rr]ank ?(\d+)\]", r"\bRank (\d+)\]")
 FAULT_TEXTS = (
@@ -262,16 +263,50 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         fields={"message": (r"err: -?\d+, message: (.+?)\s*$",)},
         confirm=r"libfabric:\d+:(?:\d+::)?efa:\w+:.*<(?:warn|error)>.*err: -?\d+",
     ),
-    # libfabric's core when the EFA provider offers nothing (src/fabric.c): "fi_getinfo:
-    #   provider efa returned -61 (No data available)"; another provider declining is how
-    #   libfabric picks one, so only efa's counts.
+    # libfabric's EFA provider's own errors outside NCCL: printed with its source file, "Unable
+    #   to write to EQ: Missing or unavailable event queue. err: Input/output error (5)
+    #   prov_errno: Unknown error -12 (-12) prov/efa/src/rxr/rxr.h:1343" (ofiwg/libfabric#6249);
+    #   its completion-queue warnings, "libfabric:20828:efa:cq:rxr_cq_handle_pkt_recv_completion()
+    #   :1434<warn> invalid control pkt type 0" (ofiwg/libfabric#5716)
     Pattern(
         "DDP515",
         "efa-libfabric-error",
-        ("fi_getinfo: provider ",),
-        "libfabric's EFA provider is unavailable[: {message}]",
-        fields={"message": (r"(provider efa\S* returned -\d+.*?)\s*$",)},
-        confirm=r"fi_getinfo: provider efa\S* returned -\d+",
+        ("prov/efa/src/", ":efa:cq:"),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"^\s*(.+?)\s+prov/efa/src/", r"<warn>\s*(.+?)\s*$")},
+        confirm=r"(?:\berr(?:or)?\b|prov_errno).*prov/efa/src/|:efa:cq:.*<warn>",
+        unless=("<info>", "<debug>", "<trace>"),
+    ),
+    # An application that asked libfabric for the EFA provider and got another: ps-lite's
+    #   fabric van (BytePS) "Check failed: strcmp(ofi_provider_->fabric_attr->prov_name, "efa")
+    #   == 0 couldn't get EFA as provider" (aws/libfabric#3). libfabric's own "fi_getinfo:
+    #   provider X returned -61" lines before it are its search over every provider, no error;
+    #   so is Open MPI's "EFA specific fi_getinfo(): No data available" on a host without EFA,
+    #   after which it tries other providers (open-mpi/ompi#11412).
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        ("get EFA as provider",),
+        "libfabric offered the application no EFA provider (the EFA device or its driver is "
+        "missing here, or does not offer what was asked)",
+        confirm=r"(?:couldn't|could not|cannot|unable to) get EFA as provider",
+    ),
+    # NCCL's own words for a GPU allocation that failed: "include/alloc.h:48 NCCL WARN Cuda
+    #   failure 'out of memory'" (NVIDIA/nccl#844), "enqueue.cc:43 NCCL WARN Cuda failure 'out of
+    #   memory'" (NVIDIA/TensorRT-LLM#1670). With memory free it is NCCL's cuMem/NVLS buffers
+    #   that failed (pytorch/pytorch#152302; THUDM/slime#669), hence the fix.
+    Pattern(
+        "DDP505",
+        "cuda-out-of-memory",
+        ("Cuda failure 'out of memory'",),
+        "NCCL could not allocate GPU memory for its buffers ('Cuda failure out of memory')",
+        fix=Remediation(
+            "Leave NCCL room on each GPU: a smaller batch or model shard, no other process on "
+            "the GPU (nvidia-smi), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+            "fragmentation. If the GPU had memory free, NCCL's own allocation path failed: "
+            "retry with NCCL_CUMEM_ENABLE=0 (and NCCL_NVLS_ENABLE=0 on NVSwitch systems).",
+            ("nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv",),
+        ),
     ),
     # NCCL 2.4 - 2.6 (init.cc): "NCCL WARN Mismatched collective detected, please check your
     #   collective calls at and around rank 11" (NVIDIA/nccl#214, #296)
@@ -310,7 +345,15 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
     #   have been OOM Killed." (older: "oom-kill event(s)", patterns_training.py); the kubelet:
     #   "The node was low on resource: memory." (kubeflow/kubeflow#1261), "Reason: OOMKilled";
     #   Ray's memory monitor: "N Workers (tasks / actors) killed due to memory pressure (OOM)"
-    #   (ray-project/ray#34695)
+    #   (ray-project/ray#34695), and the advice that ends every one of its kill messages,
+    #   "(raylet) Refer to the documentation on how to address the out of memory issue:
+    #   https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html" (alone where
+    #   the headline was cut: ray-project/ray#44574); Ray >= 2.2's "Memory on the node (IP: ...)
+    #   where the task (...) was running was 21.91GB / 33.28GB (0.658192), which exceeds the
+    #   memory usage threshold of 0.65. Ray killed this worker" (ray-project/ray#30312); Ray
+    #   2.0 - 2.1's "(raylet) node_manager.cc:2966: System memory low at node with IP
+    #   172.31.66.10. Used memory (54.90GB) / total capacity (57.60GB) (0.95307) exceeds
+    #   threshold 0.95, killing latest task" (ray-project/ray#28774)
     Pattern(
         "DDP504",
         "host-out-of-memory",
@@ -322,6 +365,9 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "condition: [MemoryPressure]",
             "killed due to memory pressure",
             "Task was killed due to the node running low on memory",
+            "address the out of memory issue",
+            "exceeds the memory usage threshold",
+            "System memory low at node",
             "was OOM-killed",  # runc: "container init was OOM-killed (memory limit too low?)"
             # the kubelet's node events: "System OOM encountered, victim process: python, pid:
             #   4242" (pkg/kubelet/oom); node-problem-detector's reason "OOMKilling"
@@ -342,6 +388,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             # PBS's MOM: "=>> PBS: job killed: mem 132000000kb exceeded limit 131072000kb";
             #   LSF: "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."
             "PBS: job killed: mem",
+            "PBS: job killed: vmem",
+            "PBS: job killed: pmem",
             "TERM_MEMLIMIT",
         ),
         "the host or container ran out of memory and was killed by {killer}",
@@ -355,6 +403,18 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
                 r"(PBS|LSF)",
             )
         },
+    ),
+    # srun's words for a task the cgroup's OOM killer took: "srun: error: sdumont6156: task 0:
+    #   Out Of Memory" (nextflow-io/nextflow#5932, beside slurmstepd's oom_kill line;
+    #   FoNDUE-HTR/Documentation#5 alone)
+    Pattern(
+        "DDP504",
+        "host-out-of-memory",
+        ("srun: error: ",),
+        "the host or container ran out of memory and was killed by slurmstepd (SLURM task "
+        "{slurm_task}[ on {host}])",
+        fields={"slurm_task": (r"task (\d+): ",), "host": (r"srun: error: ([\w.-]+): task",)},
+        confirm=r"task \d+: Out Of Memory[\s|'\"`]*$",
     ),
     # A container or task runner reporting 128 + 9: "terminated with exit code (137)" (flyte),
     #   "Exit Code: 137" (kubectl describe), "exited with code 137" (docker): SIGKILL. It stays

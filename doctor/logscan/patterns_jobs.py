@@ -64,16 +64,6 @@ JOB_PATTERNS: tuple[Pattern, ...] = (
         "CUDA reports the system not yet initialized: on an NVSwitch machine the Fabric "
         "Manager is not running, or the GPUs have not joined its fabric",
     ),
-    # srun's own line for a task the cgroup killed: "srun: error: node-3: task 0: Out Of
-    #   Memory" (nextflow-io/nextflow#5932; SchedMD/slurm src/srun)
-    Pattern(
-        "DDP504",
-        "host-out-of-memory",
-        ("srun: error: ",),  # "Out Of Memory" has no character the prefilter scans for
-        "the host or container ran out of memory and was killed by slurm[ (task {task})]",
-        fields={"task": (r"task (\d+): Out Of Memory",)},
-        confirm=r"srun: error: .*task \d+: Out Of Memory",
-    ),
     # Other ways a scheduler stops a job from outside: PBS "=>> PBS: job killed: walltime 86420
     #   exceeded limit 86400"; LSF exit reasons "TERM_RUNLIMIT: job killed after reaching LSF
     #   run time limit.", "TERM_OWNER: job killed by owner.", "TERM_PREEMPT: job killed after
@@ -89,14 +79,21 @@ JOB_PATTERNS: tuple[Pattern, ...] = (
             "TERM_RUNLIMIT",
             "TERM_OWNER",
             "TERM_PREEMPT",
+            "TERM_ADMIN",
+            "exceeded wallclock limit",  # Moab: "MOAB_INFO:  job exceeded wallclock limit"
             "Node failure on",
             "ephemeral local storage usage exceeds",
             "exceeded its local ephemeral storage limit",
             "imminent node shutdown",
         ),
-        "the job was stopped from outside[ ({reason})]",
+        "the job was stopped from outside[ ({reason})][: {elapsed} s of {limit} s]",
         fields={
-            "reason": (r"(walltime|RUNLIMIT|OWNER|PREEMPT|Node failure|ephemeral|node shutdown)",)
+            "reason": (
+                r"(TERM_[A-Z_]+)",
+                r"(walltime|wallclock|Node failure|ephemeral|node shutdown)",
+            ),
+            "elapsed": (r"walltime (\d+) exceeded",),
+            "limit": (r"walltime \d+ exceeded limit (\d+)",),
         },
     ),
 )

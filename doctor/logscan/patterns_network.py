@@ -121,6 +121,9 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
     # >= 2.4:     TCP client failed to connect/validate to host node-0:29500 - timed out
     #             (try=3, timeout=600000ms): ...
     # elastic:    RendezvousConnectionError: The connection to the C10d store has failed.
+    # 1.9 - 1.10: RuntimeError: connect() timed out. (pytorch/ignite#2210, under TCPStore)
+    # <= 1.6:     RuntimeError: Connection timed out (tcputil's connect(), strerror(ETIMEDOUT)
+    #             bare on its line, under the TCPStore(...) frame; yangkky/distributed_tutorial#3)
     Pattern(
         "DDP231",
         "store-connect-timeout",
@@ -129,25 +132,16 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
             "Original timeout was",
             "failed to connect/validate to host",
             "connection to the C10d store has failed",
+            "connect() timed out",
+            "RuntimeError: Connection timed out",
         ),
         "a rank could not connect to the rendezvous store[ at {master}][:{port}][ within "
         "{timeout_ms} ms]: the connection timed out (the address is unreachable, a firewall "
         "drops the packets, or nothing was listening there yet)",
         fields=_CONNECT_FIELDS,
-        confirm=r"connect|C10d store",
+        confirm=r"connect|C10d store|RuntimeError: Connection timed out\.?[\s|'\"`]*$",
         unless=("- retrying (try=",),  # torch retries; the final "- timed out (try=" counts
         priority=1,
-    ),
-    # torch 1.4 - 1.7's TCPStore raised the bare strerror of a connect that timed out:
-    #   "RuntimeError: Connection timed out" (tcputils.cpp, a std::system_error; pytorch/pytorch
-    #   #36096); a line that ends there, not gloo's "connect [addr]:port: Connection timed out"
-    Pattern(
-        "DDP231",
-        "store-connect-timeout",
-        ("Error: Connection timed out",),
-        "a rank could not connect to the rendezvous store: the connection timed out (the "
-        "address is unreachable, a firewall drops the packets, or nothing was listening there)",
-        confirm=r"(?:RuntimeError|DistNetworkError|ConnectionError): Connection timed out\s*$",
     ),
     # The single attempts before it: retried, and harmless when a later one gets through.
     Pattern(

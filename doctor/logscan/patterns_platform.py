@@ -46,16 +46,33 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
             "is not compatible with the current PyTorch installation",
             # the warning's source line, which Python prints under it (torch/cuda/__init__.py)
             "warn(incompatible_device_warn.format(",
-            # the runtime's names: cudaErrorNoKernelImageForDevice; cudaErrorInvalidDevice
-            #   Function "invalid device function" (kernels built for other architectures)
+            # the runtime's name (its "invalid device function": the row below, with its fix)
             "cudaErrorNoKernelImageForDevice",
-            "invalid device function",
         ),
         "this torch build has no kernels for the GPU[ ({arch})]",
         fields={
             "arch": (r"CUDA capability (sm_\d+)",),
             "gpu": (r"([\w() -]+?) with CUDA capability",),
         },
+    ),
+    # CUDA's cudaErrorInvalidDeviceFunction, a kernel with no image for this GPU: "RuntimeError:
+    #   CUDA error: invalid device function" (weiyithu/SurroundOcc#100, an mmcv build), 0.x - 1.x
+    #   "cuda runtime error (8) : invalid device function" (pytorch/pytorch#1557: built on
+    #   another node; peterjc123/pytorch-scripts#18: a wheel without the card's sm_5x), custom
+    #   kernels' "cudaCheckError() failed : invalid device function" (CharlesShang/TFFRCNN#45)
+    Pattern(
+        "DDP004",
+        "gpu-arch-unsupported",
+        ("invalid device function",),
+        "a CUDA kernel has no image for this GPU ('invalid device function'): torch or a compiled "
+        "extension (mmcv, apex, a custom op) was built without the GPU's architecture",
+        confirm=r"(?i)cuda|THCudaCheck|error",
+        fix=Remediation(
+            "Rebuild the extension for this GPU (TORCH_CUDA_ARCH_LIST set to its compute "
+            "capability, e.g. '8.6', on the machine type that runs it), or install a torch wheel "
+            "and extension packages built for the architecture.",
+            ('python -c "import torch; print(torch.cuda.get_device_capability())"',),
+        ),
     ),
     # RuntimeError: Distributed package doesn't have NCCL built in (Windows, macOS, CPU wheels)
     Pattern(
@@ -125,7 +142,8 @@ PLATFORM_PATTERNS: tuple[Pattern, ...] = (
         fields={"variable": (r"(NCCL_\w+) is deprecated",)},
         role=Role.NOTE,
     ),
-    # CUDA error: all CUDA-capable devices are busy or unavailable (pytorch/pytorch#3871)
+    # CUDA error: all CUDA-capable devices are busy or unavailable (pytorch/pytorch#3871); CUDA
+    #   >= 11: "CUDA-capable device(s) is/are busy or unavailable" (NVIDIA/nvidia-resiliency-ext#18)
     Pattern(
         "DDP024",
         "exclusive-compute-mode",

@@ -11,6 +11,7 @@ _NUMBER = r"(-?\d+)"
 # Killed by one of these, a rank died of its own accord (or the host's OOM killer). SIGTERM is
 # torchrun stopping the survivors, SIGABRT an abort whose reason is printed above it.
 CAUSE_SIGNALS = frozenset({"SIGKILL", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+DATALOADER_SIGNALS = ("Killed", "Terminated", "Segmentation fault", "Aborted")  # strsignal's
 
 
 def _killed_by_a_signal(evidence: Evidence) -> bool:
@@ -259,7 +260,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     #   ***"; UCX's handler "Caught signal 11 (Segmentation fault: address not mapped to object
     #   at address 0x8)" (openucx/ucx src/ucs/debug/debug.c); a DataLoader worker (torch
     #   utils/data/_utils/signal_handling.py): "ERROR: Unexpected segmentation fault encountered
-    #   in worker.", "DataLoader worker (pid 42) is killed by signal: Segmentation fault."
+    #   in worker." (its "is killed by signal: Segmentation fault.": the DataLoader row below)
     Pattern(
         "DDP307",
         "rank-crashed",
@@ -274,7 +275,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         fields={
             "death": (r"([Ss]egmentation fault|Bus error|SIGSEGV|SIGBUS|SIGILL|SIGFPE)",),
         },
-        confirm=r"segmentation fault encountered in worker|killed by signal: Segmentation fault|"
+        confirm=r"segmentation fault encountered in worker|"
         r"Fatal Python error: (?:Segmentation fault|Bus error)|Segmentation fault\s+"
         r"\(core dumped\)|\*\*\* SIGSEGV received at time|Caught signal 11 \(Segmentation "
         r"fault|\*\*\* SIG(?:SEGV|BUS|ILL|FPE) \(@0x[0-9a-f]+\) received by PID",
@@ -305,6 +306,25 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         confirm=r"process \d+ terminated with",
         role_of=crash_role,
         priority=2,
+    ),
+    # DataLoader (torch/utils/data/_utils/signal_handling.py, since 0.4): a worker's death by a
+    #   signal, in strsignal's words: "RuntimeError: DataLoader worker (pid 9382) is killed by
+    #   signal: Killed." (alibaba/Pai-Megatron-Patch#583, under [rank0]:), "... Terminated."
+    #   (pytorch/pytorch#4507), "Segmentation fault.", "Aborted.". A SIGKILL says nothing about
+    #   memory by itself (DDP504's explain text): with the kernel's or a scheduler's memory line
+    #   in the log DDP504 comes first (inference.py). "Bus error" is /dev/shm's
+    #   (patterns_platform.py).
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        tuple(f"is killed by signal: {words}" for words in DATALOADER_SIGNALS),
+        "[rank {rank}: ]a DataLoader worker[ (pid {pid})] was killed by {signal}, and its "
+        "rank raised",
+        fields={
+            "signal": (r"killed by signal: ([A-Z][a-z]+(?: [a-z]+)?)",),
+            "pid": (r"worker \(pid (\d+)\)",),
+        },
+        role_of=crash_role,
     ),
     # What the survivors see when a peer exits, crashed or not:
     # gloo (pair.cc): Connection closed by peer [127.0.0.1]:41234; >= 2.6 adds "This is

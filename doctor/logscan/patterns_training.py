@@ -58,22 +58,25 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
     # slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes
     #   may have been killed by the cgroup out-of-memory handler.
     # kernel: Out of memory: Killed process 12345 (python) total-vm:... (< 5.x: "Kill process")
-    # DataLoader: RuntimeError: DataLoader worker (pid 12345) is killed by signal: Killed.
+    # kernel, a cgroup's limit: "Memory cgroup out of memory: Killed process 15617 (python3)"
+    #   (docker/for-linux#1001; < 5.x "... Kill process 19302 (java) score 1337 or sacrifice
+    #   child", microsoft/pai#1682); its report's first lines: "uwsgi invoked oom-killer:
+    #   gfp_mask=..." (reportportal/kubernetes#203), "oom-kill:constraint=CONSTRAINT_NONE,...,
+    #   task=python,pid=7899" (0jc1/py-autovod#7)
+    # (a DataLoader worker "killed by signal: Killed" is a SIGKILL, not memory evidence by itself:
+    #  patterns_ranks.py)
     Pattern(
         "DDP504",
         "host-out-of-memory",
-        # cgroup v1/v2 kernels: "Memory cgroup out of memory: Killed process 4242 (python)";
-        # the kernel's first line of an OOM report: "python invoked oom-killer: gfp_mask=..."
-        # (Linux mm/oom_kill.c)
         (
             "oom-kill event",
             "Out of memory: Kill",
-            "out of memory: Kill",
+            "cgroup out of memory: Kill",
             "invoked oom-killer",
-            "is killed by signal: Killed",
+            "oom-kill:constraint=",
         ),
         "the host ran out of memory and the kernel killed a process[ (pid {pid})]",
-        fields={"pid": (r"Kill(?:ed)? process (\d+)", r"worker \(pid (\d+)\)")},
+        fields={"pid": (r"Kill(?:ed)? process (\d+)", r"oom-kill:.*\bpid=(\d+)")},
     ),
     # 1.x:       RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; ...)
     # 2.0 - 2.4: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
@@ -95,7 +98,7 @@ TRAINING_PATTERNS: tuple[Pattern, ...] = (
             # torch <= 1.0 (THC): "cuda runtime error (2) : out of memory at .../THCStorage.cu:58"
             "cuda runtime error (2) : out of memory",
             "CUDA driver error: out of memory",
-            "Cuda failure 'out of memory'",
+            # (NCCL's "Cuda failure 'out of memory'": patterns_cluster.py, with its own fix)
             "Cuda failure 2 'out of memory'",
             "Failed to CUDA calloc",
             "Failed to CUDA malloc",

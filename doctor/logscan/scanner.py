@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
-from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
+from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name, signal_of_description
 from ddp_doctor.logscan.factmerge import with_fact_findings
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
@@ -293,7 +293,16 @@ def first_pattern(body: str) -> Pattern | None:
 
 
 def _signal_fix(pattern: Pattern, facts: dict[str, object]) -> Remediation | None:
-    return crash_fix(facts) if pattern.code == ROOT_CAUSE_PATTERN.code else None
+    """The signal's own fix for a rank's death; a summary line read alone names it with keys of
+    its own (killed_by, exit_status), which pick the fix too."""
+    if pattern.code != ROOT_CAUSE_PATTERN.code:
+        return None
+    return crash_fix(
+        {
+            "signal": facts.get("signal", facts.get("killed_by")),
+            "exitcode": facts.get("exitcode", facts.get("exit_status")),
+        }
+    )
 
 
 def _anchor_position(pattern: Pattern, text: str) -> int:
@@ -303,10 +312,13 @@ def _anchor_position(pattern: Pattern, text: str) -> int:
 
 def _name_the_signal(facts: dict[str, object]) -> None:
     """exitcode -9 means killed by signal 9: say SIGKILL, as torch >= 2.7 does itself; so does
-    a signal torchrun 1.x printed as a number ("Received 15 death signal")."""
+    a signal torchrun 1.x printed as a number ("Received 15 death signal"), or DataLoader in
+    strsignal's words ("killed by signal: Killed")."""
     number = facts.get("signal")
     if isinstance(number, int) or (isinstance(number, str) and number.isdigit()):
         facts["signal"] = signal_name(-int(number)) or number
+    elif isinstance(number, str) and not number.startswith("SIG"):  # DataLoader's "Killed"
+        facts["signal"] = signal_of_description(number) or number
     exitcode = facts.get("exitcode")
     if isinstance(exitcode, int) and "signal" not in facts:
         name = signal_name(exitcode)

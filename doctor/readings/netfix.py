@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddp_doctor.facts.cluster import Interface, NetworkFacts
-
-GLOO, NCCL = "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"
+from ddp_doctor.readings import interface_reach
+from ddp_doctor.readings.interface_reach import GLOO, NCCL
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ def _nccl(network: NetworkFacts, current: str | None, route: str) -> Prediction 
             "DDP205", NCCL, _exact_if_ambiguous(route, network), current, ", ".join(chosen)
         )
     candidates = nccl_default_candidates(network.interfaces)
-    if candidates and candidates[0] != route:
+    first = [network.interface(name) or Interface(name) for name in candidates[:1]]
+    if interface_reach.nccl_choice_unreachable(first, route, other_hosts=True):
         return Prediction("DDP215", NCCL, _exact_if_ambiguous(route, network), None, candidates[0])
     return None
 

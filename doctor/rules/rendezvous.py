@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ddp_doctor.facts.machine import FactSet
+from ddp_doctor.facts.cluster import Interface
+from ddp_doctor.facts.job import JobFacts
+from ddp_doctor.facts.machine import FactSet, HostFacts
 from ddp_doctor.model import Remediation
+from ddp_doctor.readings import interface_reach
 from ddp_doctor.readings.netfix import Prediction
 from ddp_doctor.registry import Hit, describe, rule
 from ddp_doctor.rules.common import env_count
@@ -14,6 +17,7 @@ from ddp_doctor.rules.nodereading import MissingNodes, missing_nodes, node_label
 from ddp_doctor.rules.preflight import fix_outcome, prediction_for
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+PRIVILEGED_BELOW = 1024  # Linux's net.ipv4.ip_unprivileged_port_start by default
 
 
 @rule(
@@ -228,12 +232,7 @@ def wrong_network_interface(facts: FactSet) -> Iterator[Hit]:
         value = facts.env.get(variable)
         if variable in predicted:
             yield _interface_left_out(facts, predicted[variable])
-        elif (
-            host
-            and host.interfaces
-            and value
-            and not _any_interface_matches(variable, value, host.interfaces)
-        ):
+        elif host and host.interfaces and value and _matches_none(variable, value, host):
             yield Hit(
                 f"{variable}={value!r} matches none of this host's interfaces "
                 f"({', '.join(host.interfaces)})",
@@ -262,15 +261,12 @@ def _interface_left_out(facts: FactSet, prediction: Prediction) -> Hit:
     )
 
 
-def _any_interface_matches(variable: str, value: str, interfaces: tuple[str, ...]) -> bool:
-    if variable == "GLOO_SOCKET_IFNAME":
-        return all(name.strip() in interfaces for name in value.split(",") if name.strip())
-    if value.startswith("^"):  # an exclusion list: fails only if it excludes every interface
-        excluded = [p.lstrip("=") for p in value[1:].split(",") if p]
-        return any(not any(i.startswith(p) for p in excluded) for i in interfaces)
-    exact = value.startswith("=")
-    wanted = [p for p in value.lstrip("=").split(",") if p]
-    return any((i == p if exact else i.startswith(p)) for i in interfaces for p in wanted)
+def _matches_none(variable: str, value: str, host: HostFacts) -> bool:
+    """Judged by the function `logs` uses too, over this host's own interface list (across
+    hosts the route to the master decides, through the preflight's prediction above)."""
+    seen = [Interface(name) for name in host.interfaces]
+    problem = interface_reach.socket_ifname_problem(variable, value, seen, other_hosts=False)
+    return problem == interface_reach.NO_MATCH
 
 
 describe(
@@ -345,15 +341,63 @@ def _world_size_against_plan(facts: FactSet, world: int | None) -> Iterator[Hit]
 )
 def master_addr_not_local(facts: FactSet) -> Iterator[Hit]:
     """What it finds: bind() on the master address failing with anything but EADDRINUSE
-    (EADDRNOTAVAIL: the address belongs to another host).
+    (EADDRNOTAVAIL: the address belongs to another host) or, on a port below 1024, EACCES
+    (DDP230).
     Why it matters: rank 0 hosts the store on MASTER_ADDR; on the wrong host it cannot.
     Example: --master-addr 10.0.0.5 run on 10.0.0.6.
     Fix: run the doctor on the master node, or give a local address.
     """
     job = facts.job
     error = job.preflight.port_error if job else None
-    if job and error and "EADDRINUSE" not in error:
+    if job and error and "EADDRINUSE" not in error and not _needs_root(job):
         yield Hit(
             f"cannot listen on {job.preflight.master_addr}: {error}",
             {"address": job.preflight.master_addr, "error": error},
         )
+
+
+@rule(
+    "DDP230",
+    Remediation(
+        "Use a port of 1024 or above that nothing else listens on (e.g. MASTER_PORT=29500, or "
+        "torchrun --master-port 29500): ports below 1024 need root. A script that draws the "
+        "port at random ($RANDOM) must add 1024 or more.",
+        ("torchrun --master-port 29500 --nproc-per-node=N train.py",),
+    ),
+)
+def master_port_privileged(facts: FactSet) -> Iterator[Hit]:
+    """What it finds: a master port below 1024 whose bind was refused: the preflight's own
+    bind() failing with EACCES; in a log, the store's bind refused with "(errno: 13 -
+    Permission denied)" or libuv's "name: EACCES" (also retyped as "Permission denied: The
+    server socket has failed to bind"), or a launch line's port below 1024 beside a store that
+    no rank reached (judged by the same privileged_port_refused).
+    Why it matters: the store never starts, so no rank can join; a port number of 1024 or
+    above is the whole fix, and it is not "port in use" (DDP201), which needs the other
+    listener found.
+    Example: `--main_process_port 98` (KimMeen/Time-LLM#158); a launch script using $RANDOM
+    as the port, which lands below 1024 one time in 32 (zlin0/wedefense#47).
+    Fix: a port of 1024 or above.
+    """
+    job = facts.job
+    if job is not None and _needs_root(job):
+        port, error = job.preflight.master_port, job.preflight.port_error
+        yield Hit(
+            f"the master port {port} is below 1024: binding it needs root ({error})",
+            {"port": port, "error": error},
+        )
+
+
+def _needs_root(job: JobFacts) -> bool:
+    preflight = job.preflight
+    return privileged_port_refused(preflight.master_port, preflight.port_error, False)
+
+
+def privileged_port_refused(
+    port: int | None, bind_error: str | None, store_unreached: bool
+) -> bool:
+    """A master port below 1024 explains the failure: its bind was refused with EACCES (the
+    preflight's own bind), or, where a log shows no bind (a rank that only connects), no rank
+    reached the store on it. The one judgement of DDP230, for the live run and for `logs`."""
+    if port is None or not 0 < port < PRIVILEGED_BELOW:
+        return False
+    return bool(bind_error and "EACCES" in bind_error) or store_unreached
