@@ -176,3 +176,15 @@ def test_a_file_checked_alone_reads_the_modules_it_imports() -> None:
     (helper_finding,) = [f for f in unpinned.findings if f.code == "DDP107"]
     related = helper_finding.evidence["related"][0]
     assert (Path(str(related["path"])).name, related["line"]) == ("dist.py", 8)
+
+
+def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
+    """torchtitan's shape: train.py builds the trainer from its configuration (a call the
+    graph cannot follow), the package's helper inits the group, train.py destroys it. The
+    package is named torchkit: the project's own, though its name starts with "torch"."""
+    ended = check_paths([str(SCRIPTS / "projects" / "config_built_trainer")])
+    assert "DDP121" not in {f.code for f in ended.findings}
+    left_open = check_paths([str(SCRIPTS / "projects" / "config_built_trainer_no_destroy")])
+    assert [(Path(f.location.path).name, f.code) for f in left_open.findings] == [
+        ("dist_utils.py", "DDP121")
+    ]

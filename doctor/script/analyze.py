@@ -14,15 +14,11 @@ from collections.abc import Sequence
 
 from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
-from ddp_doctor.script.evidence import (
-    NEEDS_DISTRIBUTED,
-    PER_RANK_OPINIONS,
-    rpc_only,
-    runs_distributed,
-)
+from ddp_doctor.script.evidence import NEEDS_DISTRIBUTED, PER_RANK_OPINIONS, runs_distributed
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import PYTHON, Candidate, read_text
 from ddp_doctor.script.hits import merge_causes
+from ddp_doctor.script.kinds import rpc_only
 from ddp_doctor.script.program import project_of
 from ddp_doctor.script.rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
 from ddp_doctor.script.suppress import is_suppressed, suppressions, without_suppressed

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import CallSite, Context, ScriptFacts
+from ddp_doctor.script.facts import ZERO, CallSite, Context, ScriptFacts
+from ddp_doctor.script.guards import classify
 from ddp_doctor.script.rankflow import contains
 
 _ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
@@ -81,3 +82,28 @@ def turns_itself_off(facts: ScriptFacts, ctx: Context) -> bool:
                 if inside and isinstance(value, ast.Constant) and value.value in (False, None):
                     return True
     return False
+
+
+def opted_in_per_rank(ctx: Context) -> bool:
+    """`if rank == 0 or not cfg.wandb.rank_zero_only:` (alone or as one part of an `and`):
+    rank 0, or every rank where the configuration asks for it (OLMo's W&B set-up). The rank
+    was thought of: a choice."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if branch.arm and test is not None and any(_rank_zero_or(p) for p in _conjuncts(test)):
+            return True
+    return False
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [part for value in test.values for part in _conjuncts(value)]
+    return [test]
+
+
+def _rank_zero_or(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.BoolOp)
+        and isinstance(test.op, ast.Or)
+        and any(classify(part) == ZERO for part in test.values)
+    )

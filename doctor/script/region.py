@@ -12,8 +12,9 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
-from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched, starts_lightning_ranks
+from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched
 from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function
+from ddp_doctor.script.frameworks import launches_fabric_ranks, starts_lightning_ranks
 from ddp_doctor.script.guards import launch_of_arm
 
 _DISTRIBUTED_MARKS = frozenset(
@@ -52,6 +53,8 @@ def distributed_region(graph: CallGraph) -> set[Function]:
         for site in facts.calls:
             if site.key in _LIGHTNING_KEYS and starts_lightning_ranks(facts, site):
                 always.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
+            if site.key == "launch" and launches_fabric_ranks(facts, site):
+                always.add(graph.unit(facts, site.ctx))  # Fabric: the program per device
             if site.key not in _MARK_KEYS:
                 continue
             qualified = facts.resolve(site)
@@ -212,8 +215,21 @@ def _flag(test: ast.expr | None) -> tuple[str | None, bool]:
 
 
 def single_process(site: CallSite) -> bool:
-    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process."""
+    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process. So
+    is a process group of the "fake" backend (torch.testing's FakeProcessGroup, a FakeStore):
+    one process that simulates a world of ranks to trace or compile, with no job around it."""
+    if site.key == "init_process_group" and fake_group(site):
+        return True
     count = site.keyword("world_size") or site.keyword("num_replicas")
     if count is None and site.key == "init_process_group":
         count = site.argument(3, "world_size")
     return isinstance(count, ast.Constant) and count.value == 1
+
+
+def fake_group(site: CallSite) -> bool:
+    """A process group of the "fake" backend, or over a FakeStore: no processes, no resources."""
+    backend = site.argument(0, "backend")
+    if isinstance(backend, ast.Constant) and backend.value == "fake":
+        return True
+    store = site.keyword("store")
+    return isinstance(store, ast.Call) and names.last_identifier(store.func) == "FakeStore"

@@ -101,6 +101,10 @@ class _Walker:
                 self.target(stmt.target, stmt.value, stmt, ctx)
         elif kind is ast.AugAssign:
             self.expr(stmt.value, ctx)
+            if isinstance(stmt.target, ast.Name):  # seed += offset: seed = seed + offset
+                load = ast.copy_location(ast.Name(stmt.target.id, ast.Load()), stmt.target)
+                grown = ast.copy_location(ast.BinOp(load, stmt.op, stmt.value), stmt)
+                self.target(stmt.target, grown, stmt, ctx)
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:

@@ -9,10 +9,10 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
-from ddp_doctor.script.evidence import uses_tensor_parallel
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.kinds import uses_tensor_parallel
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import (
     is_test_file,

@@ -14,7 +14,13 @@ from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
-from ddp_doctor.script.logsites import in_handler, is_event_report, over_entries, turns_itself_off
+from ddp_doctor.script.logsites import (
+    in_handler,
+    is_event_report,
+    opted_in_per_rank,
+    over_entries,
+    turns_itself_off,
+)
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
     forwarding_loaders,
@@ -214,7 +220,8 @@ _LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryW
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
-        launch` runs it once per GPU), outside rank-0-only code: print/logging inside a loop
+        launch` runs it once per GPU; so does a Lightning Fabric given devices or a strategy,
+        whose launch() runs the program in each process it starts), outside rank-0-only code: print/logging inside a loop
         (or in a function the loop calls directly: a progress meter's display(); a pass over
         a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
         tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
@@ -223,7 +230,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
-        (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
+        (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
+        by the configuration's choice, every rank through (`if rank == 0 or not
+        cfg.rank_zero_only:`), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
     Why it matters:
@@ -252,7 +261,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
-        if not flow.in_distributed_region(call.ctx):
+        if opted_in_per_rank(call.ctx) or not flow.in_distributed_region(call.ctx):
             continue
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
