@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ddp_doctor.script import names
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
 from ddp_doctor.script.textscan import code_lines
@@ -98,9 +99,17 @@ _EVIDENCE_WORDS = (
     "notebook_launcher",
     "Trainer",
     "Fabric",
+    "detectron2",
+    "yolox",
+    "fastreid",
 )
 _FRAMEWORK_CALLS = frozenset(
-    {"accelerate.Accelerator", "accelerate.PartialState", "accelerate.notebook_launcher"}
+    {
+        "accelerate.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.notebook_launcher",
+        *names.LIBRARY_LAUNCHERS,
+    }
 )
 LAUNCHER_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
 _LAUNCH_LINE = re.compile(
