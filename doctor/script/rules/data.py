@@ -9,7 +9,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evalloaders import evaluation_factory_calls
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
+from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.kinds import uses_tensor_parallel
@@ -21,7 +21,8 @@ from ddp_doctor.script.purpose import (
     weights_never_broadcast,
 )
 from ddp_doctor.script.rankflow import mentions_rank
-from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
+from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
+from ddp_doctor.script.workers import in_worker, spawned_code
 
 
 def _samplers(facts: ScriptFacts) -> SamplerFlow:
@@ -139,7 +140,10 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument, and set_epoch called once before the epoch loop. A single pass over the data
-        needs no set_epoch.
+        needs no set_epoch, and neither does a sampler built in a helper from a `shuffle`
+        parameter that every call path reaching its arm sets to False (`elif type ==
+        SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
+        by evaluation loaders that pass shuffle=False).
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -159,7 +163,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     flow = _samplers(facts)
     reported_calls: set[int] = set()
     for use in flow.uses:
-        if not use.shuffles or use.is_for_eval():
+        if not use.shuffles or use.is_for_eval() or never_shuffled(facts, use.site):
             continue
         epochs = flow.runs_epochs(use)
         if epochs is False or (epochs is None and not flow.has_manual_training_loop):
@@ -312,15 +316,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         return
     if weights_never_broadcast(facts):  # the shared seed is what makes the weights equal
         return
-    workers = _spawned_code(facts)
+    workers = spawned_code(facts)
     seeds = [
         s
         for s in facts.calls_to(*names.SEEDERS)
-        if (
-            _in_worker(facts, s, workers)
-            if workers is not None
-            else flow.in_distributed_region(s.ctx)
-        )
+        if (in_worker(s, workers) if workers is not None else flow.in_distributed_region(s.ctx))
     ]
     if not seeds:
         return
@@ -337,32 +337,6 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
-
-
-def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
-    """Functions that run in processes this script spawns; None when it spawns none. A thread
-    (threading.Thread(target=...)) is no new process: it shares the seeded generators."""
-    graph = facts.project.graph
-    started = {
-        edge.callee
-        for site in facts.calls
-        if not _starts_a_thread(facts, site)
-        for edge in graph.callees(graph.unit(facts, site.ctx))
-        if edge.site is site and edge.spawned
-    }
-    return graph.closure(started, up=False) if started else None
-
-
-def _starts_a_thread(facts: ScriptFacts, site: CallSite) -> bool:
-    qualified = facts.resolve(site) or ""
-    return site.key == "Thread" or qualified.startswith("threading.")
-
-
-def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
-    """Module code outside the main guard runs again in every spawned worker."""
-    if site.ctx.function is None:
-        return not site.ctx.main_guard
-    return site.ctx.function in workers
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
