@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import ZERO, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, Function, ScriptFacts
 from ddp_doctor.script.project import Project
 from ddp_doctor.script.resolve import Resolver, imported_names, may_reach_tree, passes_a_name
 
@@ -260,13 +260,15 @@ class CallGraph:
         self, unit: Function | None, depth: int = DEPTH, within: set[Function] | None = None
     ) -> bool:
         """Whether some call of the function runs inside a loop, a few callers up (only
-        callers `within` a set of functions, when given)."""
+        callers `within` a set of functions, when given: the distributed region, less the
+        calls made only without a launcher)."""
         if unit is None or depth <= 0:
             return False
         return any(
             edge.site.ctx.loops or self.called_in_loop(edge.site.ctx.function, depth - 1, within)
             for edge in self.callers(unit)
-            if not edge.handed and (within is None or edge.caller in within)
+            if not edge.handed
+            and (within is None or (edge.caller in within and edge.site.ctx.launch != SINGLE))
         )
 
     def in_loop(

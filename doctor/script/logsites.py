@@ -53,10 +53,32 @@ _ENTRIES = frozenset({"items", "keys", "values", "vars"})
 
 
 def over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-    """`for k, v in kwargs.items():`, `for name in vars(args):`: a pass over a mapping's
-    entries (settings, a report) runs once, not once per step."""
-    source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-    return isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES
+    """`for k, v in kwargs.items():`, `for name in vars(args):`, `for k in d: ... d[k]`: a
+    pass over a mapping's entries (settings, a report) runs once, not once per step. (A pass
+    over a model's parameters is not one: a line per parameter is as many lines as steps.)"""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    source = loop.iter
+    if isinstance(source, ast.Call):
+        return names.last_identifier(source.func) in _ENTRIES
+    return _keys_looked_up(loop)
+
+
+def _keys_looked_up(loop: ast.For | ast.AsyncFor) -> bool:
+    """`for k in data.datasets: print(k, data.datasets[k])`: the loop variable indexes the
+    thing it iterates, which is a mapping."""
+    iterated = names.dotted(loop.iter)
+    target = loop.target.id if isinstance(loop.target, ast.Name) else None
+    if iterated is None or target is None:
+        return False
+    return any(
+        isinstance(node, ast.Subscript)
+        and names.dotted(node.value) == iterated
+        and isinstance(node.slice, ast.Name)
+        and node.slice.id == target
+        for statement in loop.body
+        for node in ast.walk(statement)
+    )
 
 
 def _stops(statement: ast.stmt) -> bool:

@@ -12,6 +12,7 @@ from ddp_doctor.script import guards
 from ddp_doctor.script.facts import (
     MODULE,
     NONZERO,
+    SINGLE,
     ZERO,
     Assignment,
     Branch,
@@ -79,7 +80,11 @@ class _Walker:
             ctx = self._after_early_exit(stmt, ctx)
 
     def _after_early_exit(self, stmt: ast.stmt, ctx: Context) -> Context:
-        """`if rank != 0: return` guards every statement after it in the same block."""
+        """`if rank != 0: return` guards every statement after it in the same block; after
+        `assert opt.local_rank == -1, "DDP mode not implemented for --evolve"` the block runs
+        without a launcher."""
+        if isinstance(stmt, ast.Assert) and ctx.launch is None:
+            return ctx._replace(launch=SINGLE) if guards.launch_of(stmt.test) == SINGLE else ctx
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
         ctx = _in_arm(ctx, stmt, stmt.test, arm=False)

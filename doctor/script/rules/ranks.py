@@ -11,6 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
@@ -56,7 +57,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.save in a one-process-per-GPU script that is not under a rank-0 guard: not in
         `if rank == 0:` (or is_main_process(), local_rank in [-1, 0], ...), not after
         `if rank != 0: return`, and not in a function that is only called under such a guard.
-        Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone.
+        Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone,
+        and so is a cache written when it is missing under a block that lets rank 0 through
+        first (`with torch_distributed_zero_first(rank):`, `main_process_first()`): rank 0
+        writes it, the others find it and read it.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -78,6 +82,8 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         path = save.argument(1, "f")
         if (path is not None and mentions_rank(facts, path)) or in_memory(facts, save):
             continue
+        if prepared_by_rank_zero_first(facts, save.ctx, save.node.lineno):
+            continue  # a cache the first rank writes when missing; the others then read it
         where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
         yield hit(
             facts,
@@ -224,7 +230,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         whose launch() runs the program in each process it starts), outside rank-0-only code: print/logging inside a loop
         (or in a function the loop calls directly: a progress meter's display(); a pass over
         a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
-        tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
+        tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
+        print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0, for messages that include the rank, for reports of a NaN or a missing
         gradient, for an error printed in a branch that then raises or exits or in an
@@ -232,7 +239,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
         by the configuration's choice, every rank through (`if rank == 0 or not
-        cfg.rank_zero_only:`), and for logging where the file does
+        cfg.rank_zero_only:`), for the building of a cache that rank 0 makes first (see
+        DDP116: the others find it made), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
     Why it matters:
@@ -263,6 +271,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if opted_in_per_rank(call.ctx) or not flow.in_distributed_region(call.ctx):
             continue
+        if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno):
+            continue  # building a missing cache: only the first rank finds it missing
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
         if never_taken(facts.project.values, facts, call.ctx):
@@ -302,10 +312,17 @@ def _log_kind(
     if qualified.startswith("wandb.") and call.key in ("init", "log"):
         return "wandb"
     if qualified.endswith(".tqdm") or qualified == "tqdm":
-        return None if call.keyword("disable") is not None else "tqdm"
+        if call.keyword("disable") is not None or (_displays_once(call) and not in_loop(call.ctx)):
+            return None  # tqdm(None, desc=..., total=n, initial=n): a line of results, a print
+        return "tqdm"
     if qualified.endswith("SummaryWriter"):
         return "tensorboard"
     return None
+
+
+def _displays_once(call: CallSite) -> bool:
+    iterable = call.argument(0, "iterable")
+    return isinstance(iterable, ast.Constant) and iterable.value is None
 
 
 @rule(
