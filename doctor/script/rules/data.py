@@ -16,6 +16,7 @@ from ddp_doctor.script.kinds import uses_tensor_parallel
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import (
     is_test_file,
+    shards_a_shared_draw,
     splits_data_after,
     trains,
     weights_never_broadcast,
@@ -291,7 +292,10 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
         after them in the same function needs (np.random.permutation, random_split: every
-        rank must cut the same split), and so are tensor-parallel programs
+        rank must cut the same split), and so are programs whose own sampler shards a draw
+        from the global generator by rank (each rank shuffles all indices and keeps its
+        share; a project sampler named for distributed use that is not in the checked tree
+        may, and is not judged), and so are tensor-parallel programs
         (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
         the ranks of a group must draw the same
         numbers). Programs that start the process group themselves and never wrap, shard or
@@ -327,7 +331,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(_has_rank_term(facts, site) for site in seeds):
         return
-    if any(splits_data_after(facts, site) for site in seeds):
+    if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
