@@ -30,6 +30,13 @@ from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, la
 
 # Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
 _STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
+
+
+def _marked(text: str) -> bool:
+    """One of _STRING_MARKS in it (two substring tests first: most strings have neither)."""
+    return ("NCCL_" in text or "launch" in text) and any(mark in text for mark in _STRING_MARKS)
+
+
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
@@ -276,12 +283,14 @@ class _Walker:
         while stack:
             node = pop()
             kind = type(node)
+            if node is None:  # a list field's hole: {**spread} keys, kw_defaults
+                continue
             if kind is ast.Call:
                 calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
                 self._environ_call(node, ctx)  # type: ignore[arg-type]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
-                if type(value) is str and any(mark in value for mark in _STRING_MARKS):
+                if type(value) is str and _marked(value):
                     facts.strings.append(node)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Name:
@@ -302,7 +311,7 @@ class _Walker:
                 if child is None:
                     continue
                 if type(child) is list:
-                    stack.extend(item for item in child if item is not None)
+                    stack.extend(child)
                 else:
                     push(child)
 
