@@ -111,17 +111,21 @@ def sampler_shuffle_conflict(facts: ScriptFacts) -> Iterator[Hit]:
         )
 
 
-def _handed_on(facts: ScriptFacts, loader: str | None) -> bool:
+def _handed_on(facts: ScriptFacts, loader: str | None, library_only: bool = False) -> bool:
     """`loader = accelerator.prepare(loader)`, `make_private(data_loader=loader)`: a library
-    replaces the loader (and shards it) before use."""
+    replaces the loader (and shards it) before use (with `library_only`, not a function of
+    the tree: `loader = sample_data(loader)` that yields its batches forever is still it)."""
     if loader is None:
         return False
     for assignment in facts.assignments_by_target.get(loader, ()):
         value = assignment.value
-        if isinstance(value, ast.Call):
-            passed = [*value.args, *(kw.value for kw in value.keywords)]
-            if any(names.dotted(p) == loader for p in passed):
-                return True
+        if not isinstance(value, ast.Call):
+            continue
+        passed = [*value.args, *(kw.value for kw in value.keywords)]
+        if not any(names.dotted(p) == loader for p in passed):
+            continue
+        if not library_only or facts.project.definition(facts, value.func, assignment.ctx) is None:
+            return True
     return False
 
 
@@ -144,7 +148,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         needs no set_epoch, and neither does a sampler built in a helper from a `shuffle`
         parameter that every call path reaching its arm sets to False (`elif type ==
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
-        by evaluation loaders that pass shuffle=False).
+        by evaluation loaders that pass shuffle=False). A loader handed to a library call that
+        replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
+        data_loader=loader)`) is that library's: its sampler is not the one iterated.
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -166,6 +172,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     for use in flow.uses:
         if not use.shuffles or use.is_for_eval() or never_shuffled(facts, use.site):
             continue
+        held = use.loader_names | use.returned_to
+        if held and all(_handed_on(facts, name, library_only=True) for name in held):
+            continue  # loader = make_private(data_loader=loader): a library's loader is iterated
         epochs = flow.runs_epochs(use)
         if epochs is False or (epochs is None and not flow.has_manual_training_loop):
             continue
