@@ -119,7 +119,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
         program (the script and the modules of the tree it imports or that import it); or,
         whatever the script reads, when a launch file of the tree starts it with
-        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first).
+        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
+        DeepSpeed program (deepspeed.initialize, init_distributed or add_config_arguments) is
+        left alone: the `deepspeed` launcher passes `--local_rank=N` itself.
     Why it matters:
         Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
         only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
@@ -130,7 +132,7 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
     declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if "--local-rank" in declared:
+    if "--local-rank" in declared or _started_by_deepspeed(facts):
         return
     reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
     if reads_env and not launched_by_legacy_launcher(facts):
@@ -157,8 +159,9 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
         argparse --local_rank/--local-rank option, followed through assignments, attributes and
         function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
-        script that never reads the LOCAL_RANK environment variable. One finding per option,
-        the other lines listed.
+        script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
+        program (the `deepspeed` launcher fills --local_rank). One finding per option, the
+        other lines listed.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -170,7 +173,7 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    if _local_rank_from_env(facts) or not _declared_in_tree(facts):
+    if _local_rank_from_env(facts) or not _declared_in_tree(facts) or _started_by_deepspeed(facts):
         return
     declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
     values = facts.project.values
@@ -187,6 +190,25 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
                 {"call": text_of(call.node)},
                 cause="local_rank",
             )
+
+
+def _started_by_deepspeed(facts: ScriptFacts) -> bool:
+    """A DeepSpeed program (deepspeed.initialize, init_distributed, add_config_arguments in
+    the program) that no launch file of the tree starts with torch.distributed.launch: the
+    `deepspeed` launcher passes `--local_rank=N` to each process (deepspeed/launcher/
+    launch.py), so the underscore option is the one it fills."""
+    if launched_by_legacy_launcher(facts):
+        return False
+    return any(
+        (f.resolve(site) or "").startswith("deepspeed.")
+        for f in program_files(facts)
+        if f.is_python and "deepspeed" in f.source
+        for key in _DEEPSPEED_KEYS
+        for site in f.calls_by_key.get(key, ())
+    )
+
+
+_DEEPSPEED_KEYS = ("initialize", "init_distributed", "add_config_arguments")
 
 
 def _declared_in_tree(facts: ScriptFacts) -> bool:
