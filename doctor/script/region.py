@@ -38,6 +38,8 @@ _DISTRIBUTED_MARKS = frozenset(
         # one process (it inits the process group and pins the device itself)
         names.ACCELERATOR,
         *names.ACCELERATE_STATES,
+        # Horovod: horovodrun starts one process per GPU, each calling hvd.init()
+        "horovod.torch.init",
     }
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
