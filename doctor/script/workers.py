@@ -13,10 +13,9 @@ def spawned_code(facts: ScriptFacts) -> set[Function] | None:
     graph = facts.project.graph
     started = {
         edge.callee
-        for site in facts.calls
-        if not _starts_a_thread(facts, site)
-        for edge in graph.callees(graph.unit(facts, site.ctx))
-        if edge.site is site and edge.spawned
+        for unit in {graph.unit(facts, site.ctx) for site in facts.calls}
+        for edge in graph.callees(unit)
+        if edge.spawned and edge.facts is facts and not _starts_a_thread(facts, edge.site)
     }
     return graph.closure(started, up=False) if started else None
 
