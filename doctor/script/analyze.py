@@ -69,7 +69,7 @@ def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
     findings: list[Finding] = []
     for spec in rules:
         findings.extend(_run_guarded(spec, facts, table))
-    return without_suppressed(findings, facts.source)
+    return without_suppressed(findings, facts.source, table)
 
 
 def load_for_context(path: str) -> ScriptFacts | None:
