@@ -54,15 +54,20 @@ class _Walker:
         self.imports = facts.imports
         # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
         self.flags: dict[object, dict[str, str]] = {}
+        self._merged: dict[tuple[object, object], dict[str, str]] = {}  # until a flag changes
 
     def _flags(self, ctx: Context) -> dict[str, str]:
         if not self.flags:
             return _NO_FLAGS
-        found = dict(self.flags.get(None, {}))  # module level
-        if ctx.class_name:
-            found.update(self.flags.get(ctx.class_name, {}))
-        if ctx.function is not None:
-            found.update(self.flags.get(ctx.function, {}))
+        key = (ctx.class_name, ctx.function)
+        found = self._merged.get(key)
+        if found is None:
+            found = dict(self.flags.get(None, {}))  # module level
+            if ctx.class_name:
+                found.update(self.flags.get(ctx.class_name, {}))
+            if ctx.function is not None:
+                found.update(self.flags.get(ctx.function, {}))
+            self._merged[key] = found
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
@@ -76,8 +81,10 @@ class _Walker:
         scope: object = ctx.class_name if text.startswith("self.") else ctx.function
         if polarity is not None:
             self.flags.setdefault(scope, {})[text] = polarity
+            self._merged.clear()
         elif text in self.flags.get(scope, {}):
             del self.flags[scope][text]
+            self._merged.clear()
 
     # statements ------------------------------------------------------------------------------
 
@@ -179,6 +186,7 @@ class _Walker:
                 f"self.{node.name}()" if ctx.class_name and not ctx.function else f"{node.name}()"
             )
             self.flags.setdefault(own, {})[text] = ZERO
+            self._merged.clear()
         no_grad = any(name in _NO_GRAD for name in decorators)
         self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
 
