@@ -188,3 +188,30 @@ def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
     assert [(Path(f.location.path).name, f.code) for f in left_open.findings] == [
         ("dist_utils.py", "DDP121")
     ]
+
+
+def test_a_file_named_from_the_repository_root_reads_its_package_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ddp-doctor check vision/eval/probe.py` from the repository (a pre-commit hook names
+    changed files): `from vision.common import pin` is found from the working folder, so the
+    helper's set_device counts; from elsewhere the file's folder is all there is."""
+    (tmp_path / "vision" / "eval").mkdir(parents=True)
+    (tmp_path / "vision" / "common.py").write_text(
+        "import os\nimport torch\n\n\ndef pin():\n"
+        "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "vision" / "eval" / "probe.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom vision.common import pin\n\n\n"
+        "def main():\n    pin()\n    dist.init_process_group('nccl')\n"
+        "    model = torch.nn.Linear(2, 2).cuda()\n    dist.destroy_process_group()\n"
+        "    return model\n\n\nif __name__ == '__main__':\n    main()\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    from_root = check_paths(["vision/eval/probe.py"])
+    assert not {"DDP107", "DDP127"} & {f.code for f in from_root.findings}
+    monkeypatch.chdir(tmp_path / "vision" / "eval")
+    from_inside = check_paths(["probe.py"])
+    assert {"DDP107", "DDP127"} <= {f.code for f in from_inside.findings}

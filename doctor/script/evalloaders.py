@@ -48,8 +48,12 @@ def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Fun
 
 def _evaluation_call(flow, site: CallSite) -> bool:  # type: ignore[no-untyped-def]
     """`valid_loader = f(...)`, `f(valid_dataset)`, `f(split=cfg.TEST.SPLIT)`, or a call made
-    in `val_dataloader()`."""
-    texts = [flow.target_of(site.node), site.ctx.function.name if site.ctx.function else None]
+    in `val_dataloader()`; not `train_data_loader = f(...)`, even inside `run_eval_linear()`
+    (the loader's own name says what it is for)."""
+    target = flow.target_of(site.node)
+    if target is not None and "train" in target.lower():
+        return False
+    texts = [target, site.ctx.function.name if site.ctx.function else None]
     values = site.node.args[:1] + [
         kw.value for kw in site.node.keywords if kw.arg and kw.arg.startswith(_DATA_KEYWORDS)
     ]
