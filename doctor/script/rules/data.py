@@ -311,7 +311,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         broadcast the model (their own gradient all-reduce, as nanochat's optimizer) are left
         alone: there the shared seed is what gives every rank the same initial weights.
         Programs that train nothing (no backward, zero_grad, fit or train call:
-        evaluation, sampling) are left alone too. Reported once, at the first call.
+        evaluation, sampling) are left alone too, and so are programs that set the same
+        constant seed again in another function (two runs made to draw the same numbers,
+        to compare them). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -342,6 +344,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
+    if _reseeds_to_compare(seeds):
+        return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
     yield hit(
@@ -350,6 +354,18 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
+
+
+def _reseeds_to_compare(seeds: list[CallSite]) -> bool:
+    """The same constant seed set again in another function (`train_baseline()` and
+    `train_integration()` each start with set_seed(42)): two runs made to draw the same
+    numbers, to be compared; the shared stream is the point."""
+    by_value: dict[object, set[object]] = {}
+    for site in seeds:
+        value = site.node.args[0] if site.node.args else site.keyword("seed")
+        if isinstance(value, ast.Constant) and site.ctx.function is not None:
+            by_value.setdefault(value.value, set()).add(site.ctx.function)
+    return any(len(functions) > 1 for functions in by_value.values())
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
