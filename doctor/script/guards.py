@@ -60,6 +60,8 @@ _MAIN_PROCESS = frozenset(
         "should_log",
         "is_logging_process",
         "is_master_ordinal",
+        "should_save",  # Hugging Face TrainingArguments: true on the process that writes
+        "is_last_rank",  # Megatron: one rank, like rank 0
     }
 )
 _RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "NODE_RANK"})
