@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
@@ -216,6 +217,12 @@ def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+# A project's helper that silences print off the main process, called where its module may be
+# out of view: setup_for_distributed(is_master) (DeiT, DETR), suppress_output(rank),
+# _restrict_print_to_main_process() (dinov2), setup_print(...).
+_SILENCES_PRINT = re.compile(
+    r"_?(setup_for_distributed|suppress_output|(setup|suppress|restrict|disable|silence)_?\w*print\w*)"
+)
 _LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
 
 
@@ -233,7 +240,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
         print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
-        rank 0, for messages that include the rank, for reports of a NaN or a missing
+        rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
+        suppress_output, _restrict_print_to_main_process), for messages that include the rank, for reports of a NaN or a missing
         gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
@@ -257,8 +265,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     quiet_print = any(
-        f.print_overridden
-        or bool(f.calls_by_key.get("setup_for_distributed") or f.calls_by_key.get("setup_print"))
+        f.print_overridden or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
         for f in program_files(facts)
         if f.is_python
     )
