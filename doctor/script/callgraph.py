@@ -95,7 +95,8 @@ class CallGraph:
             index += 1
             defined = self.project.defined_names | imported_names(facts)
             for site in facts.calls:
-                if not may_reach_tree(facts, site, defined):
+                hands = passes_a_name(site, defined)
+                if not may_reach_tree(facts, site, defined, hands):
                     self._targets[id(site.node)] = ()
                     continue  # torch.save, x.to(...): nothing of the tree is called
                 found = self.resolver.by_name(facts, site)
@@ -104,7 +105,7 @@ class CallGraph:
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into, passes_a_name(site, defined))
+                self._add(facts, site, found, out, into, hands)
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         handed_to = self._handed_to(out)
