@@ -263,6 +263,8 @@ HALVES = {
     "C-held": "set C, held out once (seen since: tuning data)",
     "D-tune": "set D, tuning part",
     "D-held": "set D, held out",
+    "E-tune": "set E, tuning part",
+    "E-held": "set E, held out",
 }
 
 
