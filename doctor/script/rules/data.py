@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evalloaders import evaluation_factory_calls
+from ddp_doctor.script.evalloaders import evaluation_factory_calls, per_dataset_factory_calls
 from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
@@ -252,7 +252,11 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
-        the tree that builds a padding DistributedSampler a few calls down.
+        the tree that builds a padding DistributedSampler a few calls down; and a call of a
+        factory that builds one padding sampler per dataset from a list of shuffle flags
+        (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
+        samplers), unless the program drops the duplicates from its results
+        (`remove_duplicate=...`).
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -276,7 +280,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
-    for site, factory in evaluation_factory_calls(facts):
+    for site, factory in [*evaluation_factory_calls(facts), *per_dataset_factory_calls(facts)]:
         yield hit(
             facts,
             site.node,
