@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
@@ -160,8 +161,10 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         argparse --local_rank/--local-rank option, followed through assignments, attributes and
         function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
         script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
-        program (the `deepspeed` launcher fills --local_rank). One finding per option, the
-        other lines listed.
+        program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
+        the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
+        other lines listed; a helper's uses of another file's option are reported only when
+        that file places nothing with it itself.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -177,19 +180,17 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         return
     declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
     values = facts.project.values
-    for key in _PLACING_KEYS:
-        for call in facts.calls_by_key.get(key, ()):
-            source = _local_rank_source(facts, values, call, declares_here)
-            if source is None:
-                continue
-            yield hit(
-                facts,
-                call.node,
-                f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source}; "
-                "torchrun passes none, so every rank gets the default",
-                {"call": text_of(call.node)},
-                cause="local_rank",
-            )
+    for call, source in _placements_from_option(facts, values, declares_here):
+        if source.owner is not facts and _placements_from_option(source.owner, values, True):
+            continue  # one finding per option: the file that parses it reports it
+        yield hit(
+            facts,
+            call.node,
+            f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source.where}; "
+            "torchrun passes none, so every rank gets the default",
+            {"call": text_of(call.node)},
+            cause="local_rank",
+        )
 
 
 def _started_by_deepspeed(facts: ScriptFacts) -> bool:
@@ -221,15 +222,45 @@ def _declared_in_tree(facts: ScriptFacts) -> bool:
     return cached
 
 
+def _declared_for(owner: ScriptFacts) -> bool:
+    """The file that parses the arguments declares --local_rank, itself or through a helper
+    of its program that adds options to the parser it is handed (`add_gpu_params(parser)`)."""
+    options = set(_LOCAL_RANK_OPTIONS)
+    return bool(_declared(owner) & options) or any(
+        _declared(f) & options for f in program_files(owner) if f.is_python
+    )
+
+
 def _declared(facts: ScriptFacts) -> set[str]:
     return {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
 
 
+class _Source(NamedTuple):
+    owner: ScriptFacts  # the file that parses the option
+    where: str  # "" for this file's own option, " (parsed in FILE)" for another file's
+
+
+def _placements_from_option(
+    facts: ScriptFacts, values: Values, declares_here: bool
+) -> list[tuple[CallSite, _Source]]:
+    """The file's GPU placements whose index is an argparse --local_rank (once per file)."""
+    key = "_local_rank_placements" if declares_here else "_local_rank_placements_elsewhere"
+    cached = facts.__dict__.get(key)
+    if cached is None:
+        cached = [
+            (call, source)
+            for name in _PLACING_KEYS
+            for call in facts.calls_by_key.get(name, ())
+            if (source := _local_rank_source(facts, values, call, declares_here)) is not None
+        ]
+        facts.__dict__[key] = cached
+    return cached
+
+
 def _local_rank_source(
     facts: ScriptFacts, values: Values, call: CallSite, declares_here: bool
-) -> str | None:
-    """Where the call's GPU comes from, when that is an argparse --local_rank: "" for this
-    file's own option, " (from FILE)" for another file's."""
+) -> _Source | None:
+    """Where the call's GPU comes from, when that is an argparse --local_rank."""
     for value in [*call.node.args, *(kw.value for kw in call.node.keywords)]:
         for origin in device_sources(facts, values, value, call.ctx):
             if origin.name != "local_rank":
@@ -237,12 +268,12 @@ def _local_rank_source(
             if origin.kind == OPTION and origin.facts is not None:
                 owner = origin.facts
                 if owner is facts and declares_here:
-                    return ""
-                declared = _declared(owner) & set(_LOCAL_RANK_OPTIONS)
+                    return _Source(facts, "")
+                declared = _declared_for(owner)
                 if owner is not facts and declared and not _local_rank_from_env(owner):
-                    return f" (declared in {owner.path})"
+                    return _Source(owner, f" (parsed in {owner.path})")
             elif origin.kind == ATTRIBUTE and declares_here:
-                return ""
+                return _Source(facts, "")
     return None
 
 
