@@ -169,7 +169,7 @@ def per_dataset_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Fu
     for site in facts.calls:
         for target in graph.targets(facts, site):
             flag = _per_dataset_flag(facts.project.owner(target), target)
-            if flag is not None and _passes_a_false_flag(site, target, flag):
+            if flag is not None and _passes_a_false_flag(facts, site, target, flag):
                 yield site, target
                 break
 
@@ -202,9 +202,20 @@ def _zipped_parameter(loop: ast.AST, name: str, factory: Function) -> str | None
     return None
 
 
-def _passes_a_false_flag(site: CallSite, factory: Function, parameter: str) -> bool:
+def _passes_a_false_flag(
+    facts: ScriptFacts, site: CallSite, factory: Function, parameter: str
+) -> bool:
+    """The flags passed hold False: a list or tuple written at the call, or in the one
+    assignment of a local name (`shuffles = [True, False]`)."""
     index = factory.params.index(parameter) - (1 if factory.class_name else 0)
     value = site.argument(index, parameter)
+    if isinstance(value, ast.Name):
+        stores = [
+            a
+            for a in facts.assignments_by_target.get(value.id, ())
+            if a.ctx.function is site.ctx.function and not a.index
+        ]
+        value = stores[0].value if len(stores) == 1 else value
     return isinstance(value, (ast.List, ast.Tuple)) and any(
         isinstance(e, ast.Constant) and e.value is False for e in value.elts
     )
