@@ -15,7 +15,6 @@ from ddp_doctor.script.facts import (
     SINGLE,
     ZERO,
     Assignment,
-    Branch,
     CallSite,
     ClassInfo,
     Context,
@@ -27,15 +26,13 @@ from ddp_doctor.script.facts import (
     TorchImport,
 )
 from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
-
-# Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
-_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
-
-
-def _marked(text: str) -> bool:
-    """One of _STRING_MARKS in it (two substring tests first: most strings have neither)."""
-    return ("NCCL_" in text or "launch" in text) and any(mark in text for mark in _STRING_MARKS)
-
+from ddp_doctor.script.walkshapes import (
+    child_fields,
+    in_arm,
+    is_environ,
+    is_main_guard,
+    marked,
+)
 
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
@@ -101,7 +98,7 @@ class _Walker:
             return ctx._replace(launch=SINGLE) if guards.launch_of(stmt.test) == SINGLE else ctx
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
-        ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
+        ctx = in_arm(ctx, stmt, stmt.test, arm=False)
         polarity = guards.flip(guards.classify(stmt.test, self._flags(ctx)))
         return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
 
@@ -205,12 +202,12 @@ class _Walker:
 
     def if_statement(self, node: ast.If, ctx: Context) -> None:
         self.expr(node.test, ctx)
-        if _is_main_guard(node.test):
+        if is_main_guard(node.test):
             self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
-        body = _in_arm(ctx, node, node.test, arm=True)
-        orelse = _in_arm(ctx, node, node.test, arm=False)
+        body = in_arm(ctx, node, node.test, arm=True)
+        orelse = in_arm(ctx, node, node.test, arm=False)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             other = NONZERO if polarity == ZERO else ZERO
@@ -298,7 +295,7 @@ class _Walker:
                 self._environ_call(node, ctx)  # type: ignore[arg-type]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
-                if type(value) is str and _marked(value):
+                if type(value) is str and marked(value):
                     facts.strings.append(node)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Name:
@@ -313,7 +310,7 @@ class _Walker:
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
             fields = _CHILD_FIELDS.get(kind)
             if fields is None:
-                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+                fields = _CHILD_FIELDS[kind] = child_fields(kind)
             for name in fields:
                 child = getattr(node, name, None)
                 if child is None:
@@ -326,8 +323,8 @@ class _Walker:
     def conditional(self, node: ast.IfExp, ctx: Context) -> None:
         """`tqdm(loader) if is_master else loader`: each arm in its own context."""
         self.expr(node.test, ctx)
-        body = _in_arm(ctx, node, node.test, arm=True)
-        orelse = _in_arm(ctx, node, node.test, arm=False)
+        body = in_arm(ctx, node, node.test, arm=True)
+        orelse = in_arm(ctx, node, node.test, arm=False)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
@@ -347,14 +344,14 @@ class _Walker:
         self, node: ast.Subscript, ctx: Context, *, writes: bool, value: ast.expr | None = None
     ) -> None:
         key = node.slice
-        if isinstance(key, ast.Constant) and type(key.value) is str and _is_environ(node.value):
+        if isinstance(key, ast.Constant) and type(key.value) is str and is_environ(node.value):
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
 
     def _environ_call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr not in _ENV_GETTERS or not node.args:
             return
-        if not (_is_environ(func.value) or dotted(func.value) == "os"):
+        if not (is_environ(func.value) or dotted(func.value) == "os"):
             return
         key = node.args[0]
         if isinstance(key, ast.Constant) and type(key.value) is str:
@@ -367,42 +364,6 @@ _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_NOT_CHILDREN = frozenset(
-    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "attr", "arg", "id"}
-)
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    """The fields of an expression type that hold expressions (not `ctx`, `op`, flags)."""
-    return tuple(name for name in kind._fields if name not in _NOT_CHILDREN)  # type: ignore[attr-defined]
-
-
-def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
-    """The context of one arm of a condition; a test about the launch sets `launch`."""
-    launch = guards.launch_of_arm(test, arm)
-    return Context(
-        ctx.function,
-        ctx.class_name,
-        ctx.loops,
-        ctx.guard,
-        ctx.main_guard,
-        ctx.no_grad,
-        (*ctx.branches, Branch(node, arm)),
-        launch if launch is not None else ctx.launch,
-    )
-
-
-def _is_environ(node: ast.AST) -> bool:
-    text = dotted(node)
-    return text is not None and (text == "environ" or text.endswith(".environ"))
-
-
-def _is_main_guard(test: ast.expr) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return False
-    sides = {dotted(test.left), dotted(test.comparators[0])}
-    constants = [s.value for s in (test.left, test.comparators[0]) if isinstance(s, ast.Constant)]
-    return "__name__" in sides and "__main__" in constants
 
 
 def _add_module_aliases(facts: ScriptFacts) -> None:
