@@ -176,3 +176,42 @@ def test_a_file_checked_alone_reads_the_modules_it_imports() -> None:
     (helper_finding,) = [f for f in unpinned.findings if f.code == "DDP107"]
     related = helper_finding.evidence["related"][0]
     assert (Path(str(related["path"])).name, related["line"]) == ("dist.py", 8)
+
+
+def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
+    """torchtitan's shape: train.py builds the trainer from its configuration (a call the
+    graph cannot follow), the package's helper inits the group, train.py destroys it. The
+    package is named torchkit: the project's own, though its name starts with "torch"."""
+    ended = check_paths([str(SCRIPTS / "projects" / "config_built_trainer")])
+    assert "DDP121" not in {f.code for f in ended.findings}
+    left_open = check_paths([str(SCRIPTS / "projects" / "config_built_trainer_no_destroy")])
+    assert [(Path(f.location.path).name, f.code) for f in left_open.findings] == [
+        ("dist_utils.py", "DDP121")
+    ]
+
+
+def test_a_file_named_from_the_repository_root_reads_its_package_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ddp-doctor check vision/eval/probe.py` from the repository (a pre-commit hook names
+    changed files): `from vision.common import pin` is found from the working folder, so the
+    helper's set_device counts; from elsewhere the file's folder is all there is."""
+    (tmp_path / "vision" / "eval").mkdir(parents=True)
+    (tmp_path / "vision" / "common.py").write_text(
+        "import os\nimport torch\n\n\ndef pin():\n"
+        "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "vision" / "eval" / "probe.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom vision.common import pin\n\n\n"
+        "def main():\n    pin()\n    dist.init_process_group('nccl')\n"
+        "    model = torch.nn.Linear(2, 2).cuda()\n    dist.destroy_process_group()\n"
+        "    return model\n\n\nif __name__ == '__main__':\n    main()\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    from_root = check_paths(["vision/eval/probe.py"])
+    assert not {"DDP107", "DDP127"} & {f.code for f in from_root.findings}
+    monkeypatch.chdir(tmp_path / "vision" / "eval")
+    from_inside = check_paths(["probe.py"])
+    assert {"DDP107", "DDP127"} <= {f.code for f in from_inside.findings}

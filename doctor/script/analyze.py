@@ -14,15 +14,11 @@ from collections.abc import Sequence
 
 from ddp_doctor.model import Finding, Location
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
-from ddp_doctor.script.evidence import (
-    NEEDS_DISTRIBUTED,
-    PER_RANK_OPINIONS,
-    rpc_only,
-    runs_distributed,
-)
+from ddp_doctor.script.evidence import NEEDS_DISTRIBUTED, PER_RANK_OPINIONS, runs_distributed
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import PYTHON, Candidate, read_text
 from ddp_doctor.script.hits import merge_causes
+from ddp_doctor.script.kinds import rpc_only
 from ddp_doctor.script.program import project_of
 from ddp_doctor.script.rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
 from ddp_doctor.script.suppress import is_suppressed, suppressions, without_suppressed
@@ -73,7 +69,7 @@ def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:
     findings: list[Finding] = []
     for spec in rules:
         findings.extend(_run_guarded(spec, facts, table))
-    return without_suppressed(findings, facts.source)
+    return without_suppressed(findings, facts.source, table)
 
 
 def load_for_context(path: str) -> ScriptFacts | None:

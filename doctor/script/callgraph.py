@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import ZERO, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, Function, ScriptFacts
 from ddp_doctor.script.project import Project
 from ddp_doctor.script.resolve import Resolver, imported_names, may_reach_tree, passes_a_name
 
@@ -95,7 +95,8 @@ class CallGraph:
             index += 1
             defined = self.project.defined_names | imported_names(facts)
             for site in facts.calls:
-                if not may_reach_tree(facts, site, defined):
+                hands = passes_a_name(site, defined)
+                if not may_reach_tree(facts, site, defined, hands):
                     self._targets[id(site.node)] = ()
                     continue  # torch.save, x.to(...): nothing of the tree is called
                 found = self.resolver.by_name(facts, site)
@@ -104,7 +105,7 @@ class CallGraph:
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into, passes_a_name(site, defined))
+                self._add(facts, site, found, out, into, hands)
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         handed_to = self._handed_to(out)
@@ -260,13 +261,15 @@ class CallGraph:
         self, unit: Function | None, depth: int = DEPTH, within: set[Function] | None = None
     ) -> bool:
         """Whether some call of the function runs inside a loop, a few callers up (only
-        callers `within` a set of functions, when given)."""
+        callers `within` a set of functions, when given: the distributed region, less the
+        calls made only without a launcher)."""
         if unit is None or depth <= 0:
             return False
         return any(
             edge.site.ctx.loops or self.called_in_loop(edge.site.ctx.function, depth - 1, within)
             for edge in self.callers(unit)
-            if not edge.handed and (within is None or edge.caller in within)
+            if not edge.handed
+            and (within is None or (edge.caller in within and edge.site.ctx.launch != SINGLE))
         )
 
     def in_loop(

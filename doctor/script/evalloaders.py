@@ -48,8 +48,12 @@ def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Fun
 
 def _evaluation_call(flow, site: CallSite) -> bool:  # type: ignore[no-untyped-def]
     """`valid_loader = f(...)`, `f(valid_dataset)`, `f(split=cfg.TEST.SPLIT)`, or a call made
-    in `val_dataloader()`."""
-    texts = [flow.target_of(site.node), site.ctx.function.name if site.ctx.function else None]
+    in `val_dataloader()`; not `train_data_loader = f(...)`, even inside `run_eval_linear()`
+    (the loader's own name says what it is for)."""
+    target = flow.target_of(site.node)
+    if target is not None and "train" in target.lower():
+        return False
+    texts = [target, site.ctx.function.name if site.ctx.function else None]
     values = site.node.args[:1] + [
         kw.value for kw in site.node.keywords if kw.arg and kw.arg.startswith(_DATA_KEYWORDS)
     ]
@@ -151,3 +155,77 @@ def _constant(node: ast.expr) -> object:
         inner = _constant(node.operand)
         return -inner if isinstance(inner, (int, float)) else _UNKNOWN
     return _UNKNOWN
+
+
+def per_dataset_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Function]]:
+    """`create_sampler(datasets, [True, False], ...)` (BLIP, ALBEF): a factory of the tree
+    that builds one padding DistributedSampler per dataset in a loop over `zip(datasets,
+    shuffles)`, called with a flag list holding False: the unshuffled ones are the
+    evaluation samplers. A program that drops the duplicates from its gathered results
+    (`save_result(..., remove_duplicate="image_id")`) is left alone."""
+    if _removes_duplicates(facts):
+        return
+    graph = facts.project.graph
+    for site in facts.calls:
+        for target in graph.targets(facts, site):
+            flag = _per_dataset_flag(facts.project.owner(target), target)
+            if flag is not None and _passes_a_false_flag(facts, site, target, flag):
+                yield site, target
+                break
+
+
+def _per_dataset_flag(owner: ScriptFacts, factory: Function) -> str | None:
+    """The factory's parameter that the padding sampler's `shuffle` comes from, element by
+    element (`for dataset, shuffle in zip(datasets, shuffles)`), if there is one."""
+    for sampler in owner.calls_by_key.get("DistributedSampler", ()):
+        if sampler.ctx.function is not factory or not builds_padding_sampler(owner, sampler):
+            continue
+        shuffle = sampler.argument(3, "shuffle")
+        if not isinstance(shuffle, ast.Name):
+            continue
+        for loop in sampler.ctx.loops:
+            parameter = _zipped_parameter(loop.node, shuffle.id, factory)
+            if parameter is not None:
+                return parameter
+    return None
+
+
+def _zipped_parameter(loop: ast.AST, name: str, factory: Function) -> str | None:
+    if not isinstance(loop, ast.For) or not isinstance(loop.target, ast.Tuple):
+        return None
+    source = loop.iter
+    if not (isinstance(source, ast.Call) and names.last_identifier(source.func) == "zip"):
+        return None
+    for element, zipped in zip(loop.target.elts, source.args, strict=False):
+        if isinstance(element, ast.Name) and element.id == name and isinstance(zipped, ast.Name):
+            return zipped.id if zipped.id in factory.params else None
+    return None
+
+
+def _passes_a_false_flag(
+    facts: ScriptFacts, site: CallSite, factory: Function, parameter: str
+) -> bool:
+    """The flags passed hold False: a list or tuple written at the call, or in the one
+    assignment of a local name (`shuffles = [True, False]`)."""
+    index = factory.params.index(parameter) - (1 if factory.class_name else 0)
+    value = site.argument(index, parameter)
+    if isinstance(value, ast.Name):
+        stores = [
+            a
+            for a in facts.assignments_by_target.get(value.id, ())
+            if a.ctx.function is site.ctx.function and not a.index
+        ]
+        value = stores[0].value if len(stores) == 1 else value
+    return isinstance(value, (ast.List, ast.Tuple)) and any(
+        isinstance(e, ast.Constant) and e.value is False for e in value.elts
+    )
+
+
+def _removes_duplicates(facts: ScriptFacts) -> bool:
+    return any(
+        keyword.arg is not None
+        and ("duplicate" in keyword.arg or "dedup" in keyword.arg)
+        and not (isinstance(keyword.value, ast.Constant) and not keyword.value.value)
+        for site in facts.calls
+        for keyword in site.node.keywords
+    )

@@ -22,13 +22,14 @@ DataParallel: they run in one process.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ddp_doctor.script.facts import CallSite, ScriptFacts
+from ddp_doctor.script import names
+from ddp_doctor.script.facts import ScriptFacts
+from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
 from ddp_doctor.script.textscan import code_lines
 
 if TYPE_CHECKING:
@@ -98,12 +99,18 @@ _EVIDENCE_WORDS = (
     "notebook_launcher",
     "Trainer",
     "Fabric",
+    "detectron2",
+    "yolox",
+    "fastreid",
 )
 _FRAMEWORK_CALLS = frozenset(
-    {"accelerate.Accelerator", "accelerate.PartialState", "accelerate.notebook_launcher"}
+    {
+        "accelerate.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.notebook_launcher",
+        *names.LIBRARY_LAUNCHERS,
+    }
 )
-_TRAINERS = ("lightning", "pytorch_lightning")
-_TRAINER_KEYWORDS = frozenset({"strategy", "devices", "gpus", "num_nodes"})
 LAUNCHER_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
 _LAUNCH_LINE = re.compile(
     r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b|\baccelerate\s+launch\b"
@@ -214,45 +221,9 @@ def _own_evidence(facts: ScriptFacts) -> bool:
             continue
         if qualified.startswith(_DISTRIBUTED_PREFIXES) or qualified in _FRAMEWORK_CALLS:
             return True
-        if _configured_trainer(facts, site, qualified) or starts_lightning_ranks(facts, site):
+        if configured_trainer(facts, site, qualified) or starts_lightning_ranks(facts, site):
             return True
     return is_launched(facts)
-
-
-def _configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> bool:
-    """A Lightning Trainer or Fabric given a strategy, devices or nodes."""
-    if not qualified.startswith(_TRAINERS) or site.key not in ("Trainer", "Fabric"):
-        return False
-    return any(kw.arg in _TRAINER_KEYWORDS for kw in site.node.keywords)
-
-
-def starts_lightning_ranks(facts: ScriptFacts, site: CallSite) -> bool:
-    """A Lightning Trainer (or Trainer.from_argparse_args) set to a DDP strategy: it starts
-    one process per GPU and runs the program again in each (`strategy="ddp"`, or the
-    program's trainer settings given "ddp": `trainer_config["accelerator"] = "ddp"`)."""
-    qualified = facts.resolve(site) or ""
-    if not qualified.startswith(_TRAINERS) or site.key not in _TRAINER_CALLS:
-        return False
-    if any(
-        kw.arg in ("strategy", "accelerator") and _is_ddp(kw.value) for kw in site.node.keywords
-    ):
-        return True
-    return any(
-        _is_ddp(assignment.value) and _names_a_strategy(assignment.target)
-        for assignment in facts.assignments
-    )
-
-
-_TRAINER_CALLS = frozenset({"Trainer", "from_argparse_args"})
-_STRATEGY_FIELD = re.compile(r"""(?:\.|\[['"])(?:strategy|accelerator)(?:['"]\])?$""")
-
-
-def _is_ddp(value: ast.expr) -> bool:
-    return isinstance(value, ast.Constant) and str(value.value).startswith("ddp")
-
-
-def _names_a_strategy(target: str) -> bool:
-    return bool(_STRATEGY_FIELD.search(target))
 
 
 def is_launched(facts: ScriptFacts) -> bool:
@@ -299,12 +270,16 @@ def imported_closure(facts: ScriptFacts) -> list[ScriptFacts]:
     return closure
 
 
+# Modules no tree holds (a prefix would also drop torchtitan, osmnx, system_utils...).
+_NEVER_IN_THE_TREE = frozenset({"torch", "os", "sys"})
+
+
 def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
     if not facts.is_python:
         return
     project = facts.project
     for ref in set(facts.imports.refs.values()):
-        if ref.module and not ref.module.startswith(("torch", "os", "sys")):
+        if ref.module and ref.module.partition(".")[0] not in _NEVER_IN_THE_TREE:
             found = project.module(facts, ref.module, ref.level)
             if found is not None:
                 yield found
@@ -372,73 +347,3 @@ def program_files(facts: ScriptFacts) -> list[ScriptFacts]:
         found = [by_id[i] for i in mates if i in by_id] or [facts]
     facts.__dict__["_program_files"] = found
     return found
-
-
-_RPC_INIT = "torch.distributed.rpc.init_rpc"
-_DATA_PARALLEL_WRAPS = (
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.distributed.fsdp.",
-    "torch.utils.data.DistributedSampler",
-)
-_TENSOR_PARALLEL = (
-    "torch.distributed.tensor.parallel.",
-    "torch.distributed.tensor.distribute_tensor",
-    "torch.distributed._tensor.distribute_tensor",
-)
-
-
-def rpc_only(facts: ScriptFacts) -> bool:
-    """An RPC program (workers, parameter servers, observers) with no data-parallel wrap: not
-    one process per GPU doing the same work, so the per-rank opinions do not apply."""
-    kinds = set().union(*(_call_kinds(f) for f in program_files(facts)))
-    return "rpc" in kinds and "data-parallel" not in kinds
-
-
-def uses_tensor_parallel(facts: ScriptFacts) -> bool:
-    """parallelize_module or distribute_tensor in the program: ranks of one tensor-parallel
-    group must draw the same random numbers."""
-    return any("tensor-parallel" in _call_kinds(f) for f in program_files(facts))
-
-
-_KIND_KEYS = (
-    "init_rpc",
-    "DistributedDataParallel",
-    "FullyShardedDataParallel",
-    "fully_shard",
-    "DistributedSampler",
-    "parallelize_module",
-    "distribute_tensor",
-    "ParallelismConfig",
-)
-
-
-def _call_kinds(facts: ScriptFacts) -> frozenset[str]:
-    """What the file's calls set up: "rpc", "data-parallel", "tensor-parallel" (once per file)."""
-    cached = facts.__dict__.get("_call_kinds")
-    if cached is not None:
-        return cached
-    kinds: set[str] = set()
-    if facts.is_python:
-        for site in (s for key in _KIND_KEYS for s in facts.calls_by_key.get(key, ())):
-            qualified = facts.resolve(site)
-            if _accelerate_tensor_parallel(site, qualified):
-                kinds.add("tensor-parallel")
-            if qualified is None or not qualified.startswith("torch."):
-                continue
-            if qualified == _RPC_INIT:
-                kinds.add("rpc")
-            elif qualified.startswith(_DATA_PARALLEL_WRAPS):
-                kinds.add("data-parallel")
-            elif qualified.startswith(_TENSOR_PARALLEL):
-                kinds.add("tensor-parallel")
-    frozen = facts.__dict__["_call_kinds"] = frozenset(kinds)
-    return frozen
-
-
-def _accelerate_tensor_parallel(site: CallSite, qualified: str | None) -> bool:
-    """accelerate's `ParallelismConfig(tp_size=...)` (not a literal 1): a tensor-parallel
-    program, as parallelize_module is."""
-    if qualified is None or not qualified.startswith("accelerate."):
-        return False
-    size = site.keyword("tp_size")
-    return size is not None and not (isinstance(size, ast.Constant) and size.value == 1)

@@ -210,6 +210,8 @@ def too_many_tokens(text: str, limit: int = MAX_TOKENS) -> bool:
     at the limit."""
     if len(text) <= limit:  # every token is at least one character
         return False
+    if len(text) - text.count(" ") - text.count("\t") <= limit:  # nor is a space or tab part
+        return False  # of one: a bound counted in C, before the scan
     past_limit = itertools.islice(_TOKEN.finditer(text), limit, None)
     return next(past_limit, None) is not None
 

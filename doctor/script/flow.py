@@ -14,6 +14,7 @@ from functools import cached_property
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import (
     Assignment,
     CallSite,
@@ -152,7 +153,18 @@ class Flow(Pins):
 
     @cached_property
     def pins_device_by_environment(self) -> bool:
-        """CUDA_VISIBLE_DEVICES assigned per process: each rank then sees one GPU as cuda:0."""
+        """CUDA_VISIBLE_DEVICES assigned per process, here or in a file of the program (ijepa's
+        main.py sets it in each process it starts, then calls src/train.py's main): each rank
+        then sees one GPU as cuda:0."""
+        return self.sets_visible_devices_per_rank or any(
+            flow_of(mate).sets_visible_devices_per_rank
+            for mate in program_files(self.facts)
+            if mate is not self.facts and mate.is_python
+        )
+
+    @cached_property
+    def sets_visible_devices_per_rank(self) -> bool:
+        """CUDA_VISIBLE_DEVICES assigned per process in this file."""
         return any(
             access.writes
             and access.name == "CUDA_VISIBLE_DEVICES"

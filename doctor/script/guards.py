@@ -59,9 +59,15 @@ _MAIN_PROCESS = frozenset(
         "is_local_master",
         "should_log",
         "is_logging_process",
+        "is_master_ordinal",
+        "should_save",  # Hugging Face TrainingArguments: true on the process that writes
+        "is_last_rank",  # Megatron: one rank, like rank 0
     }
 )
 _RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "NODE_RANK"})
+# Calls that return this process's index besides `*rank()` (dist.get_rank(), hvd.rank(),
+# hvd.local_rank(), mpu.get_data_parallel_rank()): torch_xla's and JAX's.
+_RANK_CALLS = frozenset({"get_ordinal", "get_local_ordinal", "process_index"})
 
 
 def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | None:
@@ -161,14 +167,15 @@ def is_main_process_predicate(node: ast.AST) -> bool:
 
 
 def is_rank_like(node: ast.AST) -> bool:
-    """`rank`, `args.local_rank`, `self.gpu_id`, `dist.get_rank()`, `int(os.environ["RANK"])`."""
+    """`rank`, `args.local_rank`, `self.gpu_id`, `dist.get_rank()`, `hvd.rank()`,
+    `xm.get_ordinal()`, `int(os.environ["RANK"])`."""
     if isinstance(node, ast.Call):
         name = last_identifier(node.func)
         if name in ("int", "str") and node.args:
             return is_rank_like(node.args[0])
         if name in ("get", "getenv") and node.args:
             return _is_rank_env_key(node.args[0])
-        return name is not None and name.startswith("get_") and name.endswith("rank")
+        return name is not None and (name.endswith("rank") or name in _RANK_CALLS)
     if isinstance(node, ast.Subscript):
         return _is_rank_env_key(node.slice)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import CallSite, Context, ScriptFacts
+from ddp_doctor.script.facts import ZERO, CallSite, Context, ScriptFacts
+from ddp_doctor.script.guards import classify
 from ddp_doctor.script.rankflow import contains
 
 _ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
@@ -52,10 +53,32 @@ _ENTRIES = frozenset({"items", "keys", "values", "vars"})
 
 
 def over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-    """`for k, v in kwargs.items():`, `for name in vars(args):`: a pass over a mapping's
-    entries (settings, a report) runs once, not once per step."""
-    source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-    return isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES
+    """`for k, v in kwargs.items():`, `for name in vars(args):`, `for k in d: ... d[k]`: a
+    pass over a mapping's entries (settings, a report) runs once, not once per step. (A pass
+    over a model's parameters is not one: a line per parameter is as many lines as steps.)"""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    source = loop.iter
+    if isinstance(source, ast.Call):
+        return names.last_identifier(source.func) in _ENTRIES
+    return _keys_looked_up(loop)
+
+
+def _keys_looked_up(loop: ast.For | ast.AsyncFor) -> bool:
+    """`for k in data.datasets: print(k, data.datasets[k])`: the loop variable indexes the
+    thing it iterates, which is a mapping."""
+    iterated = names.dotted(loop.iter)
+    target = loop.target.id if isinstance(loop.target, ast.Name) else None
+    if iterated is None or target is None:
+        return False
+    return any(
+        isinstance(node, ast.Subscript)
+        and names.dotted(node.value) == iterated
+        and isinstance(node.slice, ast.Name)
+        and node.slice.id == target
+        for statement in loop.body
+        for node in ast.walk(statement)
+    )
 
 
 def _stops(statement: ast.stmt) -> bool:
@@ -81,3 +104,28 @@ def turns_itself_off(facts: ScriptFacts, ctx: Context) -> bool:
                 if inside and isinstance(value, ast.Constant) and value.value in (False, None):
                     return True
     return False
+
+
+def opted_in_per_rank(ctx: Context) -> bool:
+    """`if rank == 0 or not cfg.wandb.rank_zero_only:` (alone or as one part of an `and`):
+    rank 0, or every rank where the configuration asks for it (OLMo's W&B set-up). The rank
+    was thought of: a choice."""
+    for branch in ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if branch.arm and test is not None and any(_rank_zero_or(p) for p in _conjuncts(test)):
+            return True
+    return False
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [part for value in test.values for part in _conjuncts(value)]
+    return [test]
+
+
+def _rank_zero_or(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.BoolOp)
+        and isinstance(test.op, ast.Or)
+        and any(classify(part) == ZERO for part in test.values)
+    )

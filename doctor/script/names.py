@@ -29,7 +29,23 @@ TORCH_SAVE = "torch.save"
 TORCH_LOAD = "torch.load"
 TORCH_DEVICE = "torch.device"
 CONVERT_SYNC_BATCHNORM = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
-SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+# Library launch helpers of the detectron2 family: `launch(main, num_gpus, ...)` starts one
+# process per GPU with torch.multiprocessing.start_processes and runs main in each
+# (detectron2/engine/launch.py, yolox/core/launch.py), as mp.spawn does.
+LIBRARY_LAUNCHERS = frozenset(
+    {
+        "detectron2.engine.launch",
+        "detectron2.engine.defaults.launch",
+        "detectron2.engine.launch.launch",
+        "yolox.core.launch",
+        "yolox.core.launch.launch",
+        "fastreid.engine.launch",
+        "fastreid.engine.launch.launch",
+    }
+)
+SPAWN = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", *LIBRARY_LAUNCHERS}
+)
 CHECKPOINT = frozenset(
     {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
 )

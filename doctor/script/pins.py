@@ -7,6 +7,7 @@ a spawned process starts afresh).
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -171,7 +172,7 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     """A call that pins this process's GPU by itself."""
     key = site.key
     if key not in _PIN_KEYS | _DIST_INITS and not (
-        _SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key)
+        _SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key) or _OWN_SETUP.match(key)
     ):
         return False
     qualified = facts.resolve(site)
@@ -194,7 +195,24 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     if qualified is None:
         return False
     module = qualified.rpartition(".")[0]
-    return bool(_LIBRARY_SETUP.match(key)) or (key in _DIST_INITS and "dist" in module)
+    if _LIBRARY_SETUP.match(key) or (key in _DIST_INITS and "dist" in module):
+        return True
+    return bool(_OWN_SETUP.match(key)) and _unseen_own_setup(facts, qualified)
+
+
+# A set-up helper of the project's own package: `setup_and_build_model(args)` (dinov2's eval
+# scripts, whose dinov2/eval/setup.py calls distributed.enable(), which sets the device).
+_OWN_SETUP = re.compile(r"(default_)?setup(_|$)|enable(_|$)|init_(dist|env|device|process|ddp)")
+
+
+def _unseen_own_setup(facts: ScriptFacts, qualified: str) -> bool:
+    """A set-up helper of the file's own package whose module is not in the checked tree:
+    what it sets up is out of view, so it may pin the device (a rule that cannot be sure
+    stays silent). Only for a package the file sits in (dinov2.eval.setup for
+    dinov2/eval/linear.py), never a library."""
+    package = qualified.partition(".")[0]
+    folders = os.path.dirname(os.path.abspath(facts.path)).split(os.sep)
+    return bool(package) and package in folders
 
 
 def _cpu_mesh(site: CallSite) -> bool:

@@ -60,6 +60,52 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
     return state
 
 
+def assembled_from_placed(facts: ScriptFacts, module: ast.expr, wrap: CallSite) -> bool:
+    """`heads[name] = head.cuda()` (or `head = head.cuda(); heads[name] = head`), then
+    `model = AllHeads(heads)`: a module built, in the wrap's function, around a container
+    whose members were placed one by one (dinov2's linear probes). Its parameters are on the
+    GPU already."""
+    function = wrap.ctx.function
+    text = names.dotted(module)
+    if function is None or text is None:
+        return False
+    parts = {
+        names.dotted(arg)
+        for assignment in facts.assignments_by_target.get(text, ())
+        if assignment.ctx.function is function and isinstance(assignment.value, ast.Call)
+        for arg in [*assignment.value.args, *(kw.value for kw in assignment.value.keywords)]
+    } - {None}
+    return bool(parts) and any(
+        _stores_placed(facts, node, parts, function) for node in ast.walk(function.node)
+    )
+
+
+def _stores_placed(
+    facts: ScriptFacts, node: ast.AST, parts: set[str | None], function: Function
+) -> bool:
+    """`parts_container[key] = member` (or `.append(member)`) with the member placed."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        if isinstance(target, ast.Subscript) and names.dotted(target.value) in parts:
+            return _placed(facts, node.value, function)
+    func = node.func if isinstance(node, ast.Call) else None
+    if not isinstance(func, ast.Attribute) or func.attr not in ("append", "add_module"):
+        return False
+    args = node.args  # type: ignore[attr-defined]
+    return names.dotted(func.value) in parts and bool(args) and _placed(facts, args[-1], function)
+
+
+def _placed(facts: ScriptFacts, value: ast.expr, function: Function) -> bool:
+    if isinstance(value, ast.Call):
+        return _state_of_value(facts, value, None) == MOVED
+    text = names.dotted(value)
+    return text is not None and any(
+        assignment.ctx.function is function
+        and _state_of_value(facts, assignment.value, text) == MOVED
+        for assignment in facts.assignments_by_target.get(text, ())
+    )
+
+
 def _ends_before(node: ast.AST, later: ast.AST) -> bool:
     end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
     return end <= (later.lineno, later.col_offset)  # type: ignore[attr-defined,operator]

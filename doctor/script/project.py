@@ -54,6 +54,8 @@ class Project:
         self._missing: set[str] = set()
         self._modules: dict[tuple[str, str, int], ScriptFacts | None] = {}
         self._listings: dict[str, frozenset[str]] = {}
+        self._bases: dict[str, list[str]] = {}
+        self._at: dict[tuple[str, str], ScriptFacts | None] = {}
         self._folders: dict[tuple[str, str, int], str | None] = {}
         self._resolved: dict[tuple[int, str, int], Definition | None] = {}
 
@@ -78,6 +80,7 @@ class Project:
         self.__dict__.pop("values", None)
         self.files.clear()
         self._owners.clear()
+        self._at.clear()
 
     @property
     def functions_by_node(self) -> dict[int, Function]:
@@ -146,6 +149,13 @@ class Project:
         return None
 
     def _search_bases(self, here: str) -> list[str]:
+        """The folder and those above it up to its root (once per folder)."""
+        bases = self._bases.get(here)
+        if bases is None:
+            bases = self._bases[here] = self._folders_up_to_root(here)
+        return bases
+
+    def _folders_up_to_root(self, here: str) -> list[str]:
         root = next((r for r in self.roots if here == r or here.startswith(r + os.sep)), here)
         bases = [here]
         while here != root and len(here) > len(root):
@@ -154,6 +164,14 @@ class Project:
         return bases
 
     def _file_at(self, base: str, module: str) -> ScriptFacts | None:
+        """The module's file under `base`, read for context when the tree has not (once per
+        base and module: asked for every import, in every folder up to the root)."""
+        key = (base, module)
+        if key not in self._at:
+            self._at[key] = self._find_file_at(base, module)
+        return self._at[key]
+
+    def _find_file_at(self, base: str, module: str) -> ScriptFacts | None:
         path = os.path.join(base, *module.split(".")) if module else base
         for candidate in (path + ".py", os.path.join(path, "__init__.py")):
             found = self.files.get(candidate)

@@ -6,13 +6,17 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
+from ddp_doctor.script.facts import CallSite, ClassInfo, Function, ScriptFacts, position
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_wrapper_test
 from ddp_doctor.script.rankflow import contains
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.project import Project
 
 # Calls that only a training program makes: a backward pass, an optimizer's zero_grad, a
 # trainer's fit/train (Lightning, Hugging Face), model.train().
@@ -278,6 +282,44 @@ def splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
         split.ctx.function is seed.ctx.function and position(split) > position(seed)
         for split in facts.calls_to(*_DATA_SPLITS)
     )
+
+
+def shards_a_shared_draw(facts: ScriptFacts) -> bool:
+    """The program builds a sampler of its own that shards a random draw by rank: each rank
+    shuffles the whole index list (random.shuffle, np.random.permutation, torch.randperm with
+    the global generator) and keeps its share, so every rank needs the same seed. A sampler
+    class of the project that is not in the checked tree, named for distributed use
+    (llama-cookbook's DistributedLengthBasedBatchSampler), may do so: out of view, not judged."""
+    for mate in program_files(facts):
+        for site in mate.calls:
+            if "Sampler" not in site.key or site.key == "DistributedSampler":
+                continue
+            defined = mate.project.definition(mate, site.node.func, site.ctx)
+            if isinstance(defined, ClassInfo):
+                if _draws_globally(mate.project, defined):
+                    return True
+            elif defined is None and "Distributed" in site.key and _own_unseen(mate, site):
+                return True
+    return False
+
+
+def _draws_globally(project: Project, cls: ClassInfo) -> bool:
+    for method in cls.methods.values():
+        owner = project.owner(method)
+        start, end = method.node.lineno, method.node.end_lineno or method.node.lineno
+        for draw in owner.calls_to(*_DATA_SPLITS):
+            if start <= draw.node.lineno <= end and draw.keyword("generator") is None:
+                return True
+    return False
+
+
+def _own_unseen(facts: ScriptFacts, site: CallSite) -> bool:
+    """A call of the file's own package (its top-level name is a folder above the file)."""
+    qualified = facts.resolve(site)
+    if qualified is None:
+        return False
+    folders = os.path.dirname(os.path.abspath(facts.path)).split(os.sep)
+    return qualified.partition(".")[0] in folders
 
 
 def is_test_file(path: str) -> bool:

@@ -3,7 +3,9 @@
 Seeds are the functions that init, wrap, shard or communicate, and the functions mp.spawn
 starts. Their callers are in the region too (not across a spawn: the caller is the parent
 process; not through a call made only without a launcher; not the parent's own paths, such as
-a `--generate` branch beside mp.spawn), and so is whatever all those call.
+a `--generate` branch beside mp.spawn), and so is whatever all those call. A rank query in a
+helper written for any program (`not dist.is_initialized() or dist.get_rank() == 0`) marks its
+callers only in programs whose entry point runs distributed code.
 """
 
 from __future__ import annotations
@@ -12,8 +14,14 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
-from ddp_doctor.script.evidence import LAUNCHER_VARIABLES, is_launched, starts_lightning_ranks
-from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function
+from ddp_doctor.script.evidence import (
+    LAUNCHER_VARIABLES,
+    imported_closure,
+    is_entry_point,
+    is_launched,
+)
+from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.frameworks import launches_fabric_ranks, starts_lightning_ranks
 from ddp_doctor.script.guards import launch_of_arm
 
 _DISTRIBUTED_MARKS = frozenset(
@@ -30,11 +38,36 @@ _DISTRIBUTED_MARKS = frozenset(
         # one process (it inits the process group and pins the device itself)
         names.ACCELERATOR,
         *names.ACCELERATE_STATES,
+        # Horovod: horovodrun starts one process per GPU, each calling hvd.init()
+        "horovod.torch.init",
     }
 )
 _MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
 _RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
 _LIGHTNING_KEYS = frozenset({"Trainer", "from_argparse_args"})
+_RANK_QUERIES = frozenset({"torch.distributed.get_rank", "torch.distributed.get_world_size"})
+_GROUP_STATE_CHECKS = frozenset({"is_initialized", "is_available"})
+
+
+def asks_group_state(facts: ScriptFacts, unit: Function) -> bool:
+    """The function asks whether a process group exists (`if not dist.is_initialized():
+    return 0`, `not is_initialized() or get_rank() == 0`): a rank helper written for any
+    program, distributed or not, so its rank query marks no code as running in the ranks."""
+    if unit is facts.module_unit:
+        return False
+    asserted = {  # `assert dist.is_initialized()` requires a group: no helper for any program
+        id(node)
+        for statement, ctx in facts.asserts
+        if ctx.function is unit
+        for node in ast.walk(statement.test)
+    }
+    return any(
+        site.ctx.function is unit
+        and id(site.node) not in asserted
+        and facts.resolve(site) == f"torch.distributed.{site.key}"
+        for key in _GROUP_STATE_CHECKS
+        for site in facts.calls_by_key.get(key, ())
+    )
 
 
 def distributed_region(graph: CallGraph) -> set[Function]:
@@ -48,14 +81,20 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     parents: set[Function] = set()  # units that call mp.spawn: the parent process
     conditional: dict[Function, set[str]] = {}  # seeds whose marks hang on a parameter
     always: set[Function] = set()
+    helpers: dict[Function, ScriptFacts] = {}  # rank helpers for any program (see below)
     for facts in graph.files():
         for site in facts.calls:
             if site.key in _LIGHTNING_KEYS and starts_lightning_ranks(facts, site):
                 always.add(graph.unit(facts, site.ctx))  # Lightning's DDP: the program per GPU
+            if site.key == "launch" and launches_fabric_ranks(facts, site):
+                always.add(graph.unit(facts, site.ctx))  # Fabric: the program per device
             if site.key not in _MARK_KEYS:
                 continue
             qualified = facts.resolve(site)
             unit = graph.unit(facts, site.ctx)
+            if qualified in _RANK_QUERIES and asks_group_state(facts, unit):
+                helpers[unit] = facts  # get_rank() behind is_initialized(): for any program
+                continue
             if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not single_process(site):
                 wanted = _launch_parameters(unit, site)
                 (conditional.setdefault(unit, set()).update(wanted) if wanted else always.add(unit))
@@ -80,8 +119,39 @@ def distributed_region(graph: CallGraph) -> set[Function]:
 
     callers = graph.closure(seeds, up=True, follow=passes_up)
     region = graph.closure(callers, up=False, follow=passes_down)
+    ranked = _helpers_of_distributed_programs(graph, helpers, region)
+    if ranked:
+        callers = graph.closure(seeds | ranked, up=True, follow=passes_up)
+        region = graph.closure(callers, up=False, follow=passes_down)
     graph.__dict__["_distributed_region"] = region
     return region
+
+
+def _helpers_of_distributed_programs(
+    graph: CallGraph, helpers: dict[Function, ScriptFacts], region: set[Function]
+) -> set[Function]:
+    """The callers of rank helpers (`is_master()`: not is_initialized() or get_rank() == 0)
+    in a program whose entry point runs distributed code: there the call marks its caller as
+    running in the ranks. A one-process evaluation script that imports is_master() from the
+    project's dist module and never starts a group is not marked; a caller that no entry
+    point of the tree imports (a library's) is, as before."""
+    found: set[Function] = set()
+    for helper in helpers:
+        for edge in graph.callers(helper):
+            if not edge.handed and _in_a_distributed_program(edge.facts, region):
+                found.add(edge.caller)
+    return found
+
+
+def _in_a_distributed_program(facts: ScriptFacts, region: set[Function]) -> bool:
+    programs = [
+        program
+        for program in facts.project.files.values()
+        if is_entry_point(program) and any(f is facts for f in imported_closure(program))
+    ]
+    return not programs or any(
+        unit in region for program in programs for unit in (program.module_unit, *program.functions)
+    )
 
 
 def _started_by_a_launcher(graph: CallGraph) -> set[Function]:
@@ -212,8 +282,21 @@ def _flag(test: ast.expr | None) -> tuple[str | None, bool]:
 
 
 def single_process(site: CallSite) -> bool:
-    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process."""
+    """init_process_group(world_size=1), DistributedSampler(num_replicas=1): one process. So
+    is a process group of the "fake" backend (torch.testing's FakeProcessGroup, a FakeStore):
+    one process that simulates a world of ranks to trace or compile, with no job around it."""
+    if site.key == "init_process_group" and fake_group(site):
+        return True
     count = site.keyword("world_size") or site.keyword("num_replicas")
     if count is None and site.key == "init_process_group":
         count = site.argument(3, "world_size")
     return isinstance(count, ast.Constant) and count.value == 1
+
+
+def fake_group(site: CallSite) -> bool:
+    """A process group of the "fake" backend, or over a FakeStore: no processes, no resources."""
+    backend = site.argument(0, "backend")
+    if isinstance(backend, ast.Constant) and backend.value == "fake":
+        return True
+    store = site.keyword("store")
+    return isinstance(store, ast.Call) and names.last_identifier(store.func) == "FakeStore"

@@ -129,8 +129,11 @@ def imported_names(facts: ScriptFacts) -> frozenset[str]:
     return cached
 
 
-def may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str]) -> bool:
-    """A cheap look before resolving: could this call reach a function of the tree?"""
+def may_reach_tree(
+    facts: ScriptFacts, site: CallSite, defined: frozenset[str], hands: bool | None = None
+) -> bool:
+    """A cheap look before resolving: could this call reach a function of the tree?
+    (`hands`: passes_a_name's answer, when the caller has it already.)"""
     if site.key in defined:
         return True
     func = site.node.func
@@ -144,17 +147,23 @@ def may_reach_tree(facts: ScriptFacts, site: CallSite, defined: frozenset[str]) 
         foreign = facts.imports.names.get(func.id, "").split(".")[0] in FOREIGN_ROOTS
         if (ref.name is None or ref.level) and not foreign:
             return True  # utils.setup(), from . import dist; dist.init()
-    return passes_a_name(site, defined)
+    return passes_a_name(site, defined) if hands is None else hands
 
 
 def passes_a_name(site: CallSite, defined: frozenset[str]) -> bool:
     """Whether a call hands over something named like a function of the tree."""
-    for value in [*site.node.args, *(kw.value for kw in site.node.keywords)]:
-        if isinstance(value, ast.Name) and value.id in defined:
+    node = site.node
+    for value in node.args:
+        if _named_in(value, defined):
             return True
-        if isinstance(value, ast.Attribute) and value.attr in defined:
-            return True
-    return False
+    return any(_named_in(keyword.value, defined) for keyword in node.keywords)
+
+
+def _named_in(value: ast.expr, defined: frozenset[str]) -> bool:
+    kind = type(value)
+    if kind is ast.Name:
+        return value.id in defined  # type: ignore[attr-defined]
+    return kind is ast.Attribute and value.attr in defined  # type: ignore[attr-defined]
 
 
 def _callable(project: Project, defined: object) -> tuple[Function, ...]:

@@ -119,10 +119,20 @@ def _prepare_file(
 
 
 def _roots(paths: Sequence[str]) -> list[str]:
-    """Where imports are looked up: each folder given, and the folder of each file given."""
-    return [
-        path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)) for path in paths
-    ]
+    """Where imports are looked up: each folder given, and for a file given the working
+    folder when the file is under it (`python pkg/eval/linear.py` from the repository, or a
+    pre-commit hook naming changed files: `import pkg.distributed` is found there), else the
+    file's folder."""
+    here = os.getcwd()
+    roots: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            roots.append(path)
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        under_cwd = folder == here or folder.startswith(here.rstrip(os.sep) + os.sep)
+        roots.append(here if under_cwd and here != os.sep else folder)
+    return roots
 
 
 def _excludes(paths: Sequence[str], options: CheckOptions, configs: ConfigFinder) -> IgnoreRules:

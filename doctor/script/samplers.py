@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ddp_doctor.script import names
+from ddp_doctor.script.bindings import reaching_bindings
 from ddp_doctor.script.evidence import shares_a_program
 from ddp_doctor.script.facts import CallSite, Context, Loop, ScriptFacts
 from ddp_doctor.script.flow import candidates, flow_of
@@ -266,3 +267,19 @@ def _iterated(iterable: ast.expr) -> list[ast.expr]:
     ):
         return [n for arg in iterable.args for n in _iterated(arg)]
     return []
+
+
+def never_shuffled(facts: ScriptFacts, sampler: CallSite) -> bool:
+    """`DistributedSampler(ds, shuffle=shuffle)` in a helper whose every call path that
+    reaches its arm passes shuffle=False (dinov2's `_make_sampler`: only the evaluation
+    loaders choose SamplerType.DISTRIBUTED, all with shuffle=False)."""
+    shuffle = sampler.argument(3, "shuffle")
+    function = sampler.ctx.function
+    if not isinstance(shuffle, ast.Name) or function is None or shuffle.id not in function.params:
+        return False
+    paths = reaching_bindings(facts.project.graph, sampler, (shuffle.id,))
+    return bool(paths) and all(_is_false(path[shuffle.id]) for path in paths)
+
+
+def _is_false(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and value.value is False

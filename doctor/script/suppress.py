@@ -27,7 +27,7 @@ def suppressions(source: str) -> dict[int, set[str]]:
         return {}
     found: dict[int, set[str]] = {}
     for number, line in enumerate(source.splitlines(), start=1):
-        if "noqa" in line.lower():
+        if "#" in line and "noqa" in line.lower():  # a comment first: lowering is the cost
             for match in _NOQA.finditer(line):
                 listed = match.group(1)
                 entries = {EVERYTHING} if listed is None else set(re.split(r"[,\s]+", listed))
@@ -55,6 +55,9 @@ def is_suppressed(finding: Finding, table: dict[int, set[str]]) -> bool:
     )
 
 
-def without_suppressed(findings: Iterable[Finding], source: str) -> list[Finding]:
-    table = suppressions(source)
+def without_suppressed(
+    findings: Iterable[Finding], source: str, table: dict[int, set[str]] | None = None
+) -> list[Finding]:
+    """The findings not silenced by a comment (`table`: the source's, when already read)."""
+    table = suppressions(source) if table is None else table
     return [f for f in findings if not is_suppressed(f, table)] if table else list(findings)

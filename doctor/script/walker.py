@@ -12,9 +12,9 @@ from ddp_doctor.script import guards
 from ddp_doctor.script.facts import (
     MODULE,
     NONZERO,
+    SINGLE,
     ZERO,
     Assignment,
-    Branch,
     CallSite,
     ClassInfo,
     Context,
@@ -26,9 +26,14 @@ from ddp_doctor.script.facts import (
     TorchImport,
 )
 from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
+from ddp_doctor.script.walkshapes import (
+    child_fields,
+    in_arm,
+    is_environ,
+    is_main_guard,
+    marked,
+)
 
-# Strings worth keeping for rules that look at text (launch commands, renamed NCCL variables).
-_STRING_MARKS = ("NCCL_", "torch.distributed.launch", "distributed/launch")
 _ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
@@ -46,15 +51,20 @@ class _Walker:
         self.imports = facts.imports
         # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
         self.flags: dict[object, dict[str, str]] = {}
+        self._merged: dict[tuple[object, object], dict[str, str]] = {}  # until a flag changes
 
     def _flags(self, ctx: Context) -> dict[str, str]:
         if not self.flags:
             return _NO_FLAGS
-        found = dict(self.flags.get(None, {}))  # module level
-        if ctx.class_name:
-            found.update(self.flags.get(ctx.class_name, {}))
-        if ctx.function is not None:
-            found.update(self.flags.get(ctx.function, {}))
+        key = (ctx.class_name, ctx.function)
+        found = self._merged.get(key)
+        if found is None:
+            found = dict(self.flags.get(None, {}))  # module level
+            if ctx.class_name:
+                found.update(self.flags.get(ctx.class_name, {}))
+            if ctx.function is not None:
+                found.update(self.flags.get(ctx.function, {}))
+            self._merged[key] = found
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
@@ -68,8 +78,10 @@ class _Walker:
         scope: object = ctx.class_name if text.startswith("self.") else ctx.function
         if polarity is not None:
             self.flags.setdefault(scope, {})[text] = polarity
+            self._merged.clear()
         elif text in self.flags.get(scope, {}):
             del self.flags[scope][text]
+            self._merged.clear()
 
     # statements ------------------------------------------------------------------------------
 
@@ -79,10 +91,14 @@ class _Walker:
             ctx = self._after_early_exit(stmt, ctx)
 
     def _after_early_exit(self, stmt: ast.stmt, ctx: Context) -> Context:
-        """`if rank != 0: return` guards every statement after it in the same block."""
+        """`if rank != 0: return` guards every statement after it in the same block; after
+        `assert opt.local_rank == -1, "DDP mode not implemented for --evolve"` the block runs
+        without a launcher."""
+        if isinstance(stmt, ast.Assert) and ctx.launch is None:
+            return ctx._replace(launch=SINGLE) if guards.launch_of(stmt.test) == SINGLE else ctx
         if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
             return ctx
-        ctx = _in_arm(ctx, stmt, stmt.test, arm=False)
+        ctx = in_arm(ctx, stmt, stmt.test, arm=False)
         polarity = guards.flip(guards.classify(stmt.test, self._flags(ctx)))
         return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
 
@@ -101,6 +117,10 @@ class _Walker:
                 self.target(stmt.target, stmt.value, stmt, ctx)
         elif kind is ast.AugAssign:
             self.expr(stmt.value, ctx)
+            if isinstance(stmt.target, ast.Name):  # seed += offset: seed = seed + offset
+                load = ast.copy_location(ast.Name(stmt.target.id, ast.Load()), stmt.target)
+                grown = ast.copy_location(ast.BinOp(load, stmt.op, stmt.value), stmt)
+                self.target(stmt.target, grown, stmt, ctx)
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:
@@ -163,6 +183,7 @@ class _Walker:
                 f"self.{node.name}()" if ctx.class_name and not ctx.function else f"{node.name}()"
             )
             self.flags.setdefault(own, {})[text] = ZERO
+            self._merged.clear()
         no_grad = any(name in _NO_GRAD for name in decorators)
         self.body(node.body, Context(function=function, class_name=ctx.class_name, no_grad=no_grad))
 
@@ -181,12 +202,12 @@ class _Walker:
 
     def if_statement(self, node: ast.If, ctx: Context) -> None:
         self.expr(node.test, ctx)
-        if _is_main_guard(node.test):
+        if is_main_guard(node.test):
             self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
-        body = _in_arm(ctx, node, node.test, arm=True)
-        orelse = _in_arm(ctx, node, node.test, arm=False)
+        body = in_arm(ctx, node, node.test, arm=True)
+        orelse = in_arm(ctx, node, node.test, arm=False)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             other = NONZERO if polarity == ZERO else ZERO
@@ -267,12 +288,14 @@ class _Walker:
         while stack:
             node = pop()
             kind = type(node)
+            if node is None:  # a list field's hole: {**spread} keys, kw_defaults
+                continue
             if kind is ast.Call:
                 calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
                 self._environ_call(node, ctx)  # type: ignore[arg-type]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
-                if type(value) is str and any(mark in value for mark in _STRING_MARKS):
+                if type(value) is str and marked(value):
                     facts.strings.append(node)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Name:
@@ -287,21 +310,21 @@ class _Walker:
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
             fields = _CHILD_FIELDS.get(kind)
             if fields is None:
-                fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+                fields = _CHILD_FIELDS[kind] = child_fields(kind)
             for name in fields:
                 child = getattr(node, name, None)
                 if child is None:
                     continue
                 if type(child) is list:
-                    stack.extend(item for item in child if item is not None)
+                    stack.extend(child)
                 else:
                     push(child)
 
     def conditional(self, node: ast.IfExp, ctx: Context) -> None:
         """`tqdm(loader) if is_master else loader`: each arm in its own context."""
         self.expr(node.test, ctx)
-        body = _in_arm(ctx, node, node.test, arm=True)
-        orelse = _in_arm(ctx, node, node.test, arm=False)
+        body = in_arm(ctx, node, node.test, arm=True)
+        orelse = in_arm(ctx, node, node.test, arm=False)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
@@ -321,14 +344,14 @@ class _Walker:
         self, node: ast.Subscript, ctx: Context, *, writes: bool, value: ast.expr | None = None
     ) -> None:
         key = node.slice
-        if isinstance(key, ast.Constant) and type(key.value) is str and _is_environ(node.value):
+        if isinstance(key, ast.Constant) and type(key.value) is str and is_environ(node.value):
             self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
 
     def _environ_call(self, node: ast.Call, ctx: Context) -> None:
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr not in _ENV_GETTERS or not node.args:
             return
-        if not (_is_environ(func.value) or dotted(func.value) == "os"):
+        if not (is_environ(func.value) or dotted(func.value) == "os"):
             return
         key = node.args[0]
         if isinstance(key, ast.Constant) and type(key.value) is str:
@@ -341,42 +364,6 @@ _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_NOT_CHILDREN = frozenset(
-    {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "attr", "arg", "id"}
-)
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    """The fields of an expression type that hold expressions (not `ctx`, `op`, flags)."""
-    return tuple(name for name in kind._fields if name not in _NOT_CHILDREN)  # type: ignore[attr-defined]
-
-
-def _in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
-    """The context of one arm of a condition; a test about the launch sets `launch`."""
-    launch = guards.launch_of_arm(test, arm)
-    return Context(
-        ctx.function,
-        ctx.class_name,
-        ctx.loops,
-        ctx.guard,
-        ctx.main_guard,
-        ctx.no_grad,
-        (*ctx.branches, Branch(node, arm)),
-        launch if launch is not None else ctx.launch,
-    )
-
-
-def _is_environ(node: ast.AST) -> bool:
-    text = dotted(node)
-    return text is not None and (text == "environ" or text.endswith(".environ"))
-
-
-def _is_main_guard(test: ast.expr) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return False
-    sides = {dotted(test.left), dotted(test.comparators[0])}
-    constants = [s.value for s in (test.left, test.comparators[0]) if isinstance(s, ast.Constant)]
-    return "__name__" in sides and "__main__" in constants
 
 
 def _add_module_aliases(facts: ScriptFacts) -> None:

@@ -8,20 +8,22 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evalloaders import evaluation_factory_calls
-from ddp_doctor.script.evidence import uses_tensor_parallel
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
+from ddp_doctor.script.evalloaders import evaluation_factory_calls, per_dataset_factory_calls
+from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.kinds import uses_tensor_parallel
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import (
     is_test_file,
+    shards_a_shared_draw,
     splits_data_after,
     trains,
     weights_never_broadcast,
 )
 from ddp_doctor.script.rankflow import mentions_rank
-from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
+from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
+from ddp_doctor.script.workers import in_worker, spawned_code
 
 
 def _samplers(facts: ScriptFacts) -> SamplerFlow:
@@ -109,17 +111,21 @@ def sampler_shuffle_conflict(facts: ScriptFacts) -> Iterator[Hit]:
         )
 
 
-def _handed_on(facts: ScriptFacts, loader: str | None) -> bool:
+def _handed_on(facts: ScriptFacts, loader: str | None, library_only: bool = False) -> bool:
     """`loader = accelerator.prepare(loader)`, `make_private(data_loader=loader)`: a library
-    replaces the loader (and shards it) before use."""
+    replaces the loader (and shards it) before use (with `library_only`, not a function of
+    the tree: `loader = sample_data(loader)` that yields its batches forever is still it)."""
     if loader is None:
         return False
     for assignment in facts.assignments_by_target.get(loader, ()):
         value = assignment.value
-        if isinstance(value, ast.Call):
-            passed = [*value.args, *(kw.value for kw in value.keywords)]
-            if any(names.dotted(p) == loader for p in passed):
-                return True
+        if not isinstance(value, ast.Call):
+            continue
+        passed = [*value.args, *(kw.value for kw in value.keywords)]
+        if not any(names.dotted(p) == loader for p in passed):
+            continue
+        if not library_only or facts.project.definition(facts, value.func, assignment.ctx) is None:
+            return True
     return False
 
 
@@ -139,7 +145,12 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument, and set_epoch called once before the epoch loop. A single pass over the data
-        needs no set_epoch.
+        needs no set_epoch, and neither does a sampler built in a helper from a `shuffle`
+        parameter that every call path reaching its arm sets to False (`elif type ==
+        SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
+        by evaluation loaders that pass shuffle=False). A loader handed to a library call that
+        replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
+        data_loader=loader)`) is that library's: its sampler is not the one iterated.
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -159,8 +170,11 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     flow = _samplers(facts)
     reported_calls: set[int] = set()
     for use in flow.uses:
-        if not use.shuffles or use.is_for_eval():
+        if not use.shuffles or use.is_for_eval() or never_shuffled(facts, use.site):
             continue
+        held = use.loader_names | use.returned_to
+        if held and all(_handed_on(facts, name, library_only=True) for name in held):
+            continue  # loader = make_private(data_loader=loader): a library's loader is iterated
         epochs = flow.runs_epochs(use)
         if epochs is False or (epochs is None and not flow.has_manual_training_loop):
             continue
@@ -238,7 +252,11 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
-        the tree that builds a padding DistributedSampler a few calls down.
+        the tree that builds a padding DistributedSampler a few calls down; and a call of a
+        factory that builds one padding sampler per dataset from a list of shuffle flags
+        (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
+        samplers), unless the program drops the duplicates from its results
+        (`remove_duplicate=...`).
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -262,7 +280,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
-    for site, factory in evaluation_factory_calls(facts):
+    for site, factory in [*evaluation_factory_calls(facts), *per_dataset_factory_calls(facts)]:
         yield hit(
             facts,
             site.node,
@@ -287,14 +305,19 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
         after them in the same function needs (np.random.permutation, random_split: every
-        rank must cut the same split), and so are tensor-parallel programs
+        rank must cut the same split), and so are programs whose own sampler shards a draw
+        from the global generator by rank (each rank shuffles all indices and keeps its
+        share; a project sampler named for distributed use that is not in the checked tree
+        may, and is not judged), and so are tensor-parallel programs
         (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
         the ranks of a group must draw the same
         numbers). Programs that start the process group themselves and never wrap, shard or
         broadcast the model (their own gradient all-reduce, as nanochat's optimizer) are left
         alone: there the shared seed is what gives every rank the same initial weights.
         Programs that train nothing (no backward, zero_grad, fit or train call:
-        evaluation, sampling) are left alone too. Reported once, at the first call.
+        evaluation, sampling) are left alone too, and so are programs that set the same
+        constant seed again in another function (two runs made to draw the same numbers,
+        to compare them). Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -312,22 +335,20 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         return
     if weights_never_broadcast(facts):  # the shared seed is what makes the weights equal
         return
-    workers = _spawned_code(facts)
+    workers = spawned_code(facts)
     seeds = [
         s
         for s in facts.calls_to(*names.SEEDERS)
-        if (
-            _in_worker(facts, s, workers)
-            if workers is not None
-            else flow.in_distributed_region(s.ctx)
-        )
+        if (in_worker(s, workers) if workers is not None else flow.in_distributed_region(s.ctx))
     ]
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(_has_rank_term(facts, site) for site in seeds):
         return
-    if any(splits_data_after(facts, site) for site in seeds):
+    if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
+        return
+    if _reseeds_to_compare(seeds):
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
@@ -339,30 +360,16 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     )
 
 
-def _spawned_code(facts: ScriptFacts) -> set[Function] | None:
-    """Functions that run in processes this script spawns; None when it spawns none. A thread
-    (threading.Thread(target=...)) is no new process: it shares the seeded generators."""
-    graph = facts.project.graph
-    started = {
-        edge.callee
-        for site in facts.calls
-        if not _starts_a_thread(facts, site)
-        for edge in graph.callees(graph.unit(facts, site.ctx))
-        if edge.site is site and edge.spawned
-    }
-    return graph.closure(started, up=False) if started else None
-
-
-def _starts_a_thread(facts: ScriptFacts, site: CallSite) -> bool:
-    qualified = facts.resolve(site) or ""
-    return site.key == "Thread" or qualified.startswith("threading.")
-
-
-def _in_worker(facts: ScriptFacts, site: CallSite, workers: set[Function]) -> bool:
-    """Module code outside the main guard runs again in every spawned worker."""
-    if site.ctx.function is None:
-        return not site.ctx.main_guard
-    return site.ctx.function in workers
+def _reseeds_to_compare(seeds: list[CallSite]) -> bool:
+    """The same constant seed set again in another function (`train_baseline()` and
+    `train_integration()` each start with set_seed(42)): two runs made to draw the same
+    numbers, to be compared; the shared stream is the point."""
+    by_value: dict[object, set[object]] = {}
+    for site in seeds:
+        value = site.node.args[0] if site.node.args else site.keyword("seed")
+        if isinstance(value, ast.Constant) and site.ctx.function is not None:
+            by_value.setdefault(value.value, set()).add(site.ctx.function)
+    return any(len(functions) > 1 for functions in by_value.values())
 
 
 def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:

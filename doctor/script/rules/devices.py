@@ -99,7 +99,9 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         under DDP, where no set_device ran before it on the way there: not earlier in its
         function outside the other arms of a condition, not in a caller before the call, not
         in a helper, constructor or library set-up called first (a DeviceMesh of a GPU type
-        counts: it sets the device from LOCAL_RANK). And literal "cuda:0" /
+        counts: it sets the device from LOCAL_RANK; so does a set-up helper of the project's
+        own package whose module is not in the checked tree, `setup_and_build_model(args)`
+        from vision/eval/setup.py: what it sets up is out of view). And literal "cuda:0" /
         .cuda(0) there, except in code only rank 0 runs. Branches taken only without a
         launcher (a DataParallel fallback), code shared with one when the process group is
         only started under `if args.distributed:`, and RPC scripts are left alone; a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
@@ -119,7 +120,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
         program (the script and the modules of the tree it imports or that import it); or,
         whatever the script reads, when a launch file of the tree starts it with
-        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first).
+        torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
+        DeepSpeed program (deepspeed.initialize, init_distributed or add_config_arguments) is
+        left alone: the `deepspeed` launcher passes `--local_rank=N` itself.
     Why it matters:
         Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
         only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
@@ -130,7 +133,7 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
     declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-    if "--local-rank" in declared:
+    if "--local-rank" in declared or _started_by_deepspeed(facts):
         return
     reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
     if reads_env and not launched_by_legacy_launcher(facts):
@@ -157,8 +160,11 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
         argparse --local_rank/--local-rank option, followed through assignments, attributes and
         function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
-        script that never reads the LOCAL_RANK environment variable. One finding per option,
-        the other lines listed.
+        script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
+        program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
+        the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
+        other lines listed; a helper's uses of another file's option are reported only when
+        that file places nothing with it itself.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -170,23 +176,40 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    if _local_rank_from_env(facts) or not _declared_in_tree(facts):
+    if _local_rank_from_env(facts) or not _declared_in_tree(facts) or _started_by_deepspeed(facts):
         return
     declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
     values = facts.project.values
-    for key in _PLACING_KEYS:
-        for call in facts.calls_by_key.get(key, ()):
-            source = _local_rank_source(facts, values, call, declares_here)
-            if source is None:
-                continue
-            yield hit(
-                facts,
-                call.node,
-                f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source}; "
-                "torchrun passes none, so every rank gets the default",
-                {"call": text_of(call.node)},
-                cause="local_rank",
-            )
+    for call, source in _placements_from_option(facts, values, declares_here):
+        if source.owner is not facts and _placements_from_option(source.owner, values, True):
+            continue  # one finding per option: the file that parses it reports it
+        yield hit(
+            facts,
+            call.node,
+            f"{text_of(call.node)} takes the GPU from argparse's --local_rank{source.where}; "
+            "torchrun passes none, so every rank gets the default",
+            {"call": text_of(call.node)},
+            cause="local_rank",
+        )
+
+
+def _started_by_deepspeed(facts: ScriptFacts) -> bool:
+    """A DeepSpeed program (deepspeed.initialize, init_distributed, add_config_arguments in
+    the program) that no launch file of the tree starts with torch.distributed.launch: the
+    `deepspeed` launcher passes `--local_rank=N` to each process (deepspeed/launcher/
+    launch.py), so the underscore option is the one it fills."""
+    if launched_by_legacy_launcher(facts):
+        return False
+    return any(
+        (f.resolve(site) or "").startswith("deepspeed.")
+        for f in program_files(facts)
+        if f.is_python and "deepspeed" in f.source
+        for key in _DEEPSPEED_KEYS
+        for site in f.calls_by_key.get(key, ())
+    )
+
+
+_DEEPSPEED_KEYS = ("initialize", "init_distributed", "add_config_arguments")
 
 
 def _declared_in_tree(facts: ScriptFacts) -> bool:
@@ -199,15 +222,45 @@ def _declared_in_tree(facts: ScriptFacts) -> bool:
     return cached
 
 
+def _declared_for(owner: ScriptFacts) -> bool:
+    """The file that parses the arguments declares --local_rank, itself or through a helper
+    of its program that adds options to the parser it is handed (`add_gpu_params(parser)`)."""
+    options = set(_LOCAL_RANK_OPTIONS)
+    return bool(_declared(owner) & options) or any(
+        _declared(f) & options for f in program_files(owner) if f.is_python
+    )
+
+
 def _declared(facts: ScriptFacts) -> set[str]:
     return {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
 
 
+class _Source(NamedTuple):
+    owner: ScriptFacts  # the file that parses the option
+    where: str  # "" for this file's own option, " (parsed in FILE)" for another file's
+
+
+def _placements_from_option(
+    facts: ScriptFacts, values: Values, declares_here: bool
+) -> list[tuple[CallSite, _Source]]:
+    """The file's GPU placements whose index is an argparse --local_rank (once per file)."""
+    key = "_local_rank_placements" if declares_here else "_local_rank_placements_elsewhere"
+    cached = facts.__dict__.get(key)
+    if cached is None:
+        cached = [
+            (call, source)
+            for name in _PLACING_KEYS
+            for call in facts.calls_by_key.get(name, ())
+            if (source := _local_rank_source(facts, values, call, declares_here)) is not None
+        ]
+        facts.__dict__[key] = cached
+    return cached
+
+
 def _local_rank_source(
     facts: ScriptFacts, values: Values, call: CallSite, declares_here: bool
-) -> str | None:
-    """Where the call's GPU comes from, when that is an argparse --local_rank: "" for this
-    file's own option, " (from FILE)" for another file's."""
+) -> _Source | None:
+    """Where the call's GPU comes from, when that is an argparse --local_rank."""
     for value in [*call.node.args, *(kw.value for kw in call.node.keywords)]:
         for origin in device_sources(facts, values, value, call.ctx):
             if origin.name != "local_rank":
@@ -215,12 +268,12 @@ def _local_rank_source(
             if origin.kind == OPTION and origin.facts is not None:
                 owner = origin.facts
                 if owner is facts and declares_here:
-                    return ""
-                declared = _declared(owner) & set(_LOCAL_RANK_OPTIONS)
+                    return _Source(facts, "")
+                declared = _declared_for(owner)
                 if owner is not facts and declared and not _local_rank_from_env(owner):
-                    return f" (declared in {owner.path})"
+                    return _Source(owner, f" (parsed in {owner.path})")
             elif origin.kind == ATTRIBUTE and declares_here:
-                return ""
+                return _Source(facts, "")
     return None
 
 

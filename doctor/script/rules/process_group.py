@@ -11,7 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
-from ddp_doctor.script.evidence import is_entry_point
+from ddp_doctor.script.evidence import is_entry_point, program_files
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
     SINGLE,
@@ -23,6 +23,7 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.region import fake_group
 from ddp_doctor.script.textscan import renamed_nccl_variables
 
 
@@ -37,7 +38,8 @@ def hardcoded_rank_or_world_size(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         init_process_group(..., rank=0) or world_size=4 written as a number (directly or
         through a module-level constant). rank=0 with world_size=1 together (a deliberate
-        single-process group) is left alone.
+        single-process group) is left alone, and so is a "fake" group (one process that
+        simulates a world of ranks, as torchtitan's dry runs do).
     Why it matters:
         Every process then claims the same rank, or the group waits for a number of processes
         the launcher never starts: the rendezvous hangs until its timeout, or the store
@@ -49,6 +51,8 @@ def hardcoded_rank_or_world_size(facts: ScriptFacts) -> Iterator[Hit]:
     """
     spawns_itself = bool(facts.calls_to(*names.SPAWN) or facts.calls_by_key.get("Process"))
     for init in facts.calls_to(names.INIT_PROCESS_GROUP):
+        if fake_group(init):
+            continue  # a fake world of ranks in one process, to trace or compile
         rank = _literal(facts, init.argument(4, "rank"))
         world = _literal(facts, init.argument(3, "world_size"))
         if world == 1 and rank in (0, None):
@@ -249,6 +253,9 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         caller. A one-process group (for SyncBatchNorm without DDP) is not ended by a destroy
         that runs only under `if is_ddp:`, and no group is ended by a destroy in a function of
         the script that nothing calls (a helper module's functions are its API and count).
+        A destroy in the entry point of a program that imports the module counts too (a
+        trainer built from its configuration, `config.build()`, that the calls cannot be
+        followed into). A "fake" group (`init_process_group("fake", ...)`, a FakeStore) holds nothing to end.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -263,7 +270,9 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         finally:
             dist.destroy_process_group()
     """
-    inits = facts.calls_to(names.INIT_PROCESS_GROUP)  # a one-process group too (SyncBatchNorm)
+    inits = [  # a one-process group too (SyncBatchNorm), not a fake one (no resources)
+        init for init in facts.calls_to(names.INIT_PROCESS_GROUP) if not fake_group(init)
+    ]
     if not inits:
         return
     if any(
@@ -282,6 +291,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         starters = {graph.unit(facts, init.ctx)}
         if graph.closure(starters, up=True, depth=DEPTH) & reach:
             continue  # a caller (in another module) ends the group: run() { setup(); destroy() }
+        if _entry_point_destroys(facts, reach):
+            continue
         yield hit(facts, init.node, "init_process_group has no matching destroy_process_group()")
         return
 
@@ -303,6 +314,18 @@ def live_units(graph: CallGraph, facts: ScriptFacts, inits: list[CallSite]) -> s
         cached = graph.__dict__["_live_units"] = graph.closure(roots, up=False)
     starters = {graph.unit(facts, init.ctx) for init in inits}
     return cached | graph.closure(graph.closure(starters, up=True, depth=DEPTH), up=False)
+
+
+def _entry_point_destroys(facts: ScriptFacts, reach: set[Function]) -> bool:
+    """An entry point of a program this module belongs to ends the group in code that runs
+    (torchtitan's train.py: `trainer = config.build()`, train, `destroy_process_group()`): a
+    trainer built from its configuration reaches the init by a call the graph cannot name."""
+    return any(
+        unit in reach
+        for mate in program_files(facts)
+        if mate is not facts and is_entry_point(mate)
+        for unit in (mate.module_unit, *mate.functions)
+    )
 
 
 def _destroys(facts: ScriptFacts, site: CallSite) -> bool:

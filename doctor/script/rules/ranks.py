@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
@@ -11,10 +12,17 @@ from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
-from ddp_doctor.script.logsites import in_handler, is_event_report, over_entries, turns_itself_off
+from ddp_doctor.script.logsites import (
+    in_handler,
+    is_event_report,
+    opted_in_per_rank,
+    over_entries,
+    turns_itself_off,
+)
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
     forwarding_loaders,
@@ -50,7 +58,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         torch.save in a one-process-per-GPU script that is not under a rank-0 guard: not in
         `if rank == 0:` (or is_main_process(), local_rank in [-1, 0], ...), not after
         `if rank != 0: return`, and not in a function that is only called under such a guard.
-        Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone.
+        Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone,
+        and so is a cache written when it is missing under a block that lets rank 0 through
+        first (`with torch_distributed_zero_first(rank):`, `main_process_first()`): rank 0
+        writes it, the others find it and read it.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -72,6 +83,8 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         path = save.argument(1, "f")
         if (path is not None and mentions_rank(facts, path)) or in_memory(facts, save):
             continue
+        if prepared_by_rank_zero_first(facts, save.ctx, save.node.lineno):
+            continue  # a cache the first rank writes when missing; the others then read it
         where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
         yield hit(
             facts,
@@ -204,6 +217,12 @@ def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+# A project's helper that silences print off the main process, called where its module may be
+# out of view: setup_for_distributed(is_master) (DeiT, DETR), suppress_output(rank),
+# _restrict_print_to_main_process() (dinov2), setup_print(...).
+_SILENCES_PRINT = re.compile(
+    r"_?(setup_for_distributed|suppress_output|(setup|suppress|restrict|disable|silence)_?\w*print\w*)"
+)
 _LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
 
 
@@ -214,16 +233,22 @@ _LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryW
 def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
-        launch` runs it once per GPU), outside rank-0-only code: print/logging inside a loop
+        launch` runs it once per GPU; so does a Lightning Fabric given devices or a strategy,
+        whose launch() runs the program in each process it starts), outside rank-0-only code: print/logging inside a loop
         (or in a function the loop calls directly: a progress meter's display(); a pass over
         a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
-        tqdm(...) without disable=, wandb.init/wandb.log, and tensorboard SummaryWriter().
+        tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
+        print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
-        rank 0, for messages that include the rank, for reports of a NaN or a missing
+        rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
+        suppress_output, _restrict_print_to_main_process), for messages that include the rank, for reports of a NaN or a missing
         gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
-        (`if need_profiling: ...; need_profiling = False`), and for logging where the file does
+        (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
+        by the configuration's choice, every rank through (`if rank == 0 or not
+        cfg.rank_zero_only:`), for the building of a cache that rank 0 makes first (see
+        DDP116: the others find it made), and for logging where the file does
         not set logging up itself (it is configured elsewhere, often per rank) or sets it
         up per rank.
     Why it matters:
@@ -240,8 +265,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     quiet_print = any(
-        f.print_overridden
-        or bool(f.calls_by_key.get("setup_for_distributed") or f.calls_by_key.get("setup_print"))
+        f.print_overridden or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
         for f in program_files(facts)
         if f.is_python
     )
@@ -252,8 +276,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
-        if not flow.in_distributed_region(call.ctx):
+        if opted_in_per_rank(call.ctx) or not flow.in_distributed_region(call.ctx):
             continue
+        if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno):
+            continue  # building a missing cache: only the first rank finds it missing
         if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
             continue
         if never_taken(facts.project.values, facts, call.ctx):
@@ -293,10 +319,17 @@ def _log_kind(
     if qualified.startswith("wandb.") and call.key in ("init", "log"):
         return "wandb"
     if qualified.endswith(".tqdm") or qualified == "tqdm":
-        return None if call.keyword("disable") is not None else "tqdm"
+        if call.keyword("disable") is not None or (_displays_once(call) and not in_loop(call.ctx)):
+            return None  # tqdm(None, desc=..., total=n, initial=n): a line of results, a print
+        return "tqdm"
     if qualified.endswith("SummaryWriter"):
         return "tensorboard"
     return None
+
+
+def _displays_once(call: CallSite) -> bool:
+    iterable = call.argument(0, "iterable")
+    return isinstance(iterable, ast.Constant) and iterable.value is None
 
 
 @rule(

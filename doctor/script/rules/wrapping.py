@@ -15,6 +15,7 @@ from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import CALL, Origin
 from ddp_doctor.script.placement import (
     FRESH,
+    assembled_from_placed,
     device_state_before,
     is_device_move,
     is_hard_coded_index,
@@ -184,7 +185,9 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         neither it nor the wrapper is ever moved (`nn.DataParallel(model).cuda()` is right). A
         model whose own layers are placed on devices (model parallel) is left alone, and so is
         a program that builds its modules with a CUDA default (torch.set_default_device,
-        torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)).
+        torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)), and a module built around
+        a container whose members were each placed first (`heads[k] = head.cuda()`, then
+        `DDP(AllHeads(heads))`).
     Why it matters:
         DDP registers the parameters and their gradient hooks at construction. A CPU module
         with device_ids fails ("module parameters ... on device cpu"); without device_ids the
@@ -205,7 +208,9 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         return
     for site in flow.ddp_wraps if flow.uses_cuda else []:
         module = site.argument(0, "module")
-        if module is not None and device_state_before(facts, module, site) == FRESH:
+        if module is None or device_state_before(facts, module, site) != FRESH:
+            continue
+        if not assembled_from_placed(facts, module, site):
             yield hit(
                 facts,
                 site.node,
