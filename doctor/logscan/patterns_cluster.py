@@ -183,6 +183,33 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
         },
         confirm=r"UCX\s+ERROR (?:.* on \w+:\d+/\w+ \(synd 0x|(?:ibv|mlx5dv)_\w+\(.*\) failed)",
     ),
+    # The same syndrome lines from UCX's fatal-error path, with no level word (UCX 1.x):
+    #   "[host:14791:0:14791] ib_mlx5_log.c:139  Remote QP on mlx5_0:1/IB (synd 0x14 vend 0x89
+    #   hw_synd 0/0)", "ib_mlx5_log.c:177  Local protection on mlx5_0:1/IB (synd 0x4 ...)"
+    #   (uct/ib/mlx5/ib_mlx5_log.c, uct_ib_mlx5_completion_with_err)
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("ib_mlx5_log.c:",),
+        "the InfiniBand/RoCE transport failed (UCX)[: {error}]",
+        fields={"error": (r"ib_mlx5_log\.c:\d+\s+(.+?) on \w+:\d+/",)},
+        confirm=r"ib_mlx5_log\.c:\d+\s+.+ on \w+:\d+/\w+ \(synd 0x",
+    ),
+    # libibverbs' work-completion status strings (ibv_wc_status_str), as a transport prints a
+    #   failed completion: UCX's rc_verbs "rc_verbs_iface.c:63 FATAL: send completion with error:
+    #   local protection error" (uct/ib/rc/verbs), ud_verbs' and Open MPI's openib "... completion
+    #   with error on qp 0x...: remote access error". A flushed request ("Work Request Flushed
+    #   Error") follows the first failure on a queue pair and is no cause by itself.
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("completion with error: ", "completion with error on qp"),
+        "the InfiniBand/RoCE transport failed: a work completion with {status}",
+        fields={"status": (r"completion with error(?: on qp \w+)?: ([A-Za-z ]+?error)\b",)},
+        confirm=r"(?i)completion with error(?: on qp \w+)?: (?:local (?:length|QP operation|"
+        r"EE context operation|protection|access)|memory management operation|bad response|"
+        r"remote (?:invalid request|access|operation)|fatal|general) error",
+    ),
     # NCCL >= 2.2x's async thread (net_ib.cc / common.cc): "NET/IB : mlx5_1:1 async fatal event on QP
     #   (0x...): invalid request local work queue error" (NVIDIA/nccl#1919), "... async fatal event
     #   on CQ (...)", "... async fatal event: <str>" (device), "... Got async error event: port
@@ -245,7 +272,8 @@ CLUSTER_PATTERNS: tuple[Pattern, ...] = (
             "Writing error to EQ",
             "Unable to write to EQ",
             "EFA provider internal",
-            "prov/efa/src/",
+            # (a bare "prov/efa/src/" path is a source location, in a gdb stack of a working
+            #  rank too: the next row asks it for an error word)
         ),
         "libfabric's EFA provider reported an error[: {message}]",
         fields={"message": (r"(?:message|warn>)\s*:?\s*(.+?)\s*$",)},

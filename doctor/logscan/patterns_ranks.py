@@ -79,7 +79,8 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         #   signal due to a collective timeout from this local rank and we will try our best to
         #   dump the debug info." ("from rank 7" on the others)
         (
-            "Watchdog caught collective operation timeout",
+            # short of "operation timeout": pastes hard-wrap the line there, excerpts cut it
+            "Watchdog caught collective",
             "Timeout at NCCL work: ",
             "dump signal due to a collective timeout from",
         ),
