@@ -75,9 +75,11 @@ ibv_modify_qp failed" / "ibv_reg_mr ... failed" (a queue pair that cannot connec
 cannot be registered), NET/IB "collective mismatch error" (sizes that disagree on the wire),
 "Got async event : GID table change" (2.28: "GID table changed", "Got non-fatal async event:
 port error", "Got CQE with error", "Detected N failed devices"), "ibv_post_send() failed",
-UCX's mlx5 syndromes ("UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 ...)") and
-UCX/libmlx5's "Transport retry count exceeded"
-(libibverbs' own wording, "transport retry counter exceeded", too).
+UCX's mlx5 syndromes ("UCX  ERROR Local protection on mlx5_0:1/IB (synd 0x4 ...)", or
+"ib_mlx5_log.c:139  Remote QP on mlx5_0:1/IB (synd 0x14 ...)" from its fatal path),
+UCX/libmlx5's "Transport retry count exceeded", and libibverbs' work-completion statuses as a
+transport prints them ("send completion with error: local protection error", "transport retry
+counter exceeded"; a flushed request is a consequence).
 Why it matters: the RDMA transport itself failed; status 12 (retry exceeded) is a timeout
 between two NICs that cannot talk (routing, RoCE GID, a switch, a link), status 4 a local
 protection error (often GPU Direct RDMA), status 5 a flushed request after an earlier error.
