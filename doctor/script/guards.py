@@ -132,7 +132,11 @@ def _is_none(node: ast.expr) -> bool:
 def rank_zero_predicate(
     function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
 ) -> bool:
-    """A function that starts with `if not is_master: return False`: true only on rank 0."""
+    """A function that starts with `if not is_master: return False`, or whose returns are all
+    rank-0 tests or True (`if dist.is_initialized(): return dist.get_rank() % n == 0`, then
+    `return True` without a group: SlowFast's is_master_proc): true only on rank 0."""
+    if _returns_rank_zero_test(function, flags):
+        return True
     for statement in function.body[:3]:
         if not isinstance(statement, ast.If) or len(statement.body) != 1:
             continue
@@ -147,13 +151,26 @@ def rank_zero_predicate(
     return False
 
 
+def _returns_rank_zero_test(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
+) -> bool:
+    returned = [
+        node.value
+        for node in ast.walk(function)
+        if isinstance(node, ast.Return) and node.value is not None
+    ]
+    tests = [v for v in returned if not (isinstance(v, ast.Constant) and v.value is True)]
+    return bool(tests) and all(classify(v, flags) == ZERO for v in tests)
+
+
 def flip(polarity: str | None) -> str | None:
     return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
 
 
 _MAIN_PROCESS_NAME = re.compile(
-    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
-    r"|_rank|_worker)?|chief|leader|primary|first_rank|rank0_process)(_only)?"
+    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_proc|_rank|_worker)?|master("
+    r"_process|_proc|_rank|_worker)?|root_proc(ess)?|chief|leader|primary|first_rank|rank0_process)"
+    r"(_only)?"
 )
 
 
