@@ -129,3 +129,21 @@ def _rank_zero_or(test: ast.expr) -> bool:
         and isinstance(test.op, ast.Or)
         and any(classify(part) == ZERO for part in test.values)
     )
+
+
+# The keywords of the builtin print; any other (`print(..., force=True)`, `clean=True`) means
+# the program's print is its own (deit's setup_for_distributed, VAR's utils/misc.py)
+_BUILTIN_PRINT_KEYWORDS = frozenset({"sep", "end", "file", "flush"})
+
+
+def print_replaced(facts: ScriptFacts) -> bool:
+    """print called with a keyword the builtin print does not take: the program replaced
+    builtins.print (in a file the tree may not hold) with one that silences it off rank 0
+    unless forced."""
+    return any(
+        isinstance(call.node.func, ast.Name)
+        and any(
+            k.arg is not None and k.arg not in _BUILTIN_PRINT_KEYWORDS for k in call.node.keywords
+        )
+        for call in facts.calls_by_key.get("print", ())
+    )
