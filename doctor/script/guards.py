@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ddp_doctor.script.facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
 from ddp_doctor.script.names import dotted, last_identifier
@@ -154,13 +154,24 @@ def rank_zero_predicate(
 def _returns_rank_zero_test(
     function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
 ) -> bool:
-    returned = [
-        node.value
-        for node in ast.walk(function)
-        if isinstance(node, ast.Return) and node.value is not None
-    ]
+    if len(function.body) > _PREDICATE_STATEMENTS:
+        return False  # a predicate is a few lines; longer functions are not read for one
+    returned = list(_returned_values(function.body))
     tests = [v for v in returned if not (isinstance(v, ast.Constant) and v.value is True)]
-    return bool(tests) and all(classify(v, flags) == ZERO for v in tests)
+    return bool(tests) and None not in tests and all(classify(v, flags) == ZERO for v in tests)
+
+
+_PREDICATE_STATEMENTS = 4
+
+
+def _returned_values(body: list[ast.stmt]) -> Iterator[ast.expr | None]:
+    """The values of the returns of a few statements, through if/else (not nested functions)."""
+    for statement in body:
+        if isinstance(statement, ast.Return):
+            yield statement.value
+        elif isinstance(statement, ast.If):
+            yield from _returned_values(statement.body)
+            yield from _returned_values(statement.orelse)
 
 
 def flip(polarity: str | None) -> str | None:
