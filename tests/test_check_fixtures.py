@@ -21,7 +21,7 @@ import pytest
 from ddp_doctor.model import Severity
 from ddp_doctor.script.analyze import analyze, script_rules
 from ddp_doctor.script.files import PYTHON
-from ddp_doctor.script.runner import check_paths
+from ddp_doctor.script.runner import CheckOptions, check_paths
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts"
 REALISTIC = SCRIPTS / "realistic"
@@ -215,3 +215,16 @@ def test_a_file_named_from_the_repository_root_reads_its_package_imports(
     monkeypatch.chdir(tmp_path / "vision" / "eval")
     from_inside = check_paths(["probe.py"])
     assert {"DDP107", "DDP127"} <= {f.code for f in from_inside.findings}
+
+
+def test_print_set_up_by_a_file_that_imports_the_helper() -> None:
+    """DDP119 in a helper that no entry point of the tree reaches (the entry point's import
+    names a path the tree does not hold, as SlowFast's run_net.py does): the files that import
+    the helper are its program, so trainer.py's setup that replaces print off rank 0 counts."""
+
+    def log_findings(name: str) -> list[str]:
+        outcome = check_paths([str(SCRIPTS / "projects" / name)], CheckOptions(select=("ALL",)))
+        return [Path(f.location.path).name for f in outcome.findings if f.code == "DDP119"]
+
+    assert log_findings("print_set_up_by_importer") == []
+    assert log_findings("print_not_set_up_by_importer") == ["loader.py"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ddp_doctor.script.facts import DISTRIBUTED, NONZERO, SINGLE, ZERO
 from ddp_doctor.script.names import dotted, last_identifier
@@ -132,7 +132,11 @@ def _is_none(node: ast.expr) -> bool:
 def rank_zero_predicate(
     function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
 ) -> bool:
-    """A function that starts with `if not is_master: return False`: true only on rank 0."""
+    """A function that starts with `if not is_master: return False`, or whose returns are all
+    rank-0 tests or True (`if dist.is_initialized(): return dist.get_rank() % n == 0`, then
+    `return True` without a group: SlowFast's is_master_proc): true only on rank 0."""
+    if _returns_rank_zero_test(function, flags):
+        return True
     for statement in function.body[:3]:
         if not isinstance(statement, ast.If) or len(statement.body) != 1:
             continue
@@ -147,13 +151,37 @@ def rank_zero_predicate(
     return False
 
 
+def _returns_rank_zero_test(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, flags: Mapping[str, str]
+) -> bool:
+    if len(function.body) > _PREDICATE_STATEMENTS:
+        return False  # a predicate is a few lines; longer functions are not read for one
+    returned = list(_returned_values(function.body))
+    tests = [v for v in returned if not (isinstance(v, ast.Constant) and v.value is True)]
+    return bool(tests) and None not in tests and all(classify(v, flags) == ZERO for v in tests)
+
+
+_PREDICATE_STATEMENTS = 4
+
+
+def _returned_values(body: list[ast.stmt]) -> Iterator[ast.expr | None]:
+    """The values of the returns of a few statements, through if/else (not nested functions)."""
+    for statement in body:
+        if isinstance(statement, ast.Return):
+            yield statement.value
+        elif isinstance(statement, ast.If):
+            yield from _returned_values(statement.body)
+            yield from _returned_values(statement.orelse)
+
+
 def flip(polarity: str | None) -> str | None:
     return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
 
 
 _MAIN_PROCESS_NAME = re.compile(
-    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_rank|_worker)?|master(_process"
-    r"|_rank|_worker)?|chief|leader|primary|first_rank|rank0_process)(_only)?"
+    r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_proc|_rank|_worker)?|master("
+    r"_process|_proc|_rank|_worker)?|root_proc(ess)?|chief|leader|primary|first_rank|rank0_process)"
+    r"(_only)?"
 )
 
 

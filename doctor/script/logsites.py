@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
 from ddp_doctor.script.facts import ZERO, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
 from ddp_doctor.script.rankflow import contains
@@ -129,3 +130,50 @@ def _rank_zero_or(test: ast.expr) -> bool:
         and isinstance(test.op, ast.Or)
         and any(classify(part) == ZERO for part in test.values)
     )
+
+
+# The keywords of the builtin print; any other (`print(..., force=True)`, `clean=True`) means
+# the program's print is its own (deit's setup_for_distributed, VAR's utils/misc.py)
+_BUILTIN_PRINT_KEYWORDS = frozenset({"sep", "end", "file", "flush"})
+
+
+def print_replaced(facts: ScriptFacts) -> bool:
+    """print called with a keyword the builtin print does not take: the program replaced
+    builtins.print (in a file the tree may not hold) with one that silences it off rank 0
+    unless forced."""
+    return any(
+        isinstance(call.node.func, ast.Name)
+        and any(
+            k.arg is not None and k.arg not in _BUILTIN_PRINT_KEYWORDS for k in call.node.keywords
+        )
+        for call in facts.calls_by_key.get("print", ())
+    )
+
+
+def print_setup_files(facts: ScriptFacts) -> list[ScriptFacts]:
+    """Where the program may set print up for this file: its program's files and, for a helper
+    that no entry point of the tree reaches (the entry point's import names a path the tree
+    does not hold: SlowFast's run_net.py imports vision.fair.slowfast.tools.train_net), every
+    file that imports it, directly or through others, with their own imports."""
+    found = {id(f): f for f in program_files(facts)}
+    importers = _importers(facts)
+    if any(is_entry_point(f) for f in importers):
+        return list(found.values())
+    for importer in importers:
+        for mate in imported_closure(importer):
+            found.setdefault(id(mate), mate)
+    return list(found.values())
+
+
+def _importers(facts: ScriptFacts) -> list[ScriptFacts]:
+    """The files of the tree whose imports reach this one (itself left out); once per tree."""
+    project = facts.project
+    cached = project.__dict__.get("_importers")
+    if cached is None or cached[0] != len(project.files):
+        table: dict[int, list[ScriptFacts]] = {}
+        for importer in project.files.values():
+            for module in imported_closure(importer):
+                if module is not importer:
+                    table.setdefault(id(module), []).append(importer)
+        cached = project.__dict__["_importers"] = (len(project.files), table)
+    return cached[1].get(id(facts), [])

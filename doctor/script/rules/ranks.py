@@ -10,7 +10,6 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
-from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
@@ -21,6 +20,8 @@ from ddp_doctor.script.logsites import (
     is_event_report,
     opted_in_per_rank,
     over_entries,
+    print_replaced,
+    print_setup_files,
     turns_itself_off,
 )
 from ddp_doctor.script.nodevice import without_own_gpu
@@ -241,7 +242,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
-        suppress_output, _restrict_print_to_main_process), for messages that include the rank, for reports of a NaN or a missing
+        suppress_output, _restrict_print_to_main_process, or print called anywhere in the program with a
+        keyword the builtin print does not take: `print(..., force=True)`; for a helper that no
+        entry point of the tree reaches, the files that import it count as its program), for messages that include the rank, for reports of a NaN or a missing
         gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
@@ -265,8 +268,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     quiet_print = any(
-        f.print_overridden or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
-        for f in program_files(facts)
+        f.print_overridden
+        or print_replaced(f)
+        or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
+        for f in print_setup_files(facts)
         if f.is_python
     )
     quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
