@@ -265,9 +265,10 @@ HALVES = {
     "D-held": "set D, held out",
     "E-tune": "set E, tuning part",
     "E-held": "set E, held out",
+    "F-held": "set F, held out (all of it)",
 }
 # held-out parts not yet measured: scored only when named (--half), never by default
-UNSEEN = ("E-held",)
+UNSEEN = ("E-held", "F-held")
 
 
 def unread_report(entries: list[Entry], present: list[Entry], corpus: str, hint: str) -> None:
