@@ -104,8 +104,10 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         (world_size = torch.cuda.device_count()) is no fallback, nor is a switch on the
         operating system ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets
         NCCL). A GPU requirement stated
-        before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
-        test skipped without GPUs) counts as the choice: the script says it needs GPUs.
+        before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
+        early exit `if not torch.cuda.is_available(): return`, also as one arm of an
+        if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
+        needs GPUs.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
