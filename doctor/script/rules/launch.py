@@ -99,12 +99,17 @@ def _option_strings(call: CallSite) -> list[str]:
 
 
 def _local_rank_from_env(facts: ScriptFacts) -> bool:
-    return (
-        "LOCAL_RANK" in facts.env_names()
-        or "'LOCAL_RANK'" in facts.source
-        or '"LOCAL_RANK"' in facts.source
-        or bool(facts.calls_by_key.get("get_node_local_rank"))
-    )
+    """A read of LOCAL_RANK. `os.environ["LOCAL_RANK"] = str(proc_id % num_gpus)` sets it for
+    others (a SLURM branch) and reads nothing: the walker also lists the assigned subscript
+    as a read, and the quoted name found in the source is the one set."""
+    if facts.calls_by_key.get("get_node_local_rank"):
+        return True
+    accesses = [access for access in facts.env if access.name == "LOCAL_RANK"]
+    written = {id(access.node) for access in accesses if access.writes}
+    if any(not access.writes and id(access.node) not in written for access in accesses):
+        return True
+    quoted = facts.source.count("'LOCAL_RANK'") + facts.source.count('"LOCAL_RANK"')
+    return quoted > len(written)
 
 
 @rule(
@@ -118,7 +123,8 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
         parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
-        program (the script and the modules of the tree it imports or that import it); or,
+        program (the script and the modules of the tree it imports or that import it; setting
+        it, `os.environ["LOCAL_RANK"] = ...`, is no read); or,
         whatever the script reads, when a launch file of the tree starts it with
         torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
         DeepSpeed program (deepspeed.initialize, init_distributed or add_config_arguments) is
