@@ -164,8 +164,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
 def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
-        argparse --local_rank/--local-rank option, followed through assignments, attributes and
-        function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
+        argparse --local_rank/--local-rank option, followed through assignments, attributes,
+        arithmetic held in a name (`args.gpu = args.local_rank % torch.cuda.device_count()`)
+        and function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
         script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
         program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
         the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
