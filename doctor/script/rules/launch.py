@@ -105,7 +105,11 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
     if facts.calls_by_key.get("get_node_local_rank"):
         return True
     accesses = [access for access in facts.env if access.name == "LOCAL_RANK"]
-    written = {id(access.node) for access in accesses if access.writes}
+    written = {  # `os.environ["LOCAL_RANK"] = ...`; setdefault() also reads it
+        id(access.node)
+        for access in accesses
+        if access.writes and isinstance(access.node, ast.Subscript)
+    }
     if any(not access.writes and id(access.node) not in written for access in accesses):
         return True
     quoted = facts.source.count("'LOCAL_RANK'") + facts.source.count('"LOCAL_RANK"')
