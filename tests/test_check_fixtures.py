@@ -190,6 +190,24 @@ def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
     ]
 
 
+def test_an_init_helper_that_nothing_calls_is_not_judged() -> None:
+    """SlowFast's shape: utils/dist.py defines init_process_group(backend="nccl") with no
+    destroy, and the program that imports the module never calls it but starts its group
+    itself. Called, the only init of the tree (a module out of view may call it), or the
+    helper checked alone (an API), it is judged."""
+    codes = {"DDP106", "DDP121"}
+
+    def helper_codes(target: Path) -> set[str]:
+        findings = check_paths([str(target)]).findings
+        return {f.code for f in findings if Path(f.location.path).name == "dist.py"} & codes
+
+    unused = SCRIPTS / "projects" / "unused_init_helper"
+    assert helper_codes(unused) == set()
+    assert helper_codes(unused / "utils" / "dist.py") == codes
+    assert helper_codes(SCRIPTS / "projects" / "called_init_helper") == codes
+    assert helper_codes(SCRIPTS / "projects" / "init_helper_called_out_of_view") == codes
+
+
 def test_a_file_named_from_the_repository_root_reads_its_package_imports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,7 @@ DataParallel: they run in one process.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -33,6 +34,7 @@ from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ra
 from ddp_doctor.script.textscan import code_lines
 
 if TYPE_CHECKING:
+    from ddp_doctor.script.facts import Function
     from ddp_doctor.script.project import Project
 
 # Opinions about what every data-parallel rank does alike: not for RPC programs.
@@ -347,3 +349,57 @@ def program_files(facts: ScriptFacts) -> list[ScriptFacts]:
         found = [by_id[i] for i in mates if i in by_id] or [facts]
     facts.__dict__["_program_files"] = found
     return found
+
+
+def never_runs_in_program(facts: ScriptFacts, function: Function | None) -> bool:
+    """A helper module's function (another file of a tree with an entry point imports the
+    module) that nothing of the tree calls or names, itself or through its callers, while
+    another init of the tree may run (SlowFast's utils/distributed.py `init_process_group(...,
+    dist_backend="nccl")`: its programs start the group elsewhere). A module checked alone,
+    or in a tree with no entry point (a library), is an API: its functions run."""
+    if not _unused_helper(facts, function):
+        return False  # basicsr's init_dist, the only init, may be called from out of view
+    return any(
+        site.ctx.function is not function and not _unused_helper(other, site.ctx.function)
+        for other in facts.project.graph.files()
+        if other.is_python
+        for site in other.calls_to(names.INIT_PROCESS_GROUP)
+    )
+
+
+def _unused_helper(facts: ScriptFacts, function: Function | None) -> bool:
+    if function is None or is_entry_point(facts) or not _imported_in_a_program(facts):
+        return False
+    graph = facts.project.graph
+    reaching = graph.closure([function], up=True)
+    tree = [other for other in graph.files() if other.is_python]
+    return all(_unreferenced(unit, tree) for unit in reaching)
+
+
+def _unreferenced(unit: Function, tree: list[ScriptFacts]) -> bool:
+    """A plain function whose name the tree's files mention only where it is defined or in
+    calls that the call graph places (here or in torch): an import, a registry, `__all__`, a
+    docstring or a call nobody could resolve may run it."""
+    if not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False  # module-level code runs
+    if unit.class_name is not None or unit.decorators:
+        return False
+    mention = re.compile(rf"\b{re.escape(unit.name)}\b(?!\s*\()")
+    if any(mention.search(other.source) for other in tree):
+        return False
+    return not any(
+        not other.project.graph.targets(other, site)
+        and not (other.resolve(site) or "").startswith("torch.")
+        for other in tree
+        for site in other.calls_by_key.get(unit.name, ())
+    )
+
+
+def _imported_in_a_program(facts: ScriptFacts) -> bool:
+    if id(facts) in _program_mates(facts.project):
+        return True
+    tree = [other for other in facts.project.files.values() if other.is_python]
+    return any(is_entry_point(other) for other in tree) and any(
+        other is not facts and any(module is facts for module in imported_closure(other))
+        for other in tree
+    )

@@ -259,6 +259,7 @@ def device_sources(
                     site = origin.facts.site_of.get(id(call))
                     if site is not None:
                         found |= device_sources(origin.facts, values, call, site.ctx, depth - 1)
+                found |= _through_arithmetic(values, origin, depth)
             if not isinstance(node, ast.Call):
                 continue
             if names.last_identifier(node.func) not in _DEVICE_BUILDERS | CONVERSIONS:
@@ -267,3 +268,16 @@ def device_sources(
             continue
         stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
     return found
+
+
+def _through_arithmetic(values: Values, origin: Origin, depth: int) -> set[Origin]:
+    """A name that holds arithmetic (`args.gpu = args.local_rank % torch.cuda.device_count()`):
+    the origins of its operands, where it was assigned."""
+    from ddp_doctor.script.origins import OTHER
+
+    if depth <= 0 or origin.kind != OTHER or not isinstance(origin.node, ast.BinOp):
+        return set()
+    held = origin.facts.assignment_of_value.get(id(origin.node)) if origin.facts else None
+    if held is None:
+        return set()
+    return device_sources(origin.facts, values, origin.node, held.ctx, depth - 1)  # type: ignore[arg-type]

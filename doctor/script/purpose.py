@@ -55,11 +55,28 @@ _SYNCING_KEYS = (
 
 def weights_never_broadcast(facts: ScriptFacts) -> bool:
     """The program starts its process group itself and no file checked with it wraps, shards
-    or broadcasts a model: every rank keeps the weights it initialised."""
+    or broadcasts a model, nor unwraps one made out of view (`build_model(cfg)` of a module
+    not checked, then `hasattr(model, "module")`): every rank keeps the weights it
+    initialised."""
     if not any(mate.calls_to(names.INIT_PROCESS_GROUP) for mate in program_files(facts)):
         return False
     tree = facts.project.files.values()  # any file checked with it: a wrap may be out of view
+    if any(_unwraps(site) for other in tree for site in other.calls):
+        return False
     return not any(other.calls_by_key.get(key) for other in tree for key in _SYNCING_KEYS)
+
+
+_STATE_METHODS = ("state_dict", "load_state_dict")
+
+
+def _unwraps(site: CallSite) -> bool:
+    """`hasattr(model, "module")`, `isinstance(model, DDP)`, `model.module.state_dict()`:
+    the program holds a wrapped model."""
+    func = site.node.func
+    if isinstance(func, ast.Attribute) and func.attr in _STATE_METHODS:
+        inner = func.value
+        return isinstance(inner, ast.Attribute) and inner.attr == "module"
+    return is_wrapper_test(site.node)
 
 
 def reads_prefixed_keys_back(facts: ScriptFacts) -> bool:

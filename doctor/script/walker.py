@@ -96,11 +96,14 @@ class _Walker:
         without a launcher."""
         if isinstance(stmt, ast.Assert) and ctx.launch is None:
             return ctx._replace(launch=SINGLE) if guards.launch_of(stmt.test) == SINGLE else ctx
-        if not isinstance(stmt, ast.If) or stmt.orelse or not guards.ends_control_flow(stmt.body):
-            return ctx
-        ctx = in_arm(ctx, stmt, stmt.test, arm=False)
-        polarity = guards.flip(guards.classify(stmt.test, self._flags(ctx)))
-        return ctx._replace(guard=RankGuard(polarity, stmt)) if polarity else ctx
+        guard = None
+        arm = stmt  # `if not cuda: return` / `elif "RANK" not in os.environ: return`: each false
+        while isinstance(arm, ast.If) and guards.ends_control_flow(arm.body):
+            ctx = in_arm(ctx, arm, arm.test, arm=False)
+            polarity = guards.flip(guards.classify(arm.test, self._flags(ctx)))
+            guard = guard or (RankGuard(polarity, arm) if polarity else None)
+            arm = arm.orelse[0] if len(arm.orelse) == 1 else None
+        return ctx._replace(guard=guard) if guard else ctx
 
     def statement(self, stmt: ast.stmt, ctx: Context) -> None:
         kind = type(stmt)

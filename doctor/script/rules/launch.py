@@ -99,12 +99,21 @@ def _option_strings(call: CallSite) -> list[str]:
 
 
 def _local_rank_from_env(facts: ScriptFacts) -> bool:
-    return (
-        "LOCAL_RANK" in facts.env_names()
-        or "'LOCAL_RANK'" in facts.source
-        or '"LOCAL_RANK"' in facts.source
-        or bool(facts.calls_by_key.get("get_node_local_rank"))
-    )
+    """A read of LOCAL_RANK. `os.environ["LOCAL_RANK"] = str(proc_id % num_gpus)` sets it for
+    others (a SLURM branch) and reads nothing: the walker also lists the assigned subscript
+    as a read, and the quoted name found in the source is the one set."""
+    if facts.calls_by_key.get("get_node_local_rank"):
+        return True
+    accesses = [access for access in facts.env if access.name == "LOCAL_RANK"]
+    written = {  # `os.environ["LOCAL_RANK"] = ...`; setdefault() also reads it
+        id(access.node)
+        for access in accesses
+        if access.writes and isinstance(access.node, ast.Subscript)
+    }
+    if any(not access.writes and id(access.node) not in written for access in accesses):
+        return True
+    quoted = facts.source.count("'LOCAL_RANK'") + facts.source.count('"LOCAL_RANK"')
+    return quoted > len(written)
 
 
 @rule(
@@ -118,7 +127,8 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
         parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
-        program (the script and the modules of the tree it imports or that import it); or,
+        program (the script and the modules of the tree it imports or that import it; setting
+        it, `os.environ["LOCAL_RANK"] = ...`, is no read); or,
         whatever the script reads, when a launch file of the tree starts it with
         torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
         DeepSpeed program (deepspeed.initialize, init_distributed or add_config_arguments) is
@@ -158,8 +168,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
 def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
-        argparse --local_rank/--local-rank option, followed through assignments, attributes and
-        function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
+        argparse --local_rank/--local-rank option, followed through assignments, attributes,
+        arithmetic held in a name (`args.gpu = args.local_rank % torch.cuda.device_count()`)
+        and function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
         script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
         program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
         the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the

@@ -11,7 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
-from ddp_doctor.script.evidence import is_entry_point, program_files
+from ddp_doctor.script.evidence import is_entry_point, never_runs_in_program, program_files
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
     SINGLE,
@@ -96,16 +96,18 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         init_process_group with the backend "nccl" (literally, as dist.Backend.NCCL, or through
         names that only ever hold either; an argparse option or a parameter nobody passes
         holds its default: `add_argument('--dist-backend', default='nccl')`) where no
-        availability check (torch.cuda.is_available(),
-        dist.is_nccl_available(), torch.cuda.device_count(); not dist.is_available(), which asks
-        whether torch has the distributed package) chooses the backend: none in the
-        backend's own expression, and none in a condition around the call or around the
-        assignment of the backend, here or in a caller. A check that only sizes the world
-        (world_size = torch.cuda.device_count()) is no fallback, nor is a switch on the
-        operating system ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets
-        NCCL). A GPU requirement stated
-        before the call (`assert torch.cuda.is_available()`, an assert on device_count(), a
-        test skipped without GPUs) counts as the choice: the script says it needs GPUs.
+        availability check (torch.cuda.is_available(), dist.is_nccl_available(),
+        torch.cuda.device_count(); not dist.is_available(), which asks whether torch has the
+        distributed package) chooses the backend: none in the backend's own expression, and
+        none in a condition around the call or around the assignment of the backend, here or
+        in a caller. A check that only sizes the world (world_size =
+        torch.cuda.device_count()) is no fallback, nor is a switch on the operating system
+        ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets NCCL). A GPU
+        requirement stated before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
+        early exit `if not torch.cuda.is_available(): return`, also as one arm of an
+        if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
+        needs GPUs. An init in a helper module's function that nothing in the program calls
+        or names, beside another init that runs, never runs: not judged.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -121,9 +123,11 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         backend = init.argument(0, "backend")
         if backend is None or not _only_nccl(facts, backend, init):
             continue
-        if _chosen_by_check(facts, init.ctx) or _gloo_beside(flow, init):
+        if never_runs_in_program(facts, init.ctx.function) or _gloo_beside(flow, init):
             continue
-        if _checked_before(facts, init) or _checked_in_callers(facts, init):
+        if _chosen_by_check(facts, init.ctx) or _checked_before(facts, init):
+            continue
+        if _checked_in_callers(facts, init):
             continue
         yield hit(facts, backend, f"backend {text_of(backend)} is always NCCL: no CPU fallback")
 
@@ -256,6 +260,8 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         A destroy in the entry point of a program that imports the module counts too (a
         trainer built from its configuration, `config.build()`, that the calls cannot be
         followed into). A "fake" group (`init_process_group("fake", ...)`, a FakeStore) holds nothing to end.
+        An init in a function of a helper module that nothing in the program calls or
+        names, beside another init that runs, never runs: not judged.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -271,7 +277,9 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
             dist.destroy_process_group()
     """
     inits = [  # a one-process group too (SyncBatchNorm), not a fake one (no resources)
-        init for init in facts.calls_to(names.INIT_PROCESS_GROUP) if not fake_group(init)
+        init
+        for init in facts.calls_to(names.INIT_PROCESS_GROUP)
+        if not fake_group(init) and not never_runs_in_program(facts, init.ctx.function)
     ]
     if not inits:
         return
