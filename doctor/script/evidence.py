@@ -385,7 +385,7 @@ def _unreferenced(unit: Function, tree: list[ScriptFacts]) -> bool:
     if unit.class_name is not None or unit.decorators:
         return False
     mention = re.compile(rf"\b{re.escape(unit.name)}\b(?!\s*\()")
-    if any(mention.search(other.source) for other in tree):
+    if any(unit.name in other.source and mention.search(other.source) for other in tree):
         return False
     return not any(
         not other.project.graph.targets(other, site)

@@ -45,6 +45,9 @@ def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
     return facts
 
 
+_MAY_GUARD_THE_REST = (ast.If, ast.Assert)  # an early exit, an assert on the launch
+
+
 class _Walker:
     def __init__(self, facts: ScriptFacts) -> None:
         self.facts = facts
@@ -88,7 +91,8 @@ class _Walker:
     def body(self, statements: list[ast.stmt], ctx: Context) -> None:
         for stmt in statements:
             self.statement(stmt, ctx)
-            ctx = self._after_early_exit(stmt, ctx)
+            if type(stmt) in _MAY_GUARD_THE_REST:  # asked of every statement: kept cheap
+                ctx = self._after_early_exit(stmt, ctx)
 
     def _after_early_exit(self, stmt: ast.stmt, ctx: Context) -> Context:
         """`if rank != 0: return` guards every statement after it in the same block; after
