@@ -22,7 +22,7 @@ from ddp_doctor.script.evidence import (
 )
 from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function, ScriptFacts
 from ddp_doctor.script.frameworks import launches_fabric_ranks, starts_lightning_ranks
-from ddp_doctor.script.guards import launch_of_arm
+from ddp_doctor.script.launchtests import launch_of_arm
 
 _DISTRIBUTED_MARKS = frozenset(
     {

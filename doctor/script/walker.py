@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from ddp_doctor.script import guards
+from ddp_doctor.script import guards, launchtests
 from ddp_doctor.script.facts import (
     MODULE,
     NONZERO,
@@ -99,7 +99,9 @@ class _Walker:
         `assert opt.local_rank == -1, "DDP mode not implemented for --evolve"` the block runs
         without a launcher."""
         if isinstance(stmt, ast.Assert) and ctx.launch is None:
-            return ctx._replace(launch=SINGLE) if guards.launch_of(stmt.test) == SINGLE else ctx
+            return (
+                ctx._replace(launch=SINGLE) if launchtests.launch_of(stmt.test) == SINGLE else ctx
+            )
         guard = None
         arm = stmt  # `if not cuda: return` / `elif "RANK" not in os.environ: return`: each false
         while isinstance(arm, ast.If) and guards.ends_control_flow(arm.body):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from ddp_doctor.script import guards
+from ddp_doctor.script import launchtests
 from ddp_doctor.script.facts import Branch, Context
 from ddp_doctor.script.names import dotted
 
@@ -30,7 +30,7 @@ def child_fields(kind: type) -> tuple[str, ...]:
 
 def in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
     """The context of one arm of a condition; a test about the launch sets `launch`."""
-    launch = guards.launch_of_arm(test, arm)
+    launch = launchtests.launch_of_arm(test, arm)
     return Context(
         ctx.function,
         ctx.class_name,
