@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from log_scans import codes
+
 from ddp_doctor import registry
 from ddp_doctor.logscan import LogScanner, scan_text
 from ddp_doctor.logscan.factrules import shared_rule
@@ -13,10 +15,6 @@ GLOO_127011 = (
     "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:769] connect "
     "[127.0.1.1]:25472: Connection refused\n"
 )  # pytorch/examples#812: two nodes, gloo
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 def test_the_log_rules_are_the_live_check_functions() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from contextlib import contextmanager
 
+from log_scans import codes
+
 from ddp_doctor import registry
 from ddp_doctor.logscan import LogScanner, scan_text
 from ddp_doctor.logscan.factrules import SHARED_CODES, shared_rule
@@ -32,10 +34,6 @@ def spying(code: str):
         yield calls
     finally:
         registry.RULES[code] = spec
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 def facts_of(text: str):

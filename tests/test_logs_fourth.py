@@ -4,10 +4,10 @@ its source printed (named beside it); each test also pins the silent neighbour o
 from __future__ import annotations
 
 import pytest
+from log_scans import by_code, codes
 
 from ddp_doctor import registry
 from ddp_doctor.logscan import scan_text
-from ddp_doctor.model import Finding
 
 # meta-pytorch/monarch#1571: a GCP host name its DNS cannot resolve
 IPV6_LOOKUP = (
@@ -36,14 +36,6 @@ INCOMPATIBLE = (
     '  warnings.warn(incompatible_device_warn.format(device_name, capability, " ".join('
     "arch_list), device_name))\n"
 )
-
-
-def by_code(text: str) -> dict[str, Finding]:
-    return {finding.code: finding for finding in scan_text(text)}
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 # --- DDP203: an IPv6-only lookup counts when a connect to that name found no address ------------

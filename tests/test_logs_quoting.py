@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.logscan import scan_text
+from log_scans import by_code
 
 WARN = (
     "node1:100:200 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
@@ -13,10 +13,6 @@ SYSTEM_ERROR = (
     "NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
 )
 INFO = "node1:100:100 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
-
-
-def by_code(text: str) -> dict:
-    return {finding.code: finding for finding in scan_text(text)}
 
 
 def test_a_system_error_with_its_warn_line_quotes_it_and_asks_for_no_rerun() -> None:

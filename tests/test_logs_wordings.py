@@ -7,13 +7,10 @@ assert codes.
 from __future__ import annotations
 
 import pytest
+from log_scans import codes
 from wordings_table import Wording, read_table
 
 from ddp_doctor.logscan import scan_text
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 def test_nccl_ras_mismatch_report_is_mismatched_collectives() -> None:

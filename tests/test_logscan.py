@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from log_scans import codes
 from wordings_table import read_table
 
 from ddp_doctor import registry
@@ -36,10 +37,6 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 ============================================================"""
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 # --- the table and the prefilter ----------------------------------------------------------

@@ -4,11 +4,10 @@ rank died (crash_fixes.py), and wordings whose only stable part is a number."""
 from __future__ import annotations
 
 import pytest
+from log_scans import by_code, codes
 
-from ddp_doctor.logscan import scan_text
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name
 from ddp_doctor.logscan.patterns_training import DATAPARALLEL_DEVICE_FIX
-from ddp_doctor.model import Finding
 
 SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
@@ -36,14 +35,6 @@ CLOSED = (
     "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection "
     "closed by peer [10.0.0.2]:5312"
 )
-
-
-def by_code(text: str) -> dict[str, Finding]:
-    return {finding.code: finding for finding in scan_text(text)}
-
-
-def codes(text: str) -> list[str]:
-    return [finding.code for finding in scan_text(text)]
 
 
 # --- DDP307's fix by how the rank died ----------------------------------------------------
