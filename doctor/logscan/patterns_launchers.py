@@ -20,7 +20,9 @@ _LINE_END = r"[\s|'\"`]*$"  # the line's end, past a paste's quote or table bord
 LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
     # srun's report of a task its step lost, in strsignal's words: "srun: error: c002: task 0:
     #   Killed" (ArjunaCluster/ArjunaUsers#48; many tasks at once: tonyyxliu/CUHKSZ-CSC4005#51).
-    #   "task 0: Out Of Memory" is the cgroup's OOM kill (patterns_cluster.py, DDP504).
+    #   "task 0: Out Of Memory" is the cgroup's OOM kill (patterns_cluster.py, DDP504); a
+    #   segmentation fault, bus error, illegal instruction or FPE is the rank rows' srun row
+    #   (patterns_ranks.py), which comes first.
     Pattern(
         "DDP307",
         "rank-crashed",
@@ -31,7 +33,7 @@ LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
             "host": (r"srun: error: ([\w.-]+): task",),
             "signal": (r"task \d+: " + _STRSIGNAL + _LINE_END,),
         },
-        confirm=r"task \d+: (?:Killed|Segmentation fault|Aborted|Bus error|Terminated)" + _LINE_END,
+        confirm=r"task \d+: (?:Killed|Aborted|Terminated)" + _LINE_END,
         role_of=crash_role,
     ),
     # torchrun's own handler when the launcher itself gets a signal (torch >= 1.12,

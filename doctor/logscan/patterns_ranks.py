@@ -237,7 +237,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
     ),
     # srun's own line for a task a signal killed: "srun: error: node-3: task 0: Segmentation
     #   fault (core dumped)", "... task 5: Bus error" (SchedMD/slurm src/srun: strsignal's
-    #   words); "Killed", "Terminated" and "Aborted" are left to the lines that say why.
+    #   words); "Killed", "Terminated" and "Aborted" are patterns_launchers.py's srun row.
     Pattern(
         "DDP307",
         "rank-crashed",
