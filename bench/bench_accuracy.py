@@ -266,9 +266,10 @@ HALVES = {
     "E-tune": "set E, tuning part",
     "E-held": "set E, held out",
     "F-held": "set F, held out (all of it)",
+    "G-held": "set G, held out (all of it)",
 }
 # held-out parts not yet measured: scored only when named (--half), never by default
-UNSEEN: tuple[str, ...] = ()  # E-held and F-held have each run once: tuning data now
+UNSEEN: tuple[str, ...] = ("G-held",)  # E-held and F-held have run once: tuning data now
 
 
 def unread_report(entries: list[Entry], present: list[Entry], corpus: str, hint: str) -> None:
