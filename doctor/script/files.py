@@ -37,6 +37,11 @@ TEXT_SUFFIXES = (
     ".mk",
 )
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
+# The launch scripts a file named alone brings along (launch_scripts_beside): small shell and
+# SLURM scripts of its folder, read only to see what starts it.
+LAUNCH_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+MAX_LAUNCH_SCRIPT_BYTES = 64 * 1024
+MAX_FOLDER_ENTRIES = 1000
 MAX_BYTES = 10 * 1024 * 1024
 # Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense
 # code): past this many tokens a file is skipped, which keeps `check` under ~200 MB.
@@ -87,6 +92,36 @@ def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Un
         elif path not in seen:
             seen.add(path)
             yield Candidate(path, kind_of(path) or _sniff_kind(path))
+
+
+def launch_scripts_beside(path: str, excludes: IgnoreRules) -> list[tuple[Candidate, str]]:
+    """The shell and SLURM scripts in a Python file's folder that name it, with their text:
+    `check train.py` counts `distributed_train.sh` (`python -m torch.distributed.launch
+    --nproc_per_node=$1 train.py`) as how train.py is run. Bounded: the first
+    MAX_FOLDER_ENTRIES entries of the folder, scripts of at most MAX_LAUNCH_SCRIPT_BYTES,
+    regular files only; one that cannot be read is skipped (it is not being checked)."""
+    folder = os.path.dirname(os.path.abspath(path)) or os.sep
+    name = os.path.basename(path)
+    try:
+        with os.scandir(folder) as entries:
+            listed = sorted(e.name for e in itertools.islice(entries, MAX_FOLDER_ENTRIES))
+    except OSError:
+        return []
+    found: list[tuple[Candidate, str]] = []
+    for entry in listed:
+        if not entry.endswith(LAUNCH_SCRIPT_SUFFIXES):
+            continue
+        script = os.path.normpath(os.path.join(os.path.dirname(path), entry))
+        if excludes.ignored(script, is_folder=False):
+            continue
+        try:
+            data = read_capped(script, MAX_LAUNCH_SCRIPT_BYTES)
+        except OSError:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        if name in text:
+            found.append((Candidate(script, TEXT), text))
+    return found
 
 
 def _sniff_kind(path: str) -> str:
