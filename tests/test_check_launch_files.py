@@ -3,6 +3,7 @@ code block does not, and a file checked alone brings the scripts beside it that 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,8 @@ def test_the_scripts_beside_a_file_alone_are_read_not_reported() -> None:
     outcome = check_paths([str(SHELL / "main.py")], CheckOptions(select=("ALL",)))
     assert outcome.checked == 1
     assert {Path(f.location.path).name for f in outcome.findings} == {"main.py"}
+    (finding,) = [f for f in outcome.findings if f.code == "DDP103"]
+    assert Path(str(finding.evidence["launch_file"])).name == "dist_train.sh"
 
 
 def test_only_small_scripts_that_name_the_file_come_along(tmp_path: Path) -> None:
@@ -48,3 +51,11 @@ def test_only_small_scripts_that_name_the_file_come_along(tmp_path: Path) -> Non
     (tmp_path / "notes.yaml").write_text("cmd: torchrun train.py\n")
     found = launch_scripts_beside(str(tmp_path / "train.py"), IgnoreRules.of([], str(tmp_path)))
     assert [Path(candidate.path).name for candidate, _ in found] == ["run.sh"]
+
+
+def test_a_special_file_beside_is_skipped_without_blocking(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print(1)\n")
+    os.mkfifo(tmp_path / "run.sh")  # reading it would block until a writer came
+    (tmp_path / "dev.sh").symlink_to("/dev/zero")  # would never end
+    found = launch_scripts_beside(str(tmp_path / "train.py"), IgnoreRules.of([], str(tmp_path)))
+    assert found == []

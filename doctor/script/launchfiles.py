@@ -28,32 +28,35 @@ _RECORD = "_legacy_launch_scripts"
 
 def note_legacy_scripts(project: Project, text_files: Iterable[ScriptFacts]) -> None:
     """Record on the tree the scripts that its launch files (documents left out) start with
-    torch.distributed.launch: (launch file's folder, the script's path as written)."""
-    started: set[tuple[str, str]] = set()
+    torch.distributed.launch: (launch file's folder, the script's path as written, the launch
+    file's path as shown)."""
+    started: set[tuple[str, str, str]] = set()
     for facts in text_files:
         if facts.is_python or facts.path.lower().endswith(DOCUMENT_SUFFIXES):
             continue
         folder = os.path.dirname(os.path.abspath(facts.path))
         lines = logical_lines(facts.source.splitlines())
         legacy = [lines[n - 1] for n, _, _ in launch_mentions(lines, skip_comments=True)]
-        started |= {(folder, written) for written in launched_paths(legacy)}
+        started |= {(folder, written, facts.path) for written in launched_paths(legacy)}
     project.__dict__[_RECORD] = frozenset(started)
 
 
-def started_by_legacy_script(facts: ScriptFacts) -> bool:
-    """Whether a launch file of the tree starts this file with torch.distributed.launch: the
-    written path ends the file's path, and the launch file sits in the file's folder, above
-    it or below it (tools/dist_train.sh starting tools/train.py, scripts/run.sh starting
+def legacy_launch_file(facts: ScriptFacts) -> str | None:
+    """The launch file of the tree that starts this file with torch.distributed.launch, if
+    any: the written path ends the file's path, and the launch file sits in the file's folder,
+    above it or below it (tools/dist_train.sh starting tools/train.py, scripts/run.sh starting
     train.py from the root)."""
-    launches: frozenset[tuple[str, str]] = facts.project.__dict__.get(_RECORD, frozenset())
+    launches: frozenset[tuple[str, str, str]] = facts.project.__dict__.get(_RECORD, frozenset())
     if not launches:
-        return False
+        return None
     here = os.path.abspath(facts.path)
     folder = os.path.dirname(here)
-    return any(
-        (here == written or here.endswith(os.sep + written)) and _related(folder, launch_folder)
-        for launch_folder, written in launches
+    found = sorted(
+        shown
+        for launch_folder, written, shown in launches
+        if (here == written or here.endswith(os.sep + written)) and _related(folder, launch_folder)
     )
+    return found[0] if found else None
 
 
 def _related(one: str, other: str) -> bool:

@@ -12,7 +12,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
-from ddp_doctor.script.launchfiles import started_by_legacy_script
+from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
 from ddp_doctor.script.placement import device_sources
 from ddp_doctor.script.textscan import (
@@ -152,18 +152,21 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     if "--local-rank" in declared or _started_by_deepspeed(facts):
         return
     reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
-    if reads_env and not started_by_legacy_script(facts):
+    launch_file = legacy_launch_file(facts)
+    if reads_env and launch_file is None:
         return
     if _parsed_leniently(facts):
         return
+    started = f" ({launch_file} starts it with torch.distributed.launch)" if launch_file else ""
+    evidence = {"option": "--local_rank", **({"launch_file": launch_file} if launch_file else {})}
     for call in facts.methods_called("add_argument"):
         if "--local_rank" in _option_strings(call):
             yield hit(
                 facts,
                 call.node,
                 "only --local_rank is declared: 'unrecognized arguments: --local-rank=0' under "
-                "torch >= 2.0 launchers",
-                {"option": "--local_rank"},
+                f"torch >= 2.0 launchers{started}",
+                evidence,
             )
 
 
@@ -239,7 +242,7 @@ def _started_by_deepspeed(facts: ScriptFacts) -> bool:
     the program) that no launch file of the tree starts with torch.distributed.launch: the
     `deepspeed` launcher passes `--local_rank=N` to each process (deepspeed/launcher/
     launch.py), so the underscore option is the one it fills."""
-    if started_by_legacy_script(facts):
+    if legacy_launch_file(facts) is not None:
         return False
     return any(
         (f.resolve(site) or "").startswith("deepspeed.")
