@@ -49,7 +49,7 @@ def test_only_small_scripts_that_name_the_file_come_along(tmp_path: Path) -> Non
     (tmp_path / "other.sh").write_text("torchrun --nproc-per-node=2 eval.py\n")
     (tmp_path / "job.slurm").write_text("srun python train.py\n" + "#" * MAX_LAUNCH_SCRIPT_BYTES)
     (tmp_path / "notes.yaml").write_text("cmd: torchrun train.py\n")
-    found = launch_scripts_beside(str(tmp_path / "train.py"), IgnoreRules.of([], str(tmp_path)))
+    found = launch_scripts_beside([str(tmp_path / "train.py")], IgnoreRules.of([], str(tmp_path)))
     assert [Path(candidate.path).name for candidate, _ in found] == ["run.sh"]
 
 
@@ -57,5 +57,15 @@ def test_a_special_file_beside_is_skipped_without_blocking(tmp_path: Path) -> No
     (tmp_path / "train.py").write_text("print(1)\n")
     os.mkfifo(tmp_path / "run.sh")  # reading it would block until a writer came
     (tmp_path / "dev.sh").symlink_to("/dev/zero")  # would never end
-    found = launch_scripts_beside(str(tmp_path / "train.py"), IgnoreRules.of([], str(tmp_path)))
+    found = launch_scripts_beside([str(tmp_path / "train.py")], IgnoreRules.of([], str(tmp_path)))
     assert found == []
+
+
+def test_a_folder_is_read_once_for_all_the_files_named_in_it(tmp_path: Path) -> None:
+    for name in ("train.py", "eval.py", "prep.py"):
+        (tmp_path / name).write_text("print(1)\n")
+    (tmp_path / "a.sh").write_text("torchrun train.py\ntorchrun eval.py\n")
+    (tmp_path / "b.sh").write_text("torchrun eval.py\n")
+    named = [str(tmp_path / name) for name in ("train.py", "eval.py", "prep.py")]
+    found = launch_scripts_beside(named, IgnoreRules.of([], str(tmp_path)))
+    assert [Path(candidate.path).name for candidate, _ in found] == ["a.sh", "b.sh"]

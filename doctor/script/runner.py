@@ -108,19 +108,16 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
 def _scripts_beside(
     paths: Sequence[str], prepared: list[tuple[Candidate, ScriptFacts]], excludes: IgnoreRules
 ) -> list[ScriptFacts]:
-    """The launch scripts beside each Python file named on its own (not given, not checked,
-    never reported on): what starts the file counts as its launch evidence."""
-    given = {os.path.abspath(found.path) for found, _ in prepared}
+    """The launch scripts beside the Python files named on their own (not given, so neither
+    checked nor reported on): what starts a file counts as its launch evidence."""
     named = {os.path.normpath(p) for p in paths if not os.path.isdir(p)}
-    scripts: dict[str, ScriptFacts] = {}
-    for found, facts in prepared:
-        if not facts.is_python or os.path.normpath(found.path) not in named:
-            continue
-        for script, text in launch_scripts_beside(found.path, excludes):
-            key = os.path.abspath(script.path)
-            if key not in given and key not in scripts:
-                scripts[key] = ScriptFacts(path=script.path, source=text, tree=None)
-    return list(scripts.values())
+    alone = [found.path for found, facts in prepared if facts.is_python and found.path in named]
+    given = {os.path.abspath(found.path) for found, _ in prepared}
+    return [
+        ScriptFacts(path=script.path, source=text, tree=None)
+        for script, text in launch_scripts_beside(alone, excludes)
+        if os.path.abspath(script.path) not in given
+    ]
 
 
 def _prepare_file(
