@@ -15,7 +15,7 @@ import os
 import re
 import tokenize
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ddp_doctor.inputs import NotRegularFile, TooLarge, describe_size, open_regular, read_capped
@@ -37,6 +37,12 @@ TEXT_SUFFIXES = (
     ".mk",
 )
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile"})
+# The launch scripts a file named alone brings along (launch_scripts_beside): small shell and
+# SLURM scripts of its folder, read only to see what starts it.
+LAUNCH_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+MAX_LAUNCH_SCRIPT_BYTES = 64 * 1024
+MAX_FOLDER_ENTRIES = 1000
+MAX_LAUNCH_SCRIPTS = 50
 MAX_BYTES = 10 * 1024 * 1024
 # Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense
 # code): past this many tokens a file is skipped, which keeps `check` under ~200 MB.
@@ -87,6 +93,44 @@ def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Un
         elif path not in seen:
             seen.add(path)
             yield Candidate(path, kind_of(path) or _sniff_kind(path))
+
+
+def launch_scripts_beside(
+    paths: Sequence[str], excludes: IgnoreRules
+) -> list[tuple[Candidate, str]]:
+    """The shell and SLURM scripts in the folders of Python files named on their own that name
+    one of them, with their text: `check train.py` counts `distributed_train.sh` (`python -m
+    torch.distributed.launch --nproc_per_node=$1 train.py`) as how train.py is run. Each
+    folder is read once. Bounded: the first MAX_FOLDER_ENTRIES entries of a folder, at most
+    MAX_LAUNCH_SCRIPTS scripts of at most MAX_LAUNCH_SCRIPT_BYTES each, regular files only;
+    one that cannot be read is skipped (it is not being checked)."""
+    by_folder: dict[str, set[str]] = {}
+    for path in paths:
+        by_folder.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
+    found: list[tuple[Candidate, str]] = []
+    for folder, named in sorted(by_folder.items()):
+        for script, text in _small_scripts(folder, excludes):
+            if any(name in text for name in named):
+                found.append((Candidate(script, TEXT), text))
+    return found
+
+
+def _small_scripts(folder: str, excludes: IgnoreRules) -> Iterator[tuple[str, str]]:
+    try:
+        with os.scandir(folder or os.curdir) as entries:
+            listed = sorted(e.name for e in itertools.islice(entries, MAX_FOLDER_ENTRIES))
+    except OSError:
+        return
+    scripts = [entry for entry in listed if entry.endswith(LAUNCH_SCRIPT_SUFFIXES)]
+    for entry in scripts[:MAX_LAUNCH_SCRIPTS]:
+        script = os.path.normpath(os.path.join(folder, entry))
+        if excludes.ignored(script, is_folder=False):
+            continue
+        try:
+            data = read_capped(script, MAX_LAUNCH_SCRIPT_BYTES)
+        except OSError:
+            continue
+        yield script, data.decode("utf-8", errors="replace")
 
 
 def _sniff_kind(path: str) -> str:

@@ -5,6 +5,7 @@ ends, an `except` block, a branch that turns itself off, a pass over a mapping's
 from __future__ import annotations
 
 import ast
+import re
 
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
@@ -53,16 +54,83 @@ _EXITS = frozenset({"exit", "_exit", "quit", "abort"})
 _ENTRIES = frozenset({"items", "keys", "values", "vars"})
 
 
-def over_entries(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+def in_a_loop_of_steps(facts: ScriptFacts, ctx: Context) -> bool:
+    """Inside a loop of the function (or module) that is no pass over a mapping's entries."""
+    scope = ctx.function.node if ctx.function is not None else facts.tree
+    return any(not over_entries(loop.node, scope) for loop in ctx.loops)
+
+
+def over_entries(loop: ast.For | ast.AsyncFor | ast.While, scope: ast.AST | None = None) -> bool:
     """`for k, v in kwargs.items():`, `for name in vars(args):`, `for k in d: ... d[k]`: a
-    pass over a mapping's entries (settings, a report) runs once, not once per step. (A pass
-    over a model's parameters is not one: a line per parameter is as many lines as steps.)"""
+    pass over a mapping's entries (settings, a report) runs once, not once per step; so does
+    a pass over a list that the function (`scope`) built of a configuration's keys
+    (`networks = [k for k in opt.keys() if k.startswith("network_")]`, `sorted(cfg.keys())`).
+    A list of another mapping's keys is a list of items (a dataset's cases), and a pass over
+    a model's parameters is no pass over settings either: a line per item or parameter is as
+    many lines as steps."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
     source = loop.iter
-    if isinstance(source, ast.Call):
-        return names.last_identifier(source.func) in _ENTRIES
+    if isinstance(source, ast.Call) and names.last_identifier(source.func) in _ENTRIES:
+        return True
+    if _of_configuration_keys(source):
+        return True
+    if isinstance(source, ast.Name) and scope is not None and _bound_to_keys(source.id, scope):
+        return True
     return _keys_looked_up(loop)
+
+
+_COPIES = frozenset({"list", "sorted", "tuple", "set", "reversed"})
+_CONFIGURATION = re.compile(
+    r"_?(opts?|options?|cfg|conf|config|configs|args|kwargs|hparams|hp|settings)", re.IGNORECASE
+)
+
+
+def _of_configuration_keys(value: ast.expr) -> bool:
+    """`sorted(opt.keys())`, `[k for k in opt["path"].keys() if ...]`, `list(vars(args))`."""
+    if isinstance(value, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+        return _of_configuration_keys(value.generators[0].iter)
+    if not isinstance(value, ast.Call):
+        return False
+    called = names.last_identifier(value.func)
+    if called == "vars":
+        return True
+    if called in _ENTRIES and isinstance(value.func, ast.Attribute):
+        root = _root_name(value.func.value)
+        return root is not None and _CONFIGURATION.fullmatch(root) is not None
+    return (
+        isinstance(value.func, ast.Name)
+        and called in _COPIES
+        and bool(value.args)
+        and _of_configuration_keys(value.args[0])
+    )
+
+
+def _root_name(value: ast.expr) -> str | None:
+    """The first name of `opt["path"]`, `self.cfg.train`: opt, cfg (`self` skipped)."""
+    chain: list[str] = []
+    while isinstance(value, ast.Attribute | ast.Subscript):
+        if isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return None
+    chain.append(value.id)
+    chain.reverse()
+    if chain[0] == "self":
+        chain = chain[1:]
+    return chain[0] if chain else None
+
+
+def _bound_to_keys(name: str, scope: ast.AST) -> bool:
+    """Every assignment of `name` in the scope is a list of a configuration's keys."""
+    values = [
+        node.value
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    return bool(values) and all(_of_configuration_keys(value) for value in values)
 
 
 def _keys_looked_up(loop: ast.For | ast.AsyncFor) -> bool:

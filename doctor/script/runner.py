@@ -14,8 +14,17 @@ from ddp_doctor.script.chains import helper_findings
 from ddp_doctor.script.config import Config, ConfigFinder
 from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
-from ddp_doctor.script.files import NOTEBOOK, PYTHON, Candidate, Unreadable, discover, read_text
+from ddp_doctor.script.files import (
+    NOTEBOOK,
+    PYTHON,
+    Candidate,
+    Unreadable,
+    discover,
+    launch_scripts_beside,
+    read_text,
+)
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.launchfiles import note_legacy_scripts
 from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
 
@@ -74,7 +83,10 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
             else:  # launch lines of a shell script or Makefile: a tree of their own
                 project_of([facts])
             prepared.append((found, facts))
-    note_launchers(project, [facts for _, facts in prepared if not facts.is_python])
+    launch_files = [facts for _, facts in prepared if not facts.is_python]
+    launch_files += _scripts_beside(paths, prepared, excludes)
+    note_launchers(project, launch_files)
+    note_legacy_scripts(project, launch_files)
     try:
         for found, facts in prepared:
             rules = selections.rules_for(found.path, configs.for_file(found.path))
@@ -91,6 +103,21 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
         outcome.findings = in_cells(outcome.findings, path, script)
     outcome.findings.sort(key=_order)
     return outcome
+
+
+def _scripts_beside(
+    paths: Sequence[str], prepared: list[tuple[Candidate, ScriptFacts]], excludes: IgnoreRules
+) -> list[ScriptFacts]:
+    """The launch scripts beside the Python files named on their own (not given, so neither
+    checked nor reported on): what starts a file counts as its launch evidence."""
+    named = {os.path.normpath(p) for p in paths if not os.path.isdir(p)}
+    alone = [found.path for found, facts in prepared if facts.is_python and found.path in named]
+    given = {os.path.abspath(found.path) for found, _ in prepared}
+    return [
+        ScriptFacts(path=script.path, source=text, tree=None)
+        for script, text in launch_scripts_beside(alone, excludes)
+        if os.path.abspath(script.path) not in given
+    ]
 
 
 def _prepare_file(

@@ -25,6 +25,22 @@ def launch_mentions(lines: Sequence[str], *, skip_comments: bool) -> Iterator[tu
 _PATH_FRAGMENT = re.compile(r"^/?distributed/launch\.py$")
 
 
+def logical_lines(lines: Sequence[str]) -> list[str]:
+    """Shell lines with their backslash continuations joined (`python -m ... \\` then the
+    script's path on the next line): one string per logical line."""
+    joined: list[str] = []
+    pending = ""
+    for line in lines:
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        joined.append(pending + line)
+        pending = ""
+    if pending:
+        joined.append(pending)
+    return joined
+
+
 def launch_in_string(text: str) -> Iterator[tuple[str, int]]:
     """Each launcher mention in a Python string, with its offset in the string; a string that
     is the end of the launcher's path (`torch_dir + "/distributed/launch.py"`) counts."""

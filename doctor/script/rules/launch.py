@@ -9,9 +9,10 @@ from typing import NamedTuple
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evidence import launched_by_legacy_launcher, program_files
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
 from ddp_doctor.script.placement import device_sources
 from ddp_doctor.script.textscan import (
@@ -126,13 +127,18 @@ def _local_rank_from_env(facts: ScriptFacts) -> bool:
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
-        parse_known_args, and no read of the LOCAL_RANK environment variable anywhere in the
-        program (the script and the modules of the tree it imports or that import it; setting
-        it, `os.environ["LOCAL_RANK"] = ...`, is no read); or,
-        whatever the script reads, when a launch file of the tree starts it with
+        parse_known_args on that parser (a config parser's parse_known_args before the
+        declaring parser's strict parse_args(remaining) does not count), and no read of the
+        LOCAL_RANK environment variable anywhere in the program (the script and the modules of
+        the tree it imports or that import it; setting it, `os.environ["LOCAL_RANK"] = ...`,
+        is no read); or, whatever the script reads, when a launch file starts it with
         torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
-        DeepSpeed program (deepspeed.initialize, init_distributed or add_config_arguments) is
-        left alone: the `deepspeed` launcher passes `--local_rank=N` itself.
+        launch file is a shell or SLURM script, YAML file or Makefile of the tree, and for a
+        file checked on its own the small shell and SLURM scripts in its folder that name it;
+        a Markdown or RST code block is an example of use, not a launch file (DDP102 reports
+        the launcher there). A DeepSpeed program (deepspeed.initialize, init_distributed or
+        add_config_arguments) is left alone: the `deepspeed` launcher passes
+        `--local_rank=N` itself.
     Why it matters:
         Since torch 2.0, torch.distributed.launch passes `--local-rank=0`; a parser that knows
         only `--local_rank` exits with "unrecognized arguments: --local-rank=0" on every rank.
@@ -146,19 +152,46 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     if "--local-rank" in declared or _started_by_deepspeed(facts):
         return
     reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
-    if reads_env and not launched_by_legacy_launcher(facts):
+    launch_file = legacy_launch_file(facts)
+    if reads_env and launch_file is None:
         return
-    if facts.methods_called("parse_known_args"):
+    if _parsed_leniently(facts):
         return
+    started = f" ({launch_file} starts it with torch.distributed.launch)" if launch_file else ""
+    evidence = {"option": "--local_rank", **({"launch_file": launch_file} if launch_file else {})}
     for call in facts.methods_called("add_argument"):
         if "--local_rank" in _option_strings(call):
             yield hit(
                 facts,
                 call.node,
                 "only --local_rank is declared: 'unrecognized arguments: --local-rank=0' under "
-                "torch >= 2.0 launchers",
-                {"option": "--local_rank"},
+                f"torch >= 2.0 launchers{started}",
+                evidence,
             )
+
+
+def _parsed_leniently(facts: ScriptFacts) -> bool:
+    """parse_known_args on the parser that declares --local_rank, or on one the file cannot
+    tell apart from it. A config parser's `config_parser.parse_known_args()` followed by
+    `parser.parse_args(remaining)` on the parser that declares the option (timm's train.py)
+    leaves the strict parse to the second parser: `--local-rank=0` still exits there."""
+    lenient = [_receiver(call) for call in facts.methods_called("parse_known_args")]
+    if not lenient:
+        return False
+    declaring = {
+        _receiver(call)
+        for call in facts.methods_called("add_argument")
+        if "--local_rank" in _option_strings(call)
+    }
+    strict = {_receiver(call) for call in facts.methods_called("parse_args")}
+    if None in declaring or not declaring & strict:
+        return True
+    return any(receiver is None or receiver in declaring for receiver in lenient)
+
+
+def _receiver(call: CallSite) -> str | None:
+    """The parser a method is called on, as written (`parser`, `self.parser`), when a name."""
+    return names.dotted(call.receiver) if call.receiver is not None else None
 
 
 @rule(
@@ -209,7 +242,7 @@ def _started_by_deepspeed(facts: ScriptFacts) -> bool:
     the program) that no launch file of the tree starts with torch.distributed.launch: the
     `deepspeed` launcher passes `--local_rank=N` to each process (deepspeed/launcher/
     launch.py), so the underscore option is the one it fills."""
-    if launched_by_legacy_launcher(facts):
+    if legacy_launch_file(facts) is not None:
         return False
     return any(
         (f.resolve(site) or "").startswith("deepspeed.")

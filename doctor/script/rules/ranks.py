@@ -16,10 +16,10 @@ from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.logsites import (
+    in_a_loop_of_steps,
     in_handler,
     is_event_report,
     opted_in_per_rank,
-    over_entries,
     print_replaced,
     print_setup_files,
     turns_itself_off,
@@ -237,7 +237,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         launch` runs it once per GPU; so does a Lightning Fabric given devices or a strategy,
         whose launch() runs the program in each process it starts), outside rank-0-only code: print/logging inside a loop
         (or in a function the loop calls directly: a progress meter's display(); a pass over
-        a mapping's entries, `for k, v in kwargs.items():`, is no loop of steps),
+        a mapping's entries, `for k, v in kwargs.items():` or a list of a config's keys, is no loop),
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
         print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
@@ -306,8 +306,7 @@ def _log_kind(
     region = distributed_region(graph)
 
     def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        steps = any(not over_entries(loop.node) for loop in ctx.loops)
-        return steps or graph.called_in_loop(ctx.function, 1, region)
+        return in_a_loop_of_steps(facts, ctx) or graph.called_in_loop(ctx.function, 1, region)
 
     if call.key == "print" and isinstance(func, ast.Name):
         return "print" if not quiet_print and in_loop(call.ctx) else None
