@@ -63,6 +63,23 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
         role=Role.NOTE,
         severity=Severity.WARNING,
     ),
+    # libfabric's EFA provider's warnings outside its completion queue (the cq ones are in
+    #   patterns_cluster.py), in its log format "libfabric:PID:TIME::efa:SUBSYS:function():LINE
+    #   <warn> text" (ofiwg/libfabric src/log.c; subsystems core, domain, ep_ctrl, ep_data, av,
+    #   mr): "efa:av:efa_conn_alloc_explicit():292<warn> Failed to insert fi_addr 3 ...", "efadv_query_ah
+    #   failed! err: 22", "Failed to get current EFA's GID, errno: 2" (prov/efa/src/efa_conn.c,
+    #   efa_ah.c), "efa:core:...<warn> Failed to allocate ibv pd: 12" (efa_fork_support.c). Only
+    #   a warning that says something failed; "Disabling EFA shared memory support; ..." is the
+    #   provider going on without shm, and info or debug lines are no errors.
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        (":efa:av:", ":efa:core:", ":efa:domain:", ":efa:ep_ctrl:", ":efa:ep_data:", ":efa:mr:"),
+        "libfabric's EFA provider reported an error[: {message}]",
+        fields={"message": (r"<warn>\s*(.+?)\s*$",)},
+        confirm=r"libfabric:\d+:.*:efa:\w+:.*<warn>.*(?i:fail|unable|cannot|error|invalid)",
+        unless=("Disabling EFA shared memory",),
+    ),
     # LSF's termination reasons (IBM Spectrum LSF "Termination reasons displayed by bacct,
     #   bhist, and bjobs"), as the job report prints them, "TERM_FORCE_OWNER: job killed by
     #   owner without time for cleanup."; the older row (patterns_jobs.py) has TERM_RUNLIMIT,
