@@ -101,8 +101,8 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
             "TERM_DEADLINE",
             "TERM_EXTERNAL_SIGNAL",
             "TERM_BUCKET_KILL",
-            "TERM_LOAD",
-            "TERM_KUBE",
+            "TERM_LOAD:",  # (the colon: a 9-letter anchor would cost the prefilter a pass)
+            "TERM_KUBE:",
             "TERM_MC_RECALL",
             "TERM_CHKPNT",
             "active longer than specified deadline",
