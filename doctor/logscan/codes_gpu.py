@@ -28,7 +28,8 @@ page retired, and a remapping or retirement that failed), 92 (excessive single-b
 interrupts), 94 and 95 (a contained and an uncontained ECC error), 62 (the PMU halted), 74
 (an NVLink error), 119 and 120 (the GSP firmware timed out or failed), 121 (a C2C link
 error), 154 (the driver asks for a GPU reset or a node reboot); DCGM's "Detected XID N for
-GPU M" of the same numbers; NVML's "GPU requires reset". Xid 13, 31 and 43 (a graphics
+GPU M" of the same numbers; NVML's "GPU requires reset" and nvidia-smi's "GPU is lost.  Reboot
+the system to recover this GPU". Xid 13, 31 and 43 (a graphics
 engine exception, a GPU memory page fault, a stopped channel) are the application's own
 kernel faulting: those are DDP512. Other numbers (video engines, display) say nothing of a
 training job and stay silent.

@@ -107,6 +107,22 @@ GPU_PATTERNS: tuple[Pattern, ...] = (
         ("GPU requires reset",),
         "NVML reports that the GPU requires a reset (a fault left it unusable)",
     ),
+    # nvidia-smi on a GPU the driver lost (NVML_ERROR_GPU_IS_LOST): "Unable to determine the
+    #   device handle for GPU 0000:05:00.0: GPU is lost.  Reboot the system to recover this
+    #   GPU"; pynvml raises it as NVMLError_GPUIsLost. (Its other ending, ": Unknown Error",
+    #   also follows a driver/library mismatch or a GPU the BIOS hid: no row.)
+    Pattern(
+        "DDP236",
+        "gpu-xid-fault",
+        ("Reboot the system to recover this GPU", "NVMLError_GPUIsLost"),
+        "the driver lost the GPU[ at PCI {device}] (NVML: GPU is lost): reboot to recover it",
+        fields={
+            "device": (
+                r"device handle for GPU ?\d*:? ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)",
+            )
+        },
+        priority=2,
+    ),
     # 13 "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address" / "Graphics
     #   Exception: ESR 0x50..."; 31 "Ch 00000010, intr 00000000. MMU Fault: ENGINE GRAPHICS
     #   GPCCLIENT_T1_0 faulted @ 0x7f13_d4000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ";
