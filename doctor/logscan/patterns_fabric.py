@@ -109,6 +109,13 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
             "Preempted by pod ",
             "job.exception type=timeout",
             "job.exception type=cancel",
+            # OpenPBS's MOM (src/resmom/mom_main.c job_over_limit, "=>> PBS: job killed: %s"):
+            #   "ncpus 8.3 exceeded limit 8 (burst)", "cput 3601 exceeded limit 3600", "spool
+            #   usage job total 2048KB exceeded limit 1024KB" (walltime is patterns_jobs.py's,
+            #   mem/vmem/pmem memory's)
+            "PBS: job killed: ncpus",
+            "PBS: job killed: cput",
+            "PBS: job killed: spool",
         ),
         "the job was stopped from outside ({reason})",
         fields={
@@ -116,6 +123,7 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
                 r"(TERM_[A-Z_]+)",
                 r"(active longer than specified deadline|Preempted by pod)",
                 r"job\.exception (type=\w+)",
+                r"PBS: job killed: (\w+)",
             ),
         },
     ),
