@@ -78,3 +78,25 @@ def test_dcgm_names_the_xid_and_the_gpu() -> None:
     finding = by_code("Detected XID 95 for GPU 2\n")["DDP236"]
     assert (finding.evidence["xid"], finding.evidence["gpu"]) == (95, 2)
     assert codes("Detected XID 13 for GPU 2\n") == []
+
+
+def test_nccl_and_the_collective_timeout_after_a_lost_gpu_come_after_it() -> None:
+    text = (  # NCCL enqueue.cc WARN form; torch 2.x watchdog timeout on the peer rank
+        "node-1:1234:1300 [1] enqueue.cc:1566 NCCL WARN Cuda failure 'unknown error'\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:1182] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600104 milliseconds before timing out.\n"
+        "Unable to determine the device handle for GPU 0000:3b:00.0: GPU is lost.  Reboot the "
+        "system to recover this GPU\n"
+    )
+    found = codes(text)
+    assert found[0] == "DDP236"
+    assert {"DDP503", "DDP302"} <= set(found[1:])
+
+
+def test_a_lost_gpu_names_its_bus_id() -> None:
+    line = (
+        "Unable to determine the device handle for GPU1: 0000:34:00.0: GPU is lost.  Reboot the "
+        "system to recover this GPU\n"
+    )
+    assert by_code(line)["DDP236"].evidence["device"] == "0000:34:00.0"
