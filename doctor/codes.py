@@ -118,6 +118,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP233", "same-rank-on-every-process", ERROR, "log", "logscan.codes_network", "Every process was given the same rank, so each tried to host the rendezvous store."),
     Code("DDP234", "peer-exited-early", ERROR, "log", "logscan.codes_network", "A rank exited while its peers still expected it in a collective."),
     Code("DDP235", "master-port-reserved", ERROR, "log", "logscan.codes_network", "Windows refused the master port (error 10013): it lies in a range the system reserves."),
+    Code("DDP236", "gpu-xid-fault", ERROR, "log", "logscan.codes_gpu", "The NVIDIA driver logged an Xid of a GPU hardware or driver fault: fallen off the bus, ECC, row remapping, GSP, NVLink."),
     Code("DDP301", "allreduce-wrong-result", ERROR, "facts", "rules.collectives", "A collective returned wrong values: elements differ from the exact expected result."),
     Code("DDP302", "collective-hang", ERROR, "facts", "rules.collectives", "A collective never completed: ranks waited in it until the timeout."),
     Code("DDP303", "low-bus-bandwidth", WARNING, "facts", "rules.bandwidth", "Bus bandwidth at the largest size is under what this topology should reach, or under --min-busbw."),

@@ -104,7 +104,7 @@ def test_the_wordings_table_covers_every_family() -> None:
     expected = {wording.expected for wording in WORDINGS}
     families = {"DDP201", "DDP202", "DDP203", "DDP205", "DDP206", "DDP231", "DDP234", "DDP302"}
     families |= {"DDP304", "DDP307", "DDP504", "DDP505", "DDP507", "DDP512", "DDP513"}
-    families |= {"DDP514", "DDP515", "none"}
+    families |= {"DDP236", "DDP514", "DDP515", "none"}
     assert families <= expected
     assert all(wording.source.strip() for wording in WORDINGS)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from ddp_doctor.logscan.logfacts import FACT_ANCHORS, FACT_ONLY_ANCHORS
 from ddp_doctor.logscan.pattern import Pattern
 from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
+from ddp_doctor.logscan.patterns_fabric import FABRIC_PATTERNS
+from ddp_doctor.logscan.patterns_gpu import GPU_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
 from ddp_doctor.logscan.patterns_jobs import JOB_PATTERNS
 from ddp_doctor.logscan.patterns_launchers import LAUNCHER_PATTERNS
@@ -22,7 +24,9 @@ from ddp_doctor.logscan.patterns_ranks import RANK_PATTERNS, crash_role
 from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
+    *GPU_PATTERNS,  # the driver's Xid lines: a GPU that failed under the job
     *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
+    *FABRIC_PATTERNS,  # more NET/IB texts and scheduler stops
     *JOB_PATTERNS,  # NCCL's bootstrap on the job, Fabric Manager, scheduler stops
     *NETWORK_PATTERNS,
     *RANK_PATTERNS,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
 from ddp_doctor.logscan.crash_fixes import crash_fix, signal_name, signal_of_description
 from ddp_doctor.logscan.factmerge import with_fact_findings
+from ddp_doctor.logscan.gpu_faults import gpu_fault_first
 from ddp_doctor.logscan.inference import infer
 from ddp_doctor.logscan.lines import LogLine, evidence_text, read_line
 from ddp_doctor.logscan.logfacts import FACT_ONLY_ANCHORS, LogFacts
@@ -104,6 +105,7 @@ class LogScanner:
         """The findings root cause first, each with the role it was given."""
         self._end_file()
         tallies = infer(self._tallies, self._hints)
+        gpu_fault_first(tallies)
         quote_nccl_warnings(tallies, self.log_facts)
         ordered = root_cause_order(tallies.values(), ROOT_CAUSE_PATTERN.code)
         results = [(tally.role, tally.finding(self.source)) for tally in ordered]
