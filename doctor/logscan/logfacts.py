@@ -14,6 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ddp_doctor.logscan.hostnames import (
+    HARMLESS_NAMES,
+    HOSTS_ENTRY,
+    LOCAL_NAMES,
+    NO_ADDRESS_CONNECT,
+    RESOLVER_FAILED,
+    lookup_failure,
+)
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
 
 MAX_VALUES = 64
@@ -64,9 +72,6 @@ _DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
 _RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
 RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
 HOSTS_LINES = 4  # lines read after a pasted `getent hosts` / `cat /etc/hosts` command
-# "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
-_HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
-_LOCAL_NAMES = ("localhost", "ip6-", "loopback")
 _COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
     ("torch", re.compile(r"PyTorch version: (\S+)")),
     ("driver", re.compile(r"Nvidia driver version: (\S+)")),
@@ -84,26 +89,6 @@ _OUTCOMES = (
     ("aborted", "Software caused connection abort"),
     ("unreachable", "Network is unreachable"),
 )
-_UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does not resolve
-    "Name or service not known",
-    "Name does not resolve",
-    "nodename nor servname provided",
-    "Temporary failure in name resolution",
-)
-_UNRESOLVED_HOST = (
-    re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
-    re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
-    re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
-)
-# An IPv6-only lookup that fails with "no such name/no AAAA record" is harmless (c10d falls back
-# to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
-# for the name, which the IPv4 lookup meets too.
-_RESOLVER_FAILED = "Temporary failure in name resolution"
-# ... unless a connect to that same name then failed with EINVAL: c10d found no address to try
-# (meta-pytorch/monarch#1571: "failed to connect to [job-....internal]:50745 (errno: 22 -
-# Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
-_NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
-_HARMLESS_NAMES = ("localhost", "ip6-localhost")
 # the store's client and its master: "failed to connect to [10.200.0.1]:29500", "while trying to
 # connect to (node-0, 29500)" (c10d socket.cpp)
 _STORE_TARGET = re.compile(r"(?:failed to connect to \[|trying to connect to \()([^\]\s,)]+)")
@@ -199,12 +184,12 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
-        if self.unresolved is None and ("IPv6" not in body or _RESOLVER_FAILED in body):
-            self.unresolved = self._lookup_failure(body, number)
+        if self.unresolved is None and ("IPv6" not in body or RESOLVER_FAILED in body):
+            self.unresolved = lookup_failure(body, number)
         elif self.ipv6_unresolved is None and "IPv6" in body:
-            self.ipv6_unresolved = self._lookup_failure(body, number)
+            self.ipv6_unresolved = lookup_failure(body, number)
         if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
-            self.no_address_hosts.update(_NO_ADDRESS_CONNECT.findall(body))
+            self.no_address_hosts.update(NO_ADDRESS_CONNECT.findall(body))
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
@@ -225,24 +210,13 @@ class LogFacts:
         for name, address in found:
             self._put(self.interfaces, name, Interface(name, address, number))
 
-    @staticmethod
-    def _lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None:
-        error = next((text for text in _UNRESOLVED if text in body), None)
-        if error is None:
-            return None
-        hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
-        host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
-        if host is not None or "host not found" in body or "gaierror" in body:
-            return (host, error, number)
-        return None
-
     def unresolvable(self) -> tuple[str | None, str, int] | None:
         """The first name lookup that failed for good: any but an IPv6-only one, which counts
         only when a connect to the same (non-local) name then found no address at all."""
         if self.unresolved is not None:
             return self.unresolved
         host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
-        local = host is None or host in _HARMLESS_NAMES or host.endswith(".local")
+        local = host is None or host in HARMLESS_NAMES or host.endswith(".local")
         return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
 
     def _version(self, body: str, number: int, who: str | None) -> None:
@@ -280,9 +254,9 @@ class LogFacts:
 
     def _hosts_entry(self, body: str, number: int) -> None:
         self.following -= 1
-        entry = _HOSTS_ENTRY.match(body)
+        entry = HOSTS_ENTRY.match(body)
         name = entry.group(2) if entry else ""
-        if entry and not name.startswith(_LOCAL_NAMES) and self.hostname_loopback is None:
+        if entry and not name.startswith(LOCAL_NAMES) and self.hostname_loopback is None:
             self.hostname_loopback = (entry.group(1), name, number)
 
     def _take_result(self) -> None:
@@ -402,7 +376,7 @@ def _remote_store(body: str, number: int) -> tuple[str, int] | None:
     """The store's master as its client named it, when that is no loopback name or address."""
     target = _STORE_TARGET.search(body)
     host = target.group(1).strip("[]") if target else ""
-    local = host.startswith("127.") or host in ("::1", *_HARMLESS_NAMES)
+    local = host.startswith("127.") or host in ("::1", *HARMLESS_NAMES)
     return (host, number) if host and not local else None
 
 

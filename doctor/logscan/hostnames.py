@@ -1,0 +1,41 @@
+"""Host names in a log: the words of a lookup that failed (glibc, musl, c10d, nslookup), the
+name it was for, and a pasted hosts lookup's answer; logfacts.py keeps the facts they give."""
+
+from __future__ import annotations
+
+import re
+
+# "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
+HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
+LOCAL_NAMES = ("localhost", "ip6-", "loopback")
+UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does not resolve
+    "Name or service not known",
+    "Name does not resolve",
+    "nodename nor servname provided",
+    "Temporary failure in name resolution",
+)
+_UNRESOLVED_HOST = (
+    re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
+    re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
+    re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
+)
+# An IPv6-only lookup that fails with "no such name/no AAAA record" is harmless (c10d falls back
+# to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
+# for the name, which the IPv4 lookup meets too.
+RESOLVER_FAILED = "Temporary failure in name resolution"
+# ... unless a connect to that same name then failed with EINVAL: c10d found no address to try
+# (meta-pytorch/monarch#1571: "failed to connect to [job-....internal]:50745 (errno: 22 -
+# Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
+NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
+HARMLESS_NAMES = ("localhost", "ip6-localhost")
+
+
+def lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None:
+    error = next((text for text in UNRESOLVED if text in body), None)
+    if error is None:
+        return None
+    hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
+    host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
+    if host is not None or "host not found" in body or "gaierror" in body:
+        return (host, error, number)
+    return None
