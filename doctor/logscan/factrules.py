@@ -40,7 +40,14 @@ def findings_from_facts(
     from ddp_doctor.logscan.factrules_ranks import rank_findings
 
     found: list[tuple[Finding, int]] = []
-    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address, _no_route)
+    judges = (
+        _unresolvable,
+        _loopback_host,
+        _own_name_unusable,
+        _interface_not_routable,
+        _no_address,
+        _no_route,
+    )
     for judge in judges:
         found.extend(judge(facts))
     found.extend(rank_findings(facts, table_codes))
@@ -132,6 +139,33 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
             message = message.replace(f"host name {name!r}", f"{name} host name", 1)
         changes = {"message": message, **({"severity": Severity.ERROR} if failed_here else {})}
         yield _with(finding, **changes), at
+
+
+# --- DDP204: gloo found no address of this host's own name ----------------------------------
+def _own_name_unusable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """gloo's "Unable to find address for: NAME" about a host name (readings/interface_reach
+    says which of its two lookups failed): with GLOO_SOCKET_IFNAME unset gloo binds where this
+    host's own name resolves, and it resolved to no address of this host, the case DDP204's
+    live rule judges from the address the preflight predicts gloo binds. Where the line is
+    about an interface, the table's DDP205 stands."""
+    from ddp_doctor.readings import interface_reach
+
+    if facts.gloo_no_address is None:
+        return
+    condition, name, line = facts.gloo_no_address
+    ifname = facts.env.get(interface_reach.GLOO, (None, 0))[0]
+    subject = interface_reach.gloo_lookup_subject(condition, name, ifname)
+    if subject != interface_reach.HOST_NAME or interface_reach.own_name_problem(None) is None:
+        return
+    message = (
+        f"gloo found no address of this host for the host name {name!r} (it does not resolve, "
+        "or not to an address of this host), so it could not create its device (with "
+        "GLOO_SOCKET_IFNAME unset gloo binds where this host's name resolves)"
+    )
+    read = {"host_name": name, "line": line, "gloo_condition": condition or "not shown"}
+    if condition is None:  # the table read the same line as an interface (DDP205)
+        read["instead_of"] = "DDP205"
+    yield _hit("DDP204", message, line, read, Severity.ERROR)
 
 
 def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:

@@ -39,3 +39,15 @@ def lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None
     if host is not None or "host not found" in body or "gaierror" in body:
         return (host, error, number)
     return None
+
+
+# gloo tcp/device.cc: "[enforce fail at .../device.cc:127] rp != nullptr. Unable to find address
+# for: dgx-1.ai" (no address of the host name could be bound: msr-fiddle/pipedream#32) and
+# "ifa != nullptr. Unable to find address for: eth1" (no address on the interface named)
+_GLOO_NO_ADDRESS = re.compile(r"(?:\b(ifa|rp) != nullptr\.\s*)?Unable to find address for: (\S+)")
+
+
+def gloo_no_address(body: str, number: int) -> tuple[str | None, str, int] | None:
+    """(the enforce condition, ifa or rp, when the line has it; the name; the line)."""
+    match = _GLOO_NO_ADDRESS.search(body)
+    return (match.group(1), match.group(2)[:200], number) if match else None

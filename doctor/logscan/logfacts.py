@@ -20,6 +20,7 @@ from ddp_doctor.logscan.hostnames import (
     LOCAL_NAMES,
     NO_ADDRESS_CONNECT,
     RESOLVER_FAILED,
+    gloo_no_address,
     lookup_failure,
 )
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
@@ -159,6 +160,7 @@ class LogFacts:
     _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
     ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
     no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
+    gloo_no_address: tuple[str | None, str, int] | None = None  # (ifa | rp, name, line)
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
     def read(self, body: str, number: int, who: str | None = None) -> None:
@@ -188,6 +190,8 @@ class LogFacts:
             self.unresolved = lookup_failure(body, number)
         elif self.ipv6_unresolved is None and "IPv6" in body:
             self.ipv6_unresolved = lookup_failure(body, number)
+        if "Unable to find address" in body and self.gloo_no_address is None:
+            self.gloo_no_address = gloo_no_address(body, number)
         if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
             self.no_address_hosts.update(NO_ADDRESS_CONNECT.findall(body))
         if "returned Connection" in body or "Call to connect" in body:
@@ -305,6 +309,7 @@ class LogFacts:
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
             or self.hostname_loopback is not None
+            or self.gloo_no_address is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
             or bool(self.interfaces)  # one virtual interface counts in a multi-node log
             or self.unreachable is not None
@@ -348,6 +353,9 @@ class LogFacts:
         if self.hostname_loopback is not None:
             address, name, line = self.hostname_loopback
             shown[f"host name {name} resolves to {address}"] = line
+        if self.gloo_no_address is not None:
+            _, name, line = self.gloo_no_address
+            shown[f"gloo found no address for {name}"] = line
         if self.unresolvable() is not None:
             host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
