@@ -51,3 +51,37 @@ def gloo_no_address(body: str, number: int) -> tuple[str | None, str, int] | Non
     """(the enforce condition, ifa or rp, when the line has it; the name; the line)."""
     match = _GLOO_NO_ADDRESS.search(body)
     return (match.group(1), match.group(2)[:200], number) if match else None
+
+
+# An HTTP client's failed connection (urllib3, requests, httpx under huggingface_hub): a lookup
+# it reports is a download's, not the rendezvous master's (huggingface/transformers#12575:
+# "HTTPSConnectionPool(host='cdn-lfs.huggingface.co', port=443) ... Failed to establish a new
+# connection: [Errno -2] Name or service not known"; urllib3 2.x: NameResolutionError)
+HTTP_CLIENT_WORDS = (
+    "ConnectionPool(host=",
+    "NameResolutionError",
+    "NewConnectionError",
+    "Failed to establish a new connection",
+)
+_HTTP_HOST = re.compile(r"ConnectionPool\(host='([^']+)'|Failed to resolve '([^']+)'")
+
+
+def http_lookup(body: str, number: int) -> tuple[str | None, int] | None:
+    """(the host the HTTP client connected to, if the line names it; the line)."""
+    if not any(words in body for words in HTTP_CLIENT_WORDS):
+        return None
+    match = _HTTP_HOST.search(body)
+    return ((match.group(1) or match.group(2)) if match else None, number)
+
+
+# the store's client and its master: "failed to connect to [10.200.0.1]:29500", "while trying to
+# connect to (node-0, 29500)" (c10d socket.cpp)
+_STORE_TARGET = re.compile(r"(?:failed to connect to \[|trying to connect to \()([^\]\s,)]+)")
+
+
+def remote_store(body: str, number: int) -> tuple[str, int] | None:
+    """The store's master as its client named it, when that is no loopback name or address."""
+    target = _STORE_TARGET.search(body)
+    host = target.group(1).strip("[]") if target else ""
+    local = host.startswith("127.") or host in ("::1", *HARMLESS_NAMES)
+    return (host, number) if host and not local else None

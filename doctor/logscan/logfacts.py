@@ -21,7 +21,9 @@ from ddp_doctor.logscan.hostnames import (
     NO_ADDRESS_CONNECT,
     RESOLVER_FAILED,
     gloo_no_address,
+    http_lookup,
     lookup_failure,
+    remote_store,
 )
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
 
@@ -90,9 +92,6 @@ _OUTCOMES = (
     ("aborted", "Software caused connection abort"),
     ("unreachable", "Network is unreachable"),
 )
-# the store's client and its master: "failed to connect to [10.200.0.1]:29500", "while trying to
-# connect to (node-0, 29500)" (c10d socket.cpp)
-_STORE_TARGET = re.compile(r"(?:failed to connect to \[|trying to connect to \()([^\]\s,)]+)")
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -161,6 +160,7 @@ class LogFacts:
     ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
     no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
     gloo_no_address: tuple[str | None, str, int] | None = None  # (ifa | rp, name, line)
+    http_hosts: set[str | None] = field(default_factory=set)  # an HTTP client's failed lookups
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
     def read(self, body: str, number: int, who: str | None = None) -> None:
@@ -186,6 +186,9 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
+        download = http_lookup(body, number) if "onnection" in body else None
+        if download is not None and len(self.http_hosts) < MAX_VALUES:
+            self.http_hosts.add(download[0])
         if self.unresolved is None and ("IPv6" not in body or RESOLVER_FAILED in body):
             self.unresolved = lookup_failure(body, number)
         elif self.ipv6_unresolved is None and "IPv6" in body:
@@ -201,7 +204,7 @@ class LogFacts:
         if "local=[127." in body and self.gloo_local_loopback is None:
             self.gloo_local_loopback = number
         if "to connect to " in body and self.remote_store is None:
-            self.remote_store = _remote_store(body, number)
+            self.remote_store = remote_store(body, number)
         if self.unreachable is None and ("is unreachable" in body or "No route to" in body):
             self.unreachable = _socket_unreachable(body, number)
         self._connections(body, number)
@@ -218,10 +221,15 @@ class LogFacts:
         """The first name lookup that failed for good: any but an IPv6-only one, which counts
         only when a connect to the same (non-local) name then found no address at all."""
         if self.unresolved is not None:
-            return self.unresolved
+            return None if self._a_downloads(self.unresolved[0]) else self.unresolved
         host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
         local = host is None or host in HARMLESS_NAMES or host.endswith(".local")
         return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
+
+    def _a_downloads(self, host: str | None) -> bool:
+        """The failed lookup is an HTTP client's (a model download), not the master's: the
+        client named that host, or the lookup names none and a client's lookup failed."""
+        return bool(self.http_hosts) and (host is None or host in self.http_hosts)
 
     def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
@@ -378,14 +386,6 @@ _ENVIRONMENT_NAMES = {
     "driver": "NVIDIA driver",
     "cuda_build": "torch built for CUDA",
 }
-
-
-def _remote_store(body: str, number: int) -> tuple[str, int] | None:
-    """The store's master as its client named it, when that is no loopback name or address."""
-    target = _STORE_TARGET.search(body)
-    host = target.group(1).strip("[]") if target else ""
-    local = host.startswith("127.") or host in ("::1", *HARMLESS_NAMES)
-    return (host, number) if host and not local else None
 
 
 def _socket_unreachable(body: str, number: int) -> tuple[str, int] | None:

@@ -1,0 +1,99 @@
+"""Precision of the first finding (issue 21, logs7a): the weakest evidence that puts a code
+first must be evidence of that cause, not a line another cause's log holds too. Each case is
+a firing and a silent (or other-cause) text; real lines, sources beside them."""
+
+from __future__ import annotations
+
+from log_scans import by_code, codes
+
+from ddp_doctor.logscan import scan_text
+from ddp_doctor.model import Severity
+
+# --- DDP507: torchrun's SIGTERM alone says the run was stopped, not why ---------------------
+SIGTERM_ONLY = (  # PrimeIntellect-ai/prime-rl#1360: the orchestrator stopped the trainer
+    "W1130 12:13:49.388000 124326 torch/distributed/elastic/agent/server/api.py:723] Received "
+    "15 death signal, shutting down workers\n"
+    "W1130 12:13:49.389000 124326 torch/distributed/elastic/multiprocessing/api.py:900] "
+    "Sending process 124533 closing signal SIGTERM\n"
+)
+SIGINT = (  # ctrl-C (corpus_e ctrl_c_sigint_death_signal_rtdaction31)
+    "WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting "
+    "down workers\n"
+)
+TIME_LIMIT = (  # SLURM says why (corpus_c slurm_time_limit_*)
+    "slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME "
+    "LIMIT ***\n"
+)
+AFTER_SIGTERM = (  # a rank's exit after the agent's SIGTERM: the stop's consequence
+    "E0423 12:18:09.000000 1 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+    "(exitcode: -15) local_rank: 0 (pid: 2630) of binary: /usr/bin/python\n"
+)
+
+
+def test_a_bare_sigterm_is_a_warning_that_names_no_cause() -> None:
+    finding = by_code(SIGTERM_ONLY)["DDP507"]
+    assert finding.severity == Severity.WARNING
+    assert finding.evidence["signal"] in ("15", "SIGTERM")
+
+
+def test_a_bare_sigterm_keeps_the_ranks_exits_behind_it() -> None:
+    assert codes(SIGTERM_ONLY + AFTER_SIGTERM)[0] == "DDP507"
+
+
+def test_a_sigint_or_a_scheduler_line_says_why_and_stays_an_error() -> None:
+    assert by_code(SIGINT)["DDP507"].severity == Severity.ERROR
+    assert by_code(TIME_LIMIT + SIGTERM_ONLY)["DDP507"].severity == Severity.ERROR
+
+
+# --- DDP504: memory needs memory evidence; with it, the SIGKILL follows ----------------------
+SIGKILL = (  # torchrun's exit line alone (xxayt/MGSV#2's log)
+    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 "
+    "(pid: 178) of binary: /usr/bin/python\n"
+)
+KERNEL_OOM = (  # the kernel's own line (dmesg), as DDP504's explain text lists it
+    "[Mon Jan  8 10:12:01 2024] Out of memory: Killed process 178 (python) total-vm:98765432kB, "
+    "anon-rss:87654321kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:171234kB oom_score_adj:0\n"
+)
+KUBELET_OOM = (  # kubectl describe pod of a container the kubelet killed for memory
+    "    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n"
+)
+
+
+def test_a_sigkill_alone_is_the_ranks_death_not_memory() -> None:
+    assert codes(SIGKILL) == ["DDP307"]
+
+
+def test_memory_evidence_puts_memory_first() -> None:
+    assert codes(SIGKILL + KERNEL_OOM)[0] == "DDP504"
+    assert codes(KUBELET_OOM)[0] == "DDP504"
+
+
+# --- DDP203: a name lookup that failed for a download is not the master's --------------------
+HF_DOWNLOAD = (  # huggingface/transformers#12575, PKU-YuanGroup/Chat-UniVi#12: no DNS for hf.co
+    "    for res in _socket.getaddrinfo(host, port, family, type, proto, flags):\n"
+    "socket.gaierror: [Errno -3] Temporary failure in name resolution\n"
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443):"
+    " Max retries exceeded with url: /bert-base-cased/resolve/main/config.json (Caused by "
+    "NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7ff9e60c6dd0>: Failed "
+    "to establish a new connection: [Errno -3] Temporary failure in name resolution'))\n"
+)
+HF_RESOLVE = (  # yerfor/GeneFace#283: urllib3 2.x names the host it could not resolve
+    "urllib3.exceptions.MaxRetryError: HTTPSConnectionPool(host='huggingface.co', port=443): "
+    "Max retries exceeded with url: /facebook/hubert-large-ls960-ft/resolve/main/preprocessor_"
+    'config.json (Caused by NameResolutionError("<urllib3.connection.HTTPSConnection object at '
+    "0x78a62d8f0040>: Failed to resolve 'huggingface.co' ([Errno -3] Temporary failure in name "
+    'resolution)"))\n'
+)
+MASTER_GAIERROR = (  # pytorch/pytorch#74824: the rendezvous's own lookup of the master
+    "socket.gaierror: [Errno -2] Name or service not known\n"
+)
+
+
+def test_a_downloads_failed_lookup_is_not_the_master_address() -> None:
+    assert "DDP203" not in codes(HF_DOWNLOAD)
+    assert "DDP203" not in codes(HF_RESOLVE)
+
+
+def test_a_bare_gaierror_without_a_download_stays_ddp203() -> None:
+    assert codes(MASTER_GAIERROR) == ["DDP203"]
+    assert scan_text(MASTER_GAIERROR)[0].severity == Severity.ERROR
