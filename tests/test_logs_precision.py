@@ -97,3 +97,38 @@ def test_a_downloads_failed_lookup_is_not_the_master_address() -> None:
 def test_a_bare_gaierror_without_a_download_stays_ddp203() -> None:
     assert codes(MASTER_GAIERROR) == ["DDP203"]
     assert scan_text(MASTER_GAIERROR)[0].severity == Severity.ERROR
+
+
+# --- DDP203 vs DDP231: an IPv6 lookup with no address records, then the client's timeout -----
+def ipv6_lookup(host: str, error: str) -> str:  # allenai/FineGrainedRLHF#12's c10d lines
+    return (
+        f"[W socket.cpp:601] [c10d] The IPv6 network addresses of ({host}, 52533) cannot be "
+        f"retrieved (gai error: {error}).\n"
+    )
+
+
+def client_timeout(host: str) -> str:
+    return (
+        "[E socket.cpp:860] [c10d] The client socket has timed out after 1800s while trying to "
+        f"connect to ({host}, 52533).\n"
+    )
+
+
+NODATA = "-5 - No address associated with hostname"
+NONAME = "-2 - Name or service not known"
+
+
+def test_no_address_records_then_the_clients_timeout_is_the_unresolvable_name() -> None:
+    found = codes(ipv6_lookup("cernet2.net", NODATA) * 3 + client_timeout("cernet2.net"))
+    assert found[0] == "DDP203" and "DDP231" in found
+
+
+def test_the_same_lookup_alone_or_for_another_host_names_no_unresolvable_master() -> None:
+    assert "DDP203" not in codes(ipv6_lookup("cernet2.net", NODATA))
+    assert codes(ipv6_lookup("cernet2.net", NODATA) + client_timeout("node-0"))[0] == "DDP231"
+
+
+def test_no_such_ipv6_name_then_a_timeout_stays_the_timeout() -> None:
+    # EAI_NONAME on the IPv6 lookup is the resolver's common answer for a name it knows only
+    # by IPv4 (localhost, /etc/hosts entries): the timeout may be a store that never came up
+    assert codes(ipv6_lookup("node-0", NONAME) + client_timeout("node-0"))[0] == "DDP231"

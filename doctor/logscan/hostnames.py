@@ -1,9 +1,11 @@
-"""Host names in a log: the words of a lookup that failed (glibc, musl, c10d, nslookup), the
-name it was for, and a pasted hosts lookup's answer; logfacts.py keeps the facts they give."""
+"""Host names in a log: the words of a lookup that failed (glibc, musl, c10d, nslookup, an HTTP
+client), the name it was for, gloo's own lookups, a pasted hosts entry; and Lookups, which tells
+a failed lookup that stopped the run from a harmless or unrelated one. logfacts.py keeps them."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 # "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
 HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
@@ -13,7 +15,9 @@ UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does n
     "Name does not resolve",
     "nodename nor servname provided",
     "Temporary failure in name resolution",
+    "No address associated with hostname",  # EAI_NODATA: the name has no address records
 )
+NO_ADDRESS_AT_ALL = "No address associated with hostname"
 _UNRESOLVED_HOST = (
     re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
     re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
@@ -85,3 +89,61 @@ def remote_store(body: str, number: int) -> tuple[str, int] | None:
     host = target.group(1).strip("[]") if target else ""
     local = host.startswith("127.") or host in ("::1", *HARMLESS_NAMES)
     return (host, number) if host and not local else None
+
+
+# c10d's client giving up on the master: SocketConnectOp::tryConnect retries a failed lookup of
+# one address family until its connect deadline, then throws this (pytorch/pytorch
+# torch/csrc/distributed/c10d/socket.cpp throwTimeoutError)
+_GAVE_UP = re.compile(r"timed out after \S+ while trying to connect to \(([^,\s)]+),")
+
+
+def gave_up_on(body: str) -> str | None:
+    """The host c10d's client timed out connecting to, if the line is that timeout."""
+    match = _GAVE_UP.search(body)
+    return match.group(1) if match else None
+
+
+MAX_HOSTS = 64
+
+
+@dataclass
+class Lookups:
+    """The name lookups a log shows failing, and what tells a harmless one from a fatal one."""
+
+    unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
+    ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
+    no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
+    gave_up_hosts: set[str] = field(default_factory=set)  # c10d clients' connect timeouts
+    http_hosts: set[str | None] = field(default_factory=set)  # an HTTP client's failed lookups
+
+    def read(self, body: str, number: int) -> None:
+        download = http_lookup(body, number) if "onnection" in body else None
+        if download is not None and len(self.http_hosts) < MAX_HOSTS:
+            self.http_hosts.add(download[0])
+        if self.unresolved is None and ("IPv6" not in body or RESOLVER_FAILED in body):
+            self.unresolved = lookup_failure(body, number)
+        elif self.ipv6_unresolved is None and "IPv6" in body:
+            self.ipv6_unresolved = lookup_failure(body, number)
+        if "while trying to connect to (" in body and len(self.gave_up_hosts) < MAX_HOSTS:
+            self.gave_up_hosts.update(filter(None, [gave_up_on(body)]))
+        if "(errno: 22" in body and len(self.no_address_hosts) < MAX_HOSTS:
+            self.no_address_hosts.update(NO_ADDRESS_CONNECT.findall(body))
+
+    def unresolvable(self) -> tuple[str | None, str, int] | None:
+        """The first name lookup that failed for good: any but an HTTP client's (a download)
+        and an IPv6-only one, which counts only for a non-local name when a connect to it then
+        found no address at all, or when the lookup found no address records (EAI_NODATA:
+        c10d asks with AI_V4MAPPED, so an IPv4 address would have come back mapped) and the
+        client then timed out on that name, having retried the lookup until its deadline."""
+        if self.unresolved is not None:
+            return None if self._a_downloads(self.unresolved[0]) else self.unresolved
+        ipv6 = self.ipv6_unresolved
+        host = ipv6[0] if ipv6 else None
+        if ipv6 is None or host is None or host in HARMLESS_NAMES or host.endswith(".local"):
+            return None
+        no_records = ipv6[1] == NO_ADDRESS_AT_ALL and host in self.gave_up_hosts
+        return ipv6 if host in self.no_address_hosts or no_records else None
+
+    def _a_downloads(self, host: str | None) -> bool:
+        """The client named that host, or the lookup names none and a client's lookup failed."""
+        return bool(self.http_hosts) and (host is None or host in self.http_hosts)

@@ -15,14 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ddp_doctor.logscan.hostnames import (
-    HARMLESS_NAMES,
     HOSTS_ENTRY,
     LOCAL_NAMES,
-    NO_ADDRESS_CONNECT,
-    RESOLVER_FAILED,
+    Lookups,
     gloo_no_address,
-    http_lookup,
-    lookup_failure,
     remote_store,
 )
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
@@ -154,13 +150,10 @@ class LogFacts:
     gloo_local_loopback: int | None = None  # gloo's own pair address on loopback: its line
     remote_store: tuple[str, int] | None = None  # a routable master the client connected to
     unreachable: tuple[str, int] | None = None  # the first "no route" line (cut), and its number
-    unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
     hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
     _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
-    ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
-    no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
     gloo_no_address: tuple[str | None, str, int] | None = None  # (ifa | rp, name, line)
-    http_hosts: set[str | None] = field(default_factory=set)  # an HTTP client's failed lookups
+    lookups: Lookups = field(default_factory=Lookups)  # failed name lookups (hostnames.py)
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
     def read(self, body: str, number: int, who: str | None = None) -> None:
@@ -186,17 +179,9 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
-        download = http_lookup(body, number) if "onnection" in body else None
-        if download is not None and len(self.http_hosts) < MAX_VALUES:
-            self.http_hosts.add(download[0])
-        if self.unresolved is None and ("IPv6" not in body or RESOLVER_FAILED in body):
-            self.unresolved = lookup_failure(body, number)
-        elif self.ipv6_unresolved is None and "IPv6" in body:
-            self.ipv6_unresolved = lookup_failure(body, number)
+        self.lookups.read(body, number)
         if "Unable to find address" in body and self.gloo_no_address is None:
             self.gloo_no_address = gloo_no_address(body, number)
-        if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
-            self.no_address_hosts.update(NO_ADDRESS_CONNECT.findall(body))
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
@@ -218,18 +203,8 @@ class LogFacts:
             self._put(self.interfaces, name, Interface(name, address, number))
 
     def unresolvable(self) -> tuple[str | None, str, int] | None:
-        """The first name lookup that failed for good: any but an IPv6-only one, which counts
-        only when a connect to the same (non-local) name then found no address at all."""
-        if self.unresolved is not None:
-            return None if self._a_downloads(self.unresolved[0]) else self.unresolved
-        host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
-        local = host is None or host in HARMLESS_NAMES or host.endswith(".local")
-        return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
-
-    def _a_downloads(self, host: str | None) -> bool:
-        """The failed lookup is an HTTP client's (a model download), not the master's: the
-        client named that host, or the lookup names none and a client's lookup failed."""
-        return bool(self.http_hosts) and (host is None or host in self.http_hosts)
+        """The first name lookup that failed for good (hostnames.Lookups)."""
+        return self.lookups.unresolvable()
 
     def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
