@@ -132,3 +132,42 @@ def test_no_such_ipv6_name_then_a_timeout_stays_the_timeout() -> None:
     # EAI_NONAME on the IPv6 lookup is the resolver's common answer for a name it knows only
     # by IPv4 (localhost, /etc/hosts entries): the timeout may be a store that never came up
     assert codes(ipv6_lookup("node-0", NONAME) + client_timeout("node-0"))[0] == "DDP231"
+
+
+# --- DDP206 / DDP210 / DDP234: an HTTP client's connection is not the process group's --------
+HTTP_REFUSED = (  # drprojects/superpoint_transformer#7: urllib3 retrying a telemetry upload
+    "[2023-07-10 19:24:01,331][urllib3.connectionpool][WARNING] - Retrying (Retry(total=2, "
+    "connect=None, read=None, redirect=None, status=None)) after connection broken by "
+    "'NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f884af8d9d0>: Failed "
+    "to establish a new connection: [Errno 111] Connection refused')': /api/4504800232407040/"
+    "envelope/\n"
+)
+WANDB_SERVICE = (  # wandb/wandb#7329: wandb's service process was not up
+    '    s.connect(("localhost", port))\n'
+    "ConnectionRefusedError: [Errno 111] Connection refused\n"
+    "wandb.sdk.wandb_manager.ManagerConnectionRefusedError: Connection to wandb service failed "
+    "since the process is not available.\n"
+)
+HTTP_RESET = (  # requests around urllib3's ProtocolError (a download cut off)
+    "requests.exceptions.ConnectionError: ('Connection aborted.', ConnectionResetError(104, "
+    "'Connection reset by peer'))\n"
+)
+HTTP_UNREACHABLE = (  # no route to the hub from a compute node
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): "
+    "Max retries exceeded with url: / (Caused by NewConnectionError('<urllib3.connection."
+    "HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno 101] Network "
+    "is unreachable'))\n"
+)
+TORCH_REFUSED = "RuntimeError: Connection refused\n"  # pytorch/pytorch#36096: the store's
+TORCH_RESET = "[rank1]: RuntimeError: Connection reset by peer\n"  # gloo's pair
+
+
+def test_an_http_clients_connection_errors_name_no_rendezvous_code() -> None:
+    for text in (HTTP_REFUSED, WANDB_SERVICE, HTTP_RESET, HTTP_UNREACHABLE):
+        assert codes(text) == [], text
+
+
+def test_the_stores_and_the_backends_own_connection_errors_stay() -> None:
+    assert codes(TORCH_REFUSED) == ["DDP206"]
+    assert codes(TORCH_RESET) == ["DDP234"]
+    assert codes(TORCH_REFUSED + HTTP_REFUSED) == ["DDP206"]  # the store's line is its own

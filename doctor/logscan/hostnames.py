@@ -66,6 +66,8 @@ HTTP_CLIENT_WORDS = (
     "NameResolutionError",
     "NewConnectionError",
     "Failed to establish a new connection",
+    "('Connection aborted.'",  # urllib3's ProtocolError around a reset connection
+    "Connection to wandb service failed",  # wandb's own service socket (wandb/wandb#7329)
 )
 _HTTP_HOST = re.compile(r"ConnectionPool\(host='([^']+)'|Failed to resolve '([^']+)'")
 

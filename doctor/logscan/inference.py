@@ -13,7 +13,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
-from ddp_doctor.logscan.hostnames import HTTP_CLIENT_WORDS
+from ddp_doctor.logscan.inference_outside import (
+    an_http_clients_errors,
+    sigterm_of_an_unknown_sender,
+)
 from ddp_doctor.logscan.pattern import Pattern, Role
 from ddp_doctor.logscan.patterns_hints import (
     BARRIER_COMPLETED,
@@ -61,14 +64,14 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _progress_that_ended_well(tallies, hints)
     _same_rank_on_every_process(tallies, hints)
     _store_errors_after_their_cause(tallies)
-    _lookup_of_a_download(tallies)
+    an_http_clients_errors(tallies, hints)
     _rank_zero_work(tallies, hints)
     _peer_exited_early(tallies)
     _dataparallel(tallies, hints)
     _sigkill_explained_by_memory(tallies)
     _stuck_watchdog_after_a_timeout(tallies)
     _system_port(tallies)
-    _sigterm_of_an_unknown_sender(tallies)
+    sigterm_of_an_unknown_sender(tallies)
     _consequences_of_a_crash(tallies)
     return tallies
 
@@ -99,35 +102,6 @@ def _behind(tallies: Tallies, first: CodeTally, codes: tuple[str, ...]) -> None:
             tally.judge(
                 role=Role.SYMPTOM, note=f"a consequence of {first.code} (line {first.first_line})"
             )
-
-
-# torchrun's agent on a signal: "Received 15 death signal" (1.x), "Received Signals.SIGTERM
-# death signal" (2.x), "SignalException: Process N got signal: 15"
-_TORCHRUN_SIGNAL_LINES = ("death signal, shutting down workers", "SignalException: Process")
-_SIGTERM = ("SIGTERM", "15")
-UNKNOWN_SENDER_NOTE = (
-    "the log does not say who sent it (a scheduler, an orchestrator, a user's kill) or why: "
-    "the SIGTERM is where the run ended, not its cause, which is an error before it, in this "
-    "log or in the sender's"
-)
-
-
-def _sigterm_of_an_unknown_sender(tallies: Tallies) -> None:
-    """DDP507 names a job stopped from outside. A scheduler's line (a time limit, a
-    preemption, a cancel), SIGINT (Ctrl-C) or SIGHUP (the terminal closed) say why; torchrun's
-    SIGTERM alone says only that something outside stopped it (an orchestrator after another
-    process failed, a harness killing a hang: determined-ai/determined#8915,
-    PrimeIntellect-ai/prime-rl#1360), so it is a warning that says so. It keeps its place:
-    the ranks' SIGTERM exits after it are still its consequences."""
-    cancel = tallies.get("DDP507")
-    if cancel is None or not all(_bare_sigterm(hit) for hit in cancel.kept):
-        return
-    cancel.judge(severity=Severity.WARNING, note=UNKNOWN_SENDER_NOTE)
-
-
-def _bare_sigterm(hit: LogHit) -> bool:
-    torchrun = any(words in hit.text for words in _TORCHRUN_SIGNAL_LINES)
-    return torchrun and hit.facts.get("signal") in _SIGTERM
 
 
 def _progress_that_ended_well(tallies: Tallies, hints: Hints) -> None:
@@ -203,19 +177,6 @@ def _store_errors_after_their_cause(tallies: Tallies) -> None:
         _demote(tallies, "DDP231", "DDP202")
     if "DDP231" in tallies or "DDP207" in tallies:
         _demote(tallies, "DDP202")
-
-
-def _lookup_of_a_download(tallies: Tallies) -> None:
-    """DDP203 names the master's address. A lookup an HTTP client reports (urllib3, requests,
-    httpx: a model or dataset download with no DNS, huggingface/transformers#12575), with no
-    line naming another host, is the download's: no rendezvous was involved, so no DDP203."""
-    lookup = tallies.get("DDP203")
-    if lookup is None:
-        return
-    http = [hit for hit in lookup.kept if any(w in hit.text for w in HTTP_CLIENT_WORDS)]
-    named = [hit for hit in lookup.kept if hit not in http and hit.facts.get("host")]
-    if http and not named and lookup.count <= len(lookup.kept):
-        del tallies["DDP203"]
 
 
 def _rank_zero_work(tallies: Tallies, hints: Hints) -> None:

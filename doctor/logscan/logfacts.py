@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ddp_doctor.logscan.hostnames import (
     HOSTS_ENTRY,
+    HTTP_CLIENT_WORDS,
     LOCAL_NAMES,
     Lookups,
     gloo_no_address,
@@ -366,6 +367,6 @@ _ENVIRONMENT_NAMES = {
 def _socket_unreachable(body: str, number: int) -> tuple[str, int] | None:
     """A socket connect with no route (c10d, gloo, NCCL's sockets); an InfiniBand verbs call
     that says "Network is unreachable" (ibv_modify_qp on RoCE) is the fabric's (DDP514)."""
-    if "ibv_" in body or "onnect" not in body:
-        return None
+    if "ibv_" in body or "onnect" not in body or any(w in body for w in HTTP_CLIENT_WORDS):
+        return None  # an HTTP client's connection (a download) is not the run's
     return body.strip()[:UNREACHABLE_CUT], number
