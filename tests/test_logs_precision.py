@@ -171,3 +171,23 @@ def test_the_stores_and_the_backends_own_connection_errors_stay() -> None:
     assert codes(TORCH_REFUSED) == ["DDP206"]
     assert codes(TORCH_RESET) == ["DDP234"]
     assert codes(TORCH_REFUSED + HTTP_REFUSED) == ["DDP206"]  # the store's line is its own
+
+
+# --- DDP201: another server's port, not the rendezvous' ------------------------------------
+ZMQ_BIND = (  # vllm-project/vllm#7196: vLLM's ZeroMQ socket
+    "zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')\n"
+)
+UVICORN_BIND = (  # uvicorn's own bind error (an API server beside the run)
+    "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+    "address already in use\n"
+)
+STORE_BIND = (  # pytorch/pytorch#85604: the store's
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - "
+    "Address already in use).\n"
+)
+
+
+def test_another_servers_bind_failure_is_not_the_rendezvous_port() -> None:
+    assert codes(ZMQ_BIND) == []
+    assert codes(UVICORN_BIND) == []
+    assert codes(STORE_BIND) == ["DDP201"]

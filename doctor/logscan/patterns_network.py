@@ -85,6 +85,11 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "the rendezvous port[ {port}] is already in use (EADDRINUSE): another job, or a stale "
         "one, listens on it",
         fields={"port": _PORT_OF_BIND},
+        # other servers' binds: ZeroMQ's (vLLM's workers: vllm-project/vllm#7196,
+        #   "ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')") and uvicorn's
+        #   ("error while attempting to bind on address ('0.0.0.0', 8000): address already in
+        #   use"), not the rendezvous store's
+        unless=("ZMQError", "error while attempting to bind on address"),
     ),
     # A port under 1024 needs root (Linux, macOS):
     # 2.x: The server socket has failed to bind to [::]:98 (errno: 13 - Permission denied).
