@@ -191,3 +191,32 @@ def test_another_servers_bind_failure_is_not_the_rendezvous_port() -> None:
     assert codes(ZMQ_BIND) == []
     assert codes(UVICORN_BIND) == []
     assert codes(STORE_BIND) == ["DDP201"]
+
+
+# --- DDP206: a refusal of the process group's own connections -------------------------------
+OTHER_SERVICES_REFUSED = (
+    # redis-py, a gRPC channel (Ray's GCS), httpx: clients of other services beside the run
+    "redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection "
+    "refused.\n",
+    "grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with: status = "
+    'StatusCode.UNAVAILABLE details = "failed to connect to all addresses; last error: UNKNOWN: '
+    'ipv4:127.0.0.1:50051: Failed to connect to remote host: Connection refused"\n',
+    "httpx.ConnectError: [Errno 111] Connection refused\n",
+)
+PROCESS_GROUP_REFUSED = (
+    "[rank1]: RuntimeError: Connection refused\n",  # torch 1.x store (pytorch/pytorch#36096)
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+    "[10.0.0.1]:54921: Connection refused\n",  # gloo (pytorch/pytorch#47325)
+    "node-1:1234:1300 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+    "10.0.0.1<45321> failed : Connection refused\n",  # NCCL src/misc/socket.cc
+)
+
+
+def test_another_services_refusal_is_not_the_process_groups() -> None:
+    for text in OTHER_SERVICES_REFUSED:
+        assert "DDP206" not in codes(text), text
+
+
+def test_the_process_groups_own_refusals_are_ddp206() -> None:
+    for text in PROCESS_GROUP_REFUSED:
+        assert codes(text)[0] == "DDP206", text

@@ -61,6 +61,12 @@ def _not_more_joined(evidence: Evidence) -> bool:
     return not _more_joined_than_expected(evidence)
 
 
+_PROCESS_GROUP_REFUSAL = (
+    r"RuntimeError: Connection refused\s*$|pair\.cc|SO_ERROR|remote=\[|connect \[|"
+    r"onnect to [\w.:%-]+<\d+>|Call to connect|NCCL|gloo|Gloo|c10d|socket\.cpp|"
+    r"system error: 10061|\(errno: 61 - "
+)
+
 NETWORK_PATTERNS: tuple[Pattern, ...] = (
     # torch <= 1.8:  RuntimeError: Address already in use
     # 1.9 - 2.2:     [W socket.cpp:426] [c10d] The server socket has failed to bind to
@@ -259,6 +265,11 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         # slurmstepd's own RPCs after a cancel ("slurmstepd: error: Failed to send
         # MESSAGE_TASK_EXIT: Connection refused", facebookincubator/submitit#1708) are SLURM's
         # consequences of the cancel, never a connection of the job's
+        # The refusal must be the process group's own: gloo's pair (connect [h]:p, SO_ERROR,
+        # remote=[..]), NCCL's sockets (Connect to h<p>, Call to connect), torch 1.x's store
+        # ("RuntimeError: Connection refused" alone), c10d; not a client of another service
+        # (redis, gRPC under Ray, httpx, a JVM) whose refusal names no rendezvous
+        confirm=_PROCESS_GROUP_REFUSAL,
     ),
     # ProcessGroupNCCL (all ranks but 0 fetch NCCL's unique id from the store, key '0', at the
     # first collective):
