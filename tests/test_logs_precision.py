@@ -220,3 +220,20 @@ def test_another_services_refusal_is_not_the_process_groups() -> None:
 def test_the_process_groups_own_refusals_are_ddp206() -> None:
     for text in PROCESS_GROUP_REFUSED:
         assert codes(text)[0] == "DDP206", text
+
+
+# --- DDP234: a reset of the process group's connections, not Python's own ------------------
+DATALOADER_RESET = (  # quark0/darts#95: multiprocessing's fd sharing with a DataLoader worker
+    '  File "/opt/conda/lib/python3.6/multiprocessing/reduction.py", line 153, in recvfds\n'
+    "    msg, ancdata, flags, addr = sock.recvmsg(1, socket.CMSG_LEN(bytes_size))\n"
+    "ConnectionResetError: [Errno 104] Connection reset by peer\n"
+)
+GLOO_RESET = (  # facebookincubator/gloo tcp/pair.cc
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error "
+    "[10.0.0.2]:5321: Connection reset by peer\n"
+)
+
+
+def test_pythons_own_connection_reset_is_not_a_peer_rank() -> None:
+    assert "DDP234" not in codes(DATALOADER_RESET)
+    assert codes(GLOO_RESET) == ["DDP234"]
