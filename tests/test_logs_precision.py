@@ -237,3 +237,20 @@ GLOO_RESET = (  # facebookincubator/gloo tcp/pair.cc
 def test_pythons_own_connection_reset_is_not_a_peer_rank() -> None:
     assert "DDP234" not in codes(DATALOADER_RESET)
     assert codes(GLOO_RESET) == ["DDP234"]
+
+
+# --- DDP507 after a failure: the stop is the consequence -------------------------------------
+WATCHDOG_TIMEOUT = (  # torch 2.x ProcessGroupNCCL's watchdog (pytorch/pytorch ProcessGroupNCCL.cpp)
+    "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+    "600012 milliseconds before timing out.\n"
+)
+
+
+def test_a_time_limit_reached_after_a_timeout_follows_the_timeout() -> None:
+    assert codes(WATCHDOG_TIMEOUT + TIME_LIMIT)[:2] == ["DDP302", "DDP507"]
+
+
+def test_failures_after_the_stop_stay_its_consequences() -> None:
+    assert codes(TIME_LIMIT + WATCHDOG_TIMEOUT)[0] == "DDP507"
+    assert codes(TIME_LIMIT + AFTER_SIGTERM)[0] == "DDP507"

@@ -29,6 +29,7 @@ from ddp_doctor.logscan.patterns_hints import (
 from ddp_doctor.logscan.patterns_ranks import NCCL_REMOTE_ERROR
 from ddp_doctor.logscan.patterns_training import DATAPARALLEL_DEVICE_FIX
 from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import spec_for
 
 Tallies = dict[str, CodeTally]
 ROOT_CAUSE_PRIORITY = 3
@@ -90,9 +91,33 @@ def _consequences_of_a_crash(tallies: Tallies) -> None:
     cancel = tallies.get("DDP507")
     if cancel is not None and cancel.role == Role.CAUSE:
         _behind(tallies, cancel, AFTER_A_CANCEL)
+        _stopped_after_a_failure(tallies, cancel)
     crashes = [t for code, t in tallies.items() if code in CRASHES and t.role == Role.CAUSE]
     if crashes:
         _behind(tallies, min(crashes, key=lambda t: t.first_line), AFTER_A_CRASH)
+
+
+def _stopped_after_a_failure(tallies: Tallies, cancel: CodeTally) -> None:
+    """DDP507's consequences are the failures that follow the stop (its explain text). A
+    failure the log shows before it (a collective timeout, a rank's crash) had already ended
+    the run's progress: the stop (a time limit reached while hung, a user's scancel) is then
+    its consequence, reported after it."""
+    before = [t for t in tallies.values() if t is not cancel and _a_failure_before(t, cancel)]
+    if before:
+        first = min(before, key=lambda t: t.first_line)
+        cancel.judge(
+            role=Role.SYMPTOM,
+            note=f"the run had already failed when it was stopped ({first.code}, line "
+            f"{first.first_line})",
+        )
+
+
+def _a_failure_before(tally: CodeTally, cancel: CodeTally) -> bool:
+    pattern = tally.primary.pattern
+    judged = tally.verdict.severity if tally.verdict else None
+    severity = judged or pattern.severity or spec_for(pattern.code).severity
+    failed = tally.role != Role.NOTE and severity == Severity.ERROR
+    return failed and tally.first_line < cancel.first_line
 
 
 def _behind(tallies: Tallies, first: CodeTally, codes: tuple[str, ...]) -> None:
