@@ -254,3 +254,16 @@ def test_a_time_limit_reached_after_a_timeout_follows_the_timeout() -> None:
 def test_failures_after_the_stop_stay_its_consequences() -> None:
     assert codes(TIME_LIMIT + WATCHDOG_TIMEOUT)[0] == "DDP507"
     assert codes(TIME_LIMIT + AFTER_SIGTERM)[0] == "DDP507"
+
+
+# --- DDP206 after a store nobody could host: the refusal is the consequence ------------------
+CLIENT_REFUSED = "[rank1]: RuntimeError: Connection refused\n"  # pytorch/pytorch#36096's form
+MASTER_EACCES = (  # KimMeen/Time-LLM#158: port 98 needs root, rank 0 cannot listen
+    "[rank0]: [W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:98 "
+    "(errno: 13 - Permission denied).\n"
+)
+
+
+def test_a_refusal_printed_before_the_masters_bind_failure_follows_it() -> None:
+    assert codes(CLIENT_REFUSED + MASTER_EACCES) == ["DDP230", "DDP206"]
+    assert codes(CLIENT_REFUSED + STORE_BIND) == ["DDP201", "DDP206"]

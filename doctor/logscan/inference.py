@@ -196,10 +196,11 @@ def _bind_failed(traceback: str) -> bool:
 
 
 def _store_errors_after_their_cause(tallies: Tallies) -> None:
-    """A client that could not reach a store nobody could host, or a master that waited for
-    a client that could not reach it, is a consequence."""
+    """A client that could not reach a store nobody could host (timed out, or refused: rank 0
+    failed to bind and exited, so nothing listened), or a master that waited for a client
+    that could not reach it, is a consequence."""
     if any(code in tallies for code in STORE_UNUSABLE):
-        _demote(tallies, "DDP231", "DDP202")
+        _demote(tallies, "DDP231", "DDP202", "DDP206")
     if "DDP231" in tallies or "DDP207" in tallies:
         _demote(tallies, "DDP202")
 
