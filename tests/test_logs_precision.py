@@ -267,3 +267,9 @@ MASTER_EACCES = (  # KimMeen/Time-LLM#158: port 98 needs root, rank 0 cannot lis
 def test_a_refusal_printed_before_the_masters_bind_failure_follows_it() -> None:
     assert codes(CLIENT_REFUSED + MASTER_EACCES) == ["DDP230", "DDP206"]
     assert codes(CLIENT_REFUSED + STORE_BIND) == ["DDP201", "DDP206"]
+
+
+def test_a_bare_gaierror_claims_no_host_name() -> None:
+    finding = scan_text(MASTER_GAIERROR)[0]
+    assert finding.evidence["from_log_facts"]["host"] is None
+    assert "the master host name" not in finding.message  # no placeholder given as a name

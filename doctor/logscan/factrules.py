@@ -21,7 +21,8 @@ from ddp_doctor.registry import Hit, spec_for
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
-UNNAMED_HOST = "the advertising node's"  # a log rarely names the host that advertised loopback
+UNNAMED_HOST = "the advertising node's"
+UNNAMED_LOOKUP = "the master host name"  # a lookup whose line names no host (a bare gaierror)  # a log rarely names the host that advertised loopback
 MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
 
@@ -82,10 +83,17 @@ def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     from ddp_doctor.facts.job import JobFacts, Preflight
 
     host, error, line = failed
-    preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
+    preflight = Preflight(master_addr=host or UNNAMED_LOOKUP, resolve_error=error)
     job = JobFacts(launched=False, preflight=preflight)
     read = {"host": host, "error": error, "line": line}
-    yield from _run("DDP203", _facts(job=job), line, read)
+    for finding, at in _run("DDP203", _facts(job=job), line, read):
+        if host is None:  # a bare gaierror: the line names no host, so claim none
+            message = (
+                f"a host name lookup failed ({error}), and the line does not say for which host: "
+                "in a rendezvous, the master address (MASTER_ADDR)"
+            )
+            finding = _with(finding, message=message)
+        yield finding, at
 
 
 # --- DDP210: no route to the address connected to ---------------------------------------------
