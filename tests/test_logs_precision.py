@@ -177,7 +177,7 @@ def test_the_stores_and_the_backends_own_connection_errors_stay() -> None:
 ZMQ_BIND = (  # vllm-project/vllm#7196: vLLM's ZeroMQ socket
     "zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')\n"
 )
-UVICORN_BIND = (  # uvicorn's own bind error (an API server beside the run)
+UVICORN_BIND = (  # vllm-project/vllm#7514: the API server's uvicorn
     "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
     "address already in use\n"
 )
@@ -194,14 +194,17 @@ def test_another_servers_bind_failure_is_not_the_rendezvous_port() -> None:
 
 
 # --- DDP206: a refusal of the process group's own connections -------------------------------
-OTHER_SERVICES_REFUSED = (
-    # redis-py, a gRPC channel (Ray's GCS), httpx: clients of other services beside the run
+OTHER_SERVICES_REFUSED = (  # clients of other services beside a run
+    # redis-py (redis/redis-py#1466)
     "redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection "
     "refused.\n",
-    "grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with: status = "
-    'StatusCode.UNAVAILABLE details = "failed to connect to all addresses; last error: UNKNOWN: '
-    'ipv4:127.0.0.1:50051: Failed to connect to remote host: Connection refused"\n',
+    # a gRPC channel to Ray's GCS (secretflow/secretflow#403)
+    '        details = "failed to connect to all addresses; last error: UNKNOWN: Failed to '
+    'connect to remote host: Connection refused"\n',
+    # httpx, e.g. a client of an Ollama or Airflow server (as those projects' notes quote it)
     "httpx.ConnectError: [Errno 111] Connection refused\n",
+    # redis-py's own traceback before its error: Python's exception (redis/redis-py#2744)
+    "ConnectionRefusedError: [Errno 111] Connection refused\n",
 )
 PROCESS_GROUP_REFUSED = (
     "[rank1]: RuntimeError: Connection refused\n",  # torch 1.x store (pytorch/pytorch#36096)

@@ -94,7 +94,7 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         # other servers' binds: ZeroMQ's (vLLM's workers: vllm-project/vllm#7196,
         #   "ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')") and uvicorn's
         #   ("error while attempting to bind on address ('0.0.0.0', 8000): address already in
-        #   use"), not the rendezvous store's
+        #   use", vllm-project/vllm#7514), not the rendezvous store's
         unless=("ZMQError", "error while attempting to bind on address"),
     ),
     # A port under 1024 needs root (Linux, macOS):
