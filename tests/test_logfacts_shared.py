@@ -159,3 +159,56 @@ def test_an_infiniband_call_with_no_route_is_the_fabrics_not_ddp210() -> None:
         "with error Network is unreachable\n"
     )
     assert [f.code for f in scan_text(text)][:1] == ["DDP514"]
+
+
+# --- DDP204: gloo found no address of this host's own name ---------------------------------
+GLOO_OWN_NAME = (  # msr-fiddle/pipedream#32: the host's name did not resolve to a local address
+    "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] "
+    "rp != nullptr. Unable to find address for: dgx-1.ai\n"
+)
+GLOO_INTERFACE = (  # NVIDIA/Megatron-LM#436: GLOO_SOCKET_IFNAME=bond1 on a host without it
+    "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/"
+    "device.cc:83] ifa != nullptr. Unable to find address for: bond1\n"
+)
+
+
+def test_ddp204_live_and_from_a_log_is_one_function(monkeypatch) -> None:
+    calls = spy_on(monkeypatch, interface_reach, "own_name_problem")
+    assert "DDP204" in live_codes("multinode-loopback-as-is-node1")
+    assert calls and calls[0][0].startswith("127.")  # the address the preflight predicts
+    del calls[:]
+    assert "DDP204" in live_codes("hostname-is-loopback")  # the host probe's own lookup
+    assert calls
+    del calls[:]
+    findings = scan_text(GLOO_OWN_NAME)
+    assert [f.code for f in findings] == ["DDP204"]
+    assert findings[0].evidence["from_log_facts"]["host_name"] == "dgx-1.ai"
+    assert calls == [(None,)]  # gloo found no address: the live rule's unusable name
+
+
+def test_gloo_on_an_interface_stays_ddp205() -> None:
+    findings = scan_text(GLOO_INTERFACE)
+    assert [f.code for f in findings] == ["DDP205"]
+    assert findings[0].evidence["interface"] == "bond1"
+
+
+def test_a_retyped_gloo_line_about_a_host_name_is_ddp204_only() -> None:
+    # the enforce condition cut off: the name decides (a dotted host name, not an interface)
+    text = "RuntimeError: Unable to find address for: node-7.cluster.local\n"
+    assert [f.code for f in scan_text(text)] == ["DDP204"]
+    assert [f.code for f in scan_text("RuntimeError: Unable to find address for: ens5\n")] == [
+        "DDP205"
+    ]
+
+
+def test_the_shared_ddp204_judgement() -> None:
+    assert interface_reach.own_name_problem(None) == interface_reach.OWN_NAME_UNUSABLE
+    assert interface_reach.own_name_problem("127.0.1.1") == interface_reach.OWN_NAME_LOOPBACK
+    assert interface_reach.own_name_problem("::1") == interface_reach.OWN_NAME_LOOPBACK
+    assert interface_reach.own_name_problem("10.0.0.5") is None
+    subject = interface_reach.gloo_lookup_subject
+    assert subject("rp", "eth0", None) == interface_reach.HOST_NAME  # gloo's own word decides
+    assert subject("ifa", "dgx-1.ai", None) == interface_reach.INTERFACE
+    assert subject(None, "dgx-1.ai", None) == interface_reach.HOST_NAME
+    assert subject(None, "eth0.100", None) == interface_reach.INTERFACE  # a VLAN interface
+    assert subject(None, "a.b", "a.b") == interface_reach.INTERFACE  # the variable lists it

@@ -135,9 +135,12 @@ scancel), LSF's "TERM_RUNLIMIT" (TERM_PREEMPT, TERM_OWNER, TERM_ADMIN), PBS's "j
 walltime ... exceeded limit" and Moab's "job exceeded wallclock limit", torchrun's "Received
 SIGTERM (SIGHUP, SIGINT) death signal, shutting down workers" and its "SignalException: Process
 N got signal: 15", srun's "Node failure on", and the kubelet's evictions for disk or a node
-shutdown.
+shutdown. torchrun's SIGTERM with none of the scheduler's lines is a warning: it shows that
+something outside stopped the run (a scheduler, an orchestrator after another process failed,
+a user's kill), not who or why.
 Why it matters: the ranks' errors that follow (SIGTERM, exitcode -15, closed connections) are
-consequences, not bugs in the script.
+consequences, not bugs in the script; a failure the log shows before the stop (a collective
+timeout, a crash) is not, and is reported first.
 Example: `slurmstepd: error: *** JOB 4242 ON node01 CANCELLED AT 2026-05-01T10:00:00 DUE TO
 TIME LIMIT ***`; `Received Signals.SIGHUP death signal` after an SSH session closed.
 Fix: a longer time limit and regular checkpoints; tmux, screen or setsid for interactive

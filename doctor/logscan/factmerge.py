@@ -46,13 +46,22 @@ def with_fact_findings(
             judged.append((Role.CAUSE, finding))
     if not judged and not in_place and not last:
         return results
-    codes = {finding.code for _, finding in judged + last}
+    codes = {finding.code for _, finding in judged + last} | _superseded(judged)
     kept = [(role, in_place.get(f.code, f)) for role, f in results if f.code not in codes]
     if not judged and not last:
         return kept  # the table's order stands
     crashes = [pair for pair in kept if pair[0] == Role.CAUSE and pair[1].code in CRASH_CODES]
     rest = [pair for pair in kept if pair not in crashes]
     return [*crashes, *judged, *rest, *last]
+
+
+def _superseded(judged: list[tuple[Role, Finding]]) -> set[str]:
+    """The table's codes a judged finding reads better ("instead_of" in its facts): gloo's
+    "Unable to find address for" about a host name is DDP204, not the table's DDP205."""
+    reads = (finding.evidence.get("from_log_facts") for _, finding in judged)
+    return {
+        str(read["instead_of"]) for read in reads if isinstance(read, dict) and "instead_of" in read
+    }
 
 
 def _texts_by_place(results: list[tuple[Role, Finding]]) -> dict[tuple, object]:

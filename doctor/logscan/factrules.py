@@ -21,7 +21,8 @@ from ddp_doctor.registry import Hit, spec_for
 # judged by the registered (live) check function (factrules_ranks.py has the per-rank ones)
 SHARED_CODES = ("DDP203", "DDP204", "DDP207", "DDP210", "DDP214", "DDP306", "DDP307", "DDP309")
 FAILED = ("refused", "timed-out", "aborted", "unreachable")
-UNNAMED_HOST = "the advertising node's"  # a log rarely names the host that advertised loopback
+UNNAMED_HOST = "the advertising node's"
+UNNAMED_LOOKUP = "the master host name"  # a lookup whose line names no host (a bare gaierror)  # a log rarely names the host that advertised loopback
 MESH_ERROR_LINES = 2  # gloo's connectFullMesh error, wrapped: the peer and local address lines
 
 
@@ -40,7 +41,14 @@ def findings_from_facts(
     from ddp_doctor.logscan.factrules_ranks import rank_findings
 
     found: list[tuple[Finding, int]] = []
-    judges = (_unresolvable, _loopback_host, _interface_not_routable, _no_address, _no_route)
+    judges = (
+        _unresolvable,
+        _loopback_host,
+        _own_name_unusable,
+        _interface_not_routable,
+        _no_address,
+        _no_route,
+    )
     for judge in judges:
         found.extend(judge(facts))
     found.extend(rank_findings(facts, table_codes))
@@ -75,10 +83,17 @@ def _unresolvable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
     from ddp_doctor.facts.job import JobFacts, Preflight
 
     host, error, line = failed
-    preflight = Preflight(master_addr=host or "the master host name", resolve_error=error)
+    preflight = Preflight(master_addr=host or UNNAMED_LOOKUP, resolve_error=error)
     job = JobFacts(launched=False, preflight=preflight)
     read = {"host": host, "error": error, "line": line}
-    yield from _run("DDP203", _facts(job=job), line, read)
+    for finding, at in _run("DDP203", _facts(job=job), line, read):
+        if host is None:  # a bare gaierror: the line names no host, so claim none
+            message = (
+                f"a host name lookup failed ({error}), and the line does not say for which host: "
+                "in a rendezvous, the master address (MASTER_ADDR)"
+            )
+            finding = _with(finding, message=message)
+        yield finding, at
 
 
 # --- DDP210: no route to the address connected to ---------------------------------------------
@@ -132,6 +147,33 @@ def _loopback_host(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
             message = message.replace(f"host name {name!r}", f"{name} host name", 1)
         changes = {"message": message, **({"severity": Severity.ERROR} if failed_here else {})}
         yield _with(finding, **changes), at
+
+
+# --- DDP204: gloo found no address of this host's own name ----------------------------------
+def _own_name_unusable(facts: LogFacts) -> Iterator[tuple[Finding, int]]:
+    """gloo's "Unable to find address for: NAME" about a host name (readings/interface_reach
+    says which of its two lookups failed): with GLOO_SOCKET_IFNAME unset gloo binds where this
+    host's own name resolves, and it resolved to no address of this host, the case DDP204's
+    live rule judges from the address the preflight predicts gloo binds. Where the line is
+    about an interface, the table's DDP205 stands."""
+    from ddp_doctor.readings import interface_reach
+
+    if facts.gloo_no_address is None:
+        return
+    condition, name, line = facts.gloo_no_address
+    ifname = facts.env.get(interface_reach.GLOO, (None, 0))[0]
+    subject = interface_reach.gloo_lookup_subject(condition, name, ifname)
+    if subject != interface_reach.HOST_NAME or interface_reach.own_name_problem(None) is None:
+        return
+    message = (
+        f"gloo found no address of this host for the host name {name!r} (it does not resolve, "
+        "or not to an address of this host), so it could not create its device (with "
+        "GLOO_SOCKET_IFNAME unset gloo binds where this host's name resolves)"
+    )
+    read = {"host_name": name, "line": line, "gloo_condition": condition or "not shown"}
+    if condition is None:  # the table read the same line as an interface (DDP205)
+        read["instead_of"] = "DDP205"
+    yield _hit("DDP204", message, line, read, Severity.ERROR)
 
 
 def _mesh_refused_at_loopback(facts: LogFacts, failed: list[Connection]) -> Connection | None:

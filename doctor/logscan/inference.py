@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from ddp_doctor.logscan.aggregate import CodeTally, Hints, LogHit
+from ddp_doctor.logscan.inference_outside import (
+    an_http_clients_errors,
+    sigterm_of_an_unknown_sender,
+)
 from ddp_doctor.logscan.pattern import Pattern, Role
 from ddp_doctor.logscan.patterns_hints import (
     BARRIER_COMPLETED,
@@ -25,6 +29,7 @@ from ddp_doctor.logscan.patterns_hints import (
 from ddp_doctor.logscan.patterns_ranks import NCCL_REMOTE_ERROR
 from ddp_doctor.logscan.patterns_training import DATAPARALLEL_DEVICE_FIX
 from ddp_doctor.model import Remediation, Severity
+from ddp_doctor.registry import spec_for
 
 Tallies = dict[str, CodeTally]
 ROOT_CAUSE_PRIORITY = 3
@@ -60,12 +65,14 @@ def infer(tallies: Tallies, hints: Hints) -> Tallies:
     _progress_that_ended_well(tallies, hints)
     _same_rank_on_every_process(tallies, hints)
     _store_errors_after_their_cause(tallies)
+    an_http_clients_errors(tallies, hints)
     _rank_zero_work(tallies, hints)
     _peer_exited_early(tallies)
     _dataparallel(tallies, hints)
     _sigkill_explained_by_memory(tallies)
     _stuck_watchdog_after_a_timeout(tallies)
     _system_port(tallies)
+    sigterm_of_an_unknown_sender(tallies)
     _consequences_of_a_crash(tallies)
     return tallies
 
@@ -84,9 +91,33 @@ def _consequences_of_a_crash(tallies: Tallies) -> None:
     cancel = tallies.get("DDP507")
     if cancel is not None and cancel.role == Role.CAUSE:
         _behind(tallies, cancel, AFTER_A_CANCEL)
+        _stopped_after_a_failure(tallies, cancel)
     crashes = [t for code, t in tallies.items() if code in CRASHES and t.role == Role.CAUSE]
     if crashes:
         _behind(tallies, min(crashes, key=lambda t: t.first_line), AFTER_A_CRASH)
+
+
+def _stopped_after_a_failure(tallies: Tallies, cancel: CodeTally) -> None:
+    """DDP507's consequences are the failures that follow the stop (its explain text). A
+    failure the log shows before it (a collective timeout, a rank's crash) had already ended
+    the run's progress: the stop (a time limit reached while hung, a user's scancel) is then
+    its consequence, reported after it."""
+    before = [t for t in tallies.values() if t is not cancel and _a_failure_before(t, cancel)]
+    if before:
+        first = min(before, key=lambda t: t.first_line)
+        cancel.judge(
+            role=Role.SYMPTOM,
+            note=f"the run had already failed when it was stopped ({first.code}, line "
+            f"{first.first_line})",
+        )
+
+
+def _a_failure_before(tally: CodeTally, cancel: CodeTally) -> bool:
+    pattern = tally.primary.pattern
+    judged = tally.verdict.severity if tally.verdict else None
+    severity = judged or pattern.severity or spec_for(pattern.code).severity
+    failed = tally.role != Role.NOTE and severity == Severity.ERROR
+    return failed and tally.first_line < cancel.first_line
 
 
 def _behind(tallies: Tallies, first: CodeTally, codes: tuple[str, ...]) -> None:
@@ -165,10 +196,11 @@ def _bind_failed(traceback: str) -> bool:
 
 
 def _store_errors_after_their_cause(tallies: Tallies) -> None:
-    """A client that could not reach a store nobody could host, or a master that waited for
-    a client that could not reach it, is a consequence."""
+    """A client that could not reach a store nobody could host (timed out, or refused: rank 0
+    failed to bind and exited, so nothing listened), or a master that waited for a client
+    that could not reach it, is a consequence."""
     if any(code in tallies for code in STORE_UNUSABLE):
-        _demote(tallies, "DDP231", "DDP202")
+        _demote(tallies, "DDP231", "DDP202", "DDP206")
     if "DDP231" in tallies or "DDP207" in tallies:
         _demote(tallies, "DDP202")
 

@@ -14,6 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ddp_doctor.logscan.hostnames import (
+    HOSTS_ENTRY,
+    HTTP_CLIENT_WORDS,
+    LOCAL_NAMES,
+    Lookups,
+    gloo_no_address,
+    remote_store,
+)
 from ddp_doctor.logscan.rankfacts import RANK_FACT_ANCHORS, RunFacts
 
 MAX_VALUES = 64
@@ -64,9 +72,6 @@ _DRIVER_CUDA = re.compile(r"cudaDriverVersion (\d{4,6})\b")
 _RESULT_FIELD = re.compile(r"^\s*([a-z_]+)=(\S.*?)\s*$")  # "  master_port=29500"
 RESULT_LINES = 12  # restart_count ... global_world_sizes, one a line
 HOSTS_LINES = 4  # lines read after a pasted `getent hosts` / `cat /etc/hosts` command
-# "127.0.0.1       PC103686": a host name the resolver maps to loopback (ray-project/ray#24305)
-_HOSTS_ENTRY = re.compile(r"^\s*(127\.\d{1,3}\.\d{1,3}\.\d{1,3})\s+([A-Za-z][\w.-]{0,62})\b")
-_LOCAL_NAMES = ("localhost", "ip6-", "loopback")
 _COLLECT_ENV = (  # torch.utils.collect_env's lines: the environment of the host it ran on
     ("torch", re.compile(r"PyTorch version: (\S+)")),
     ("driver", re.compile(r"Nvidia driver version: (\S+)")),
@@ -84,29 +89,6 @@ _OUTCOMES = (
     ("aborted", "Software caused connection abort"),
     ("unreachable", "Network is unreachable"),
 )
-_UNRESOLVED = (  # glibc, musl/busybox and c10d words for a host name that does not resolve
-    "Name or service not known",
-    "Name does not resolve",
-    "nodename nor servname provided",
-    "Temporary failure in name resolution",
-)
-_UNRESOLVED_HOST = (
-    re.compile(r"addresses of \(([^,\s)]+),"),  # c10d: The IPv4 network addresses of (h, 29500)
-    re.compile(r"resolve '([^']+)'"),  # nslookup: can't resolve 'master-0'
-    re.compile(r"\[([^\]\s]+)\]:\d+"),  # [W socket.cpp] ... [node-7]:29500
-)
-# An IPv6-only lookup that fails with "no such name/no AAAA record" is harmless (c10d falls back
-# to IPv4: localhost without ::1, a Mac's .local name); EAI_AGAIN is the resolver itself failing
-# for the name, which the IPv4 lookup meets too.
-_RESOLVER_FAILED = "Temporary failure in name resolution"
-# ... unless a connect to that same name then failed with EINVAL: c10d found no address to try
-# (meta-pytorch/monarch#1571: "failed to connect to [job-....internal]:50745 (errno: 22 -
-# Invalid argument)" beside the IPv6 "gai error: -2 - Name or service not known")
-_NO_ADDRESS_CONNECT = re.compile(r"failed to connect to \[([^\]\s]+)\]:\d+ \(errno: 22\b")
-_HARMLESS_NAMES = ("localhost", "ip6-localhost")
-# the store's client and its master: "failed to connect to [10.200.0.1]:29500", "while trying to
-# connect to (node-0, 29500)" (c10d socket.cpp)
-_STORE_TARGET = re.compile(r"(?:failed to connect to \[|trying to connect to \()([^\]\s,)]+)")
 _IPV4 = re.compile(r"(?<![\w.])((?:\d{1,3}\.){3}\d{1,3})(?![\w.])")
 
 
@@ -169,11 +151,10 @@ class LogFacts:
     gloo_local_loopback: int | None = None  # gloo's own pair address on loopback: its line
     remote_store: tuple[str, int] | None = None  # a routable master the client connected to
     unreachable: tuple[str, int] | None = None  # the first "no route" line (cut), and its number
-    unresolved: tuple[str | None, str, int] | None = None  # (host, error, line), the first
     hostname_loopback: tuple[str, str, int] | None = None  # (address, name, line) pasted
     _reading_hosts: bool = False  # the lines `following` counts are a hosts lookup's answer
-    ipv6_unresolved: tuple[str | None, str, int] | None = None  # an IPv6-only lookup's
-    no_address_hosts: set[str] = field(default_factory=set)  # connects that found no address
+    gloo_no_address: tuple[str | None, str, int] | None = None  # (ifa | rp, name, line)
+    lookups: Lookups = field(default_factory=Lookups)  # failed name lookups (hostnames.py)
     run: RunFacts = field(default_factory=RunFacts)  # per rank and node (rankfacts.py)
 
     def read(self, body: str, number: int, who: str | None = None) -> None:
@@ -199,12 +180,9 @@ class LogFacts:
             self.gloo_loopback_fallback = number
         if "is neither AF_INET" in body and self.no_family_address is None:
             self.no_family_address = number
-        if self.unresolved is None and ("IPv6" not in body or _RESOLVER_FAILED in body):
-            self.unresolved = self._lookup_failure(body, number)
-        elif self.ipv6_unresolved is None and "IPv6" in body:
-            self.ipv6_unresolved = self._lookup_failure(body, number)
-        if "(errno: 22" in body and len(self.no_address_hosts) < MAX_VALUES:
-            self.no_address_hosts.update(_NO_ADDRESS_CONNECT.findall(body))
+        self.lookups.read(body, number)
+        if "Unable to find address" in body and self.gloo_no_address is None:
+            self.gloo_no_address = gloo_no_address(body, number)
         if "returned Connection" in body or "Call to connect" in body:
             self.connect_failures += 1
         if "connectFullMesh failed" in body and self.gloo_mesh_failed is None:
@@ -212,7 +190,7 @@ class LogFacts:
         if "local=[127." in body and self.gloo_local_loopback is None:
             self.gloo_local_loopback = number
         if "to connect to " in body and self.remote_store is None:
-            self.remote_store = _remote_store(body, number)
+            self.remote_store = remote_store(body, number)
         if self.unreachable is None and ("is unreachable" in body or "No route to" in body):
             self.unreachable = _socket_unreachable(body, number)
         self._connections(body, number)
@@ -225,25 +203,9 @@ class LogFacts:
         for name, address in found:
             self._put(self.interfaces, name, Interface(name, address, number))
 
-    @staticmethod
-    def _lookup_failure(body: str, number: int) -> tuple[str | None, str, int] | None:
-        error = next((text for text in _UNRESOLVED if text in body), None)
-        if error is None:
-            return None
-        hosts = (regex.search(body) for regex in _UNRESOLVED_HOST)
-        host = next((m.group(1) for m in hosts if m and m.group(1) != "(null)"), None)
-        if host is not None or "host not found" in body or "gaierror" in body:
-            return (host, error, number)
-        return None
-
     def unresolvable(self) -> tuple[str | None, str, int] | None:
-        """The first name lookup that failed for good: any but an IPv6-only one, which counts
-        only when a connect to the same (non-local) name then found no address at all."""
-        if self.unresolved is not None:
-            return self.unresolved
-        host = self.ipv6_unresolved[0] if self.ipv6_unresolved else None
-        local = host is None or host in _HARMLESS_NAMES or host.endswith(".local")
-        return None if local or host not in self.no_address_hosts else self.ipv6_unresolved
+        """The first name lookup that failed for good (hostnames.Lookups)."""
+        return self.lookups.unresolvable()
 
     def _version(self, body: str, number: int, who: str | None) -> None:
         version = _NCCL_VERSION.search(body)
@@ -280,9 +242,9 @@ class LogFacts:
 
     def _hosts_entry(self, body: str, number: int) -> None:
         self.following -= 1
-        entry = _HOSTS_ENTRY.match(body)
+        entry = HOSTS_ENTRY.match(body)
         name = entry.group(2) if entry else ""
-        if entry and not name.startswith(_LOCAL_NAMES) and self.hostname_loopback is None:
+        if entry and not name.startswith(LOCAL_NAMES) and self.hostname_loopback is None:
             self.hostname_loopback = (entry.group(1), name, number)
 
     def _take_result(self) -> None:
@@ -331,6 +293,7 @@ class LogFacts:
             or len(self.nccl_versions) > 1
             or self.gloo_loopback_fallback is not None
             or self.hostname_loopback is not None
+            or self.gloo_no_address is not None
             or (self.no_family_address is not None and "NCCL_SOCKET_IFNAME" in self.env)
             or bool(self.interfaces)  # one virtual interface counts in a multi-node log
             or self.unreachable is not None
@@ -374,6 +337,9 @@ class LogFacts:
         if self.hostname_loopback is not None:
             address, name, line = self.hostname_loopback
             shown[f"host name {name} resolves to {address}"] = line
+        if self.gloo_no_address is not None:
+            _, name, line = self.gloo_no_address
+            shown[f"gloo found no address for {name}"] = line
         if self.unresolvable() is not None:
             host, error, line = self.unresolvable()
             shown[f"{host or 'a host name'} does not resolve ({error})"] = line
@@ -398,17 +364,9 @@ _ENVIRONMENT_NAMES = {
 }
 
 
-def _remote_store(body: str, number: int) -> tuple[str, int] | None:
-    """The store's master as its client named it, when that is no loopback name or address."""
-    target = _STORE_TARGET.search(body)
-    host = target.group(1).strip("[]") if target else ""
-    local = host.startswith("127.") or host in ("::1", *_HARMLESS_NAMES)
-    return (host, number) if host and not local else None
-
-
 def _socket_unreachable(body: str, number: int) -> tuple[str, int] | None:
     """A socket connect with no route (c10d, gloo, NCCL's sockets); an InfiniBand verbs call
     that says "Network is unreachable" (ibv_modify_qp on RoCE) is the fabric's (DDP514)."""
-    if "ibv_" in body or "onnect" not in body:
-        return None
+    if "ibv_" in body or "onnect" not in body or any(w in body for w in HTTP_CLIENT_WORDS):
+        return None  # an HTTP client's connection (a download) is not the run's
     return body.strip()[:UNREACHABLE_CUT], number

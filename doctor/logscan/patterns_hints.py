@@ -7,6 +7,7 @@ through inference.py.
 
 from __future__ import annotations
 
+from ddp_doctor.logscan.hostnames import HTTP_CLIENT_WORDS
 from ddp_doctor.logscan.pattern import Pattern, Role
 
 RANK0_WORK = "rank0-work"
@@ -15,6 +16,7 @@ DATAPARALLEL = "dataparallel"
 NON_SCALAR_BACKWARD = "non-scalar-backward"
 BARRIER_COMPLETED = "barrier-completed"
 SHM_NOT_WRITABLE = "shm-not-writable"
+HTTP_CLIENT = "http-client"
 
 HINT_PATTERNS: tuple[Pattern, ...] = (
     # Work one rank does alone while the others wait in a barrier or their first collective:
@@ -90,4 +92,7 @@ HINT_PATTERNS: tuple[Pattern, ...] = (
         confirm=r"Permission denied|Read-only file system",
         role=Role.HINT,
     ),
+    # An HTTP client's (or wandb's service socket's) failed connection: a download or a web
+    # service, not the process group (inference.py's _an_http_clients_errors; hostnames.py)
+    Pattern("", HTTP_CLIENT, HTTP_CLIENT_WORDS, "", role=Role.HINT),
 )

@@ -61,6 +61,12 @@ def _not_more_joined(evidence: Evidence) -> bool:
     return not _more_joined_than_expected(evidence)
 
 
+_PROCESS_GROUP_REFUSAL = (
+    r"RuntimeError: Connection refused\s*$|pair\.cc|SO_ERROR|remote=\[|connect \[|"
+    r"onnect to [\w.:%-]+<\d+>|Call to connect|NCCL|gloo|Gloo|c10d|socket\.cpp|"
+    r"system error: 10061|\(errno: 61 - "
+)
+
 NETWORK_PATTERNS: tuple[Pattern, ...] = (
     # torch <= 1.8:  RuntimeError: Address already in use
     # 1.9 - 2.2:     [W socket.cpp:426] [c10d] The server socket has failed to bind to
@@ -85,6 +91,11 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         "the rendezvous port[ {port}] is already in use (EADDRINUSE): another job, or a stale "
         "one, listens on it",
         fields={"port": _PORT_OF_BIND},
+        # other servers' binds: ZeroMQ's (vLLM's workers: vllm-project/vllm#7196,
+        #   "ZMQError: Address already in use (addr='tcp://127.0.0.1:5570')") and uvicorn's
+        #   ("error while attempting to bind on address ('0.0.0.0', 8000): address already in
+        #   use", vllm-project/vllm#7514), not the rendezvous store's
+        unless=("ZMQError", "error while attempting to bind on address"),
     ),
     # A port under 1024 needs root (Linux, macOS):
     # 2.x: The server socket has failed to bind to [::]:98 (errno: 13 - Permission denied).
@@ -227,8 +238,12 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
             "NET/Socket : no interface found",
             "No usable listening interface found",
         ),
-        "no usable network interface[: {interface} does not exist on this host]",
+        "no usable network interface[: gloo found no address on the interface {interface} "
+        "(this host has no interface of that name, or it carries no IP address)]",
         fields={"interface": (r"Unable to find address for: (\S+)",)},
+        # gloo's other lookup, of a host name's addresses (rp != nullptr), is DDP204's case:
+        # factrules.py judges it (msr-fiddle/pipedream#32)
+        unless=("rp != nullptr",),
     ),
     # gloo (lab notes): Gloo connectFullMesh failed with ... Connection refused,
     #                   remote=[127.0.0.1]:29400
@@ -250,6 +265,11 @@ NETWORK_PATTERNS: tuple[Pattern, ...] = (
         # slurmstepd's own RPCs after a cancel ("slurmstepd: error: Failed to send
         # MESSAGE_TASK_EXIT: Connection refused", facebookincubator/submitit#1708) are SLURM's
         # consequences of the cancel, never a connection of the job's
+        # The refusal must be the process group's own: gloo's pair (connect [h]:p, SO_ERROR,
+        # remote=[..]), NCCL's sockets (Connect to h<p>, Call to connect), torch 1.x's store
+        # ("RuntimeError: Connection refused" alone), c10d; not a client of another service
+        # (redis, gRPC under Ray, httpx, a JVM) whose refusal names no rendezvous
+        confirm=_PROCESS_GROUP_REFUSAL,
     ),
     # ProcessGroupNCCL (all ranks but 0 fetch NCCL's unique id from the store, key '0', at the
     # first collective):

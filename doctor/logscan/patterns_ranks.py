@@ -358,6 +358,11 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             )
         },
         role=Role.SYMPTOM,
+        # Python's own exception: multiprocessing's connection to a DataLoader worker or a
+        # tensor-sharing resource_sharer (torch/multiprocessing/reductions.py: pytorch/pytorch
+        # #28950, quark0/darts#95), an HTTP
+        # download; the process group's resets come from gloo, NCCL and c10d in C++
+        unless=("ConnectionResetError: [Errno",),
     ),
     NCCL_REMOTE_ERROR,
 )

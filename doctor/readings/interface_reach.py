@@ -1,5 +1,6 @@
 """Whether the interfaces NCCL or gloo use can carry a run across hosts: pure judgements over
-the interfaces seen, the one place both the live preflight and `logs` decide DDP205 and DDP215.
+the interfaces seen, the one place both the live preflight and `logs` decide DDP205 and DDP215,
+and DDP204's judgement of the address gloo binds for this host's own name.
 
 Each function takes only what both sources can know: the interfaces (the host's own list and
 the route to the master live; in a log, the interfaces NCCL reported using), the variable's
@@ -16,6 +17,9 @@ from ddp_doctor.facts.cluster import Interface
 GLOO, NCCL = "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"
 UNROUTABLE_KINDS = ("loopback", "docker", "veth", "bridge")
 VIRTUAL_PREFIXES = ("docker", "veth", "virbr", "br-", "cni", "flannel")
+OWN_NAME_UNUSABLE = "no-local-address"  # this host's name gives gloo no address of its own
+OWN_NAME_LOOPBACK = "loopback"  # it gives a loopback address: other hosts cannot reach it
+INTERFACE, HOST_NAME = "interface", "host-name"  # what gloo's "Unable to find address for" names
 NO_MATCH = "matches-none"  # the variable selects none of the interfaces seen
 ONLY_UNROUTABLE = "only-unroutable"  # it leaves only interfaces other hosts cannot reach
 
@@ -79,3 +83,35 @@ def _selects(variable: str, value: str, name: str) -> bool:
     exact = value.startswith("=")
     wanted = [p for p in value.lstrip("=").split(",") if p]
     return any(name == p if exact else name.startswith(p) for p in wanted)
+
+
+def own_name_problem(bound_address: str | None) -> str | None:
+    """DDP204: what is wrong with the address gloo binds for this host's own name (with
+    GLOO_SOCKET_IFNAME unset gloo resolves gethostname() and binds the first local address it
+    gets). None given: the name resolves to no address of this host (it does not resolve, or
+    only to other machines' addresses), OWN_NAME_UNUSABLE; a loopback address,
+    OWN_NAME_LOOPBACK; else None. The live preflight passes the address it predicts gloo binds;
+    a log, None where gloo said it found none."""
+    if bound_address is None:
+        return OWN_NAME_UNUSABLE
+    if bound_address.startswith("127.") or bound_address == "::1":
+        return OWN_NAME_LOOPBACK
+    return None
+
+
+def gloo_lookup_subject(condition: str | None, name: str, gloo_ifname: str | None) -> str:
+    """What gloo's "Unable to find address for: NAME" is about. gloo's tcp/device.cc raises it
+    from two lookups, and its enforce condition says which: `ifa != nullptr` after searching
+    the interfaces for GLOO_SOCKET_IFNAME's (INTERFACE), `rp != nullptr` after binding the
+    addresses a host name resolved to, this host's own name unless the caller gave another
+    (HOST_NAME). Without the condition (a wrapped or retyped line): a name GLOO_SOCKET_IFNAME
+    lists is an interface; a dotted name with a letter after a dot is a host name (interface
+    names carry dots only before a VLAN number, eth0.100); anything else an interface."""
+    if condition in ("ifa", "rp"):
+        return INTERFACE if condition == "ifa" else HOST_NAME
+    listed = [part.strip() for part in (gloo_ifname or "").split(",")]
+    if name in listed:
+        return INTERFACE
+    labels = name.split(".")
+    dotted = len(labels) > 1 and any(label[:1].isalpha() for label in labels[1:])
+    return HOST_NAME if dotted else INTERFACE

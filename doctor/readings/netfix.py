@@ -56,7 +56,7 @@ def _gloo(network: NetworkFacts, current: str | None, route: str) -> Prediction 
             return None
         return Prediction("DDP205", GLOO, route, current, ", ".join(names))
     picked = gloo_default_address(network)
-    if picked is None or _is_loopback(picked):
+    if interface_reach.own_name_problem(picked) is not None:
         return Prediction("DDP204", GLOO, route, None, picked)
     owner = network.interface_of(picked)
     if owner is not None and owner.name != route:

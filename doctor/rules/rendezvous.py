@@ -164,7 +164,9 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
     not a loopback one; in a multi-node run with GLOO_SOCKET_IFNAME unset, also a host name
     that does not resolve (gloo then binds to loopback). There the job runs with
     GLOO_SOCKET_IFNAME set to the interface that reaches the master (unless --as-is), and the
-    finding says whether that made every rank join.
+    finding says whether that made every rank join. In a log: the connection refused at
+    127.0.1.1, gloo's fallback to loopback, and gloo's "rp != nullptr. Unable to find address
+    for: HOST" (no address of this host's name could be bound; older gloo stops there).
     Why it matters: gloo and the store advertise 127.x to the other nodes, which then fail
     with "Connection refused, remote=[127.0.0.1]:PORT" while this node hangs.
     Example: a cloud image whose /etc/hosts maps the host name to 127.0.1.1.
@@ -179,7 +181,7 @@ def hostname_is_loopback(facts: FactSet) -> Iterator[Hit]:
         return
     if master in LOOPBACK_NAMES or master.startswith("127."):
         return
-    if host.hostname_address.startswith("127."):
+    if interface_reach.own_name_problem(host.hostname_address) == interface_reach.OWN_NAME_LOOPBACK:
         yield Hit(
             f"host name {host.hostname!r} resolves to {host.hostname_address}, but the master "
             f"is {master}",
