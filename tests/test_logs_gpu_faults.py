@@ -100,3 +100,14 @@ def test_a_lost_gpu_names_its_bus_id() -> None:
         "system to recover this GPU\n"
     )
     assert by_code(line)["DDP236"].evidence["device"] == "0000:34:00.0"
+
+
+def test_a_fault_comes_before_a_cause_judged_from_the_logs_facts() -> None:
+    """A finding the probes' rules judge from the log's facts (here DDP204 on a multi-node
+    connection to 127.0.1.1) does not outrank the GPU that fell off the bus."""
+    from test_logfacts import GLOO_127011
+
+    text = GLOO_127011 + xid_line(79, "GPU has fallen off the bus.")
+    found = codes(text)
+    assert "DDP204" in found
+    assert found[0] == "DDP236"

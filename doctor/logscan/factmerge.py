@@ -10,7 +10,7 @@ from ddp_doctor.logscan.logfacts import LogFacts
 from ddp_doctor.logscan.pattern import Role
 from ddp_doctor.model import Finding, Location
 
-CRASH_CODES = ("DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
+CRASH_CODES = ("DDP236", "DDP504", "DDP505", "DDP506", "DDP512")  # a rank's own error stays first
 IN_PLACE = ("DDP307",)
 LAST = ("DDP309",)
 
