@@ -10,6 +10,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
@@ -166,7 +167,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         state = torch.load("checkpoint.pt", map_location=f"cuda:{local_rank}")
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess or not flow.uses_cuda:
+    if not flow.is_multiprocess or not _program_uses_cuda(facts):
         return
     for load in facts.calls_to(names.TORCH_LOAD):
         if _maps(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
@@ -185,6 +186,29 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             "loads it onto the GPU it was saved from (cuda:0)",
         )
     yield from _helper_loads_without_map_location(facts)
+
+
+def _program_uses_cuda(facts: ScriptFacts) -> bool:
+    """CUDA in this file or in another file of its programs, or an accelerate Accelerator
+    there (not `cpu=True`): a helper module's torch.load (`get_model()` of
+    utils/model_utils.py) runs on the GPU its entry point's launcher gives each process."""
+    return (
+        flow_of(facts).uses_cuda
+        or any(
+            mate is not facts and (flow_of(mate).uses_cuda or _places_on_gpus(mate))
+            for mate in program_files(facts)
+        )
+        or _places_on_gpus(facts)
+    )
+
+
+def _places_on_gpus(facts: ScriptFacts) -> bool:
+    """An accelerate Accelerator not told to stay on the CPU: each process gets its GPU."""
+    for site in facts.calls_to(names.ACCELERATOR):
+        cpu = site.keyword("cpu")
+        if not (isinstance(cpu, ast.Constant) and cpu.value is True):
+            return True
+    return False
 
 
 def _maps(load: CallSite) -> bool:
