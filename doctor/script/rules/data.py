@@ -13,7 +13,6 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.kinds import uses_tensor_parallel
-from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import (
     is_test_file,
     shards_a_shared_draw,
@@ -21,8 +20,8 @@ from ddp_doctor.script.purpose import (
     trains,
     weights_never_broadcast,
 )
-from ddp_doctor.script.rankflow import mentions_rank
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
+from ddp_doctor.script.seeding import has_rank_term, reseeds_to_compare
 from ddp_doctor.script.workers import in_worker, spawned_code
 
 
@@ -346,11 +345,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
-    if not seeds or any(_has_rank_term(facts, site) for site in seeds):
+    if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
-    if _reseeds_to_compare(seeds):
+    if reseeds_to_compare(seeds):
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
@@ -360,46 +359,3 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
-
-
-def _reseeds_to_compare(seeds: list[CallSite]) -> bool:
-    """The same constant seed set again in another function (`train_baseline()` and
-    `train_integration()` each start with set_seed(42)): two runs made to draw the same
-    numbers, to be compared; the shared stream is the point."""
-    by_value: dict[object, set[object]] = {}
-    for site in seeds:
-        value = site.node.args[0] if site.node.args else site.keyword("seed")
-        if isinstance(value, ast.Constant) and site.ctx.function is not None:
-            by_value.setdefault(value.value, set()).add(site.ctx.function)
-    return any(len(functions) > 1 for functions in by_value.values())
-
-
-def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
-    """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
-    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
-    values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    specific = site.keyword("device_specific")  # accelerate's set_seed adds process_index
-    if isinstance(specific, ast.Constant) and specific.value is True:
-        return True
-    if any(mentions_rank(facts, value) for value in values):
-        return True
-    flow = facts.project.values
-    for value in values:
-        for origin in flow.origins(facts, value, site.ctx):
-            helper = site.ctx.function
-            if (
-                origin.kind == PARAM
-                and helper is not None
-                and origin.node is helper.node
-                and not facts.project.graph.callers(helper)
-            ):
-                return True  # a seeding helper nobody in the tree calls: its callers decide
-            if origin.kind == SPAWN_INDEX:
-                return True
-            if (
-                origin.node is not None
-                and origin.facts is not None
-                and (mentions_rank(origin.facts, origin.node))
-            ):
-                return True
-    return False
