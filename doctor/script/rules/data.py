@@ -144,7 +144,10 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument, and set_epoch called once before the epoch loop. A single pass over the data
-        needs no set_epoch, and neither does a sampler built in a helper from a `shuffle`
+        needs no set_epoch: nor does a loader that nothing iterates (a training loader an
+        evaluation script builds and never reads), one iterated only under an evaluation name
+        (`test_loader = subset_loader(...)`, then `for batch in test_loader` once per seed),
+        or a sampler built in a helper from a `shuffle`
         parameter that every call path reaching its arm sets to False (`elif type ==
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
         by evaluation loaders that pass shuffle=False). A loader handed to a library call that
@@ -169,7 +172,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     flow = _samplers(facts)
     reported_calls: set[int] = set()
     for use in flow.uses:
-        if not use.shuffles or use.is_for_eval() or never_shuffled(facts, use.site):
+        if not use.shuffles or flow.for_eval(use) or never_shuffled(facts, use.site):
             continue
         held = use.loader_names | use.returned_to
         if held and all(_handed_on(facts, name, library_only=True) for name in held):
@@ -248,7 +251,9 @@ def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
 def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
-        (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
+        (val, valid, test, eval), or whose loader a helper returns and every loop of the tree
+        iterates under such a name (`test_loader = prepare_samples(...)`; `for batch in
+        test_loader`), unless it is built with drop_last=True (which does not pad).
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
         the tree that builds a padding DistributedSampler a few calls down; and a call of a
@@ -265,8 +270,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         Evaluate on rank 0 with a plain DataLoader, or all_reduce correct and total counts and
         truncate to len(val_set).
     """
-    for use in _samplers(facts).uses:
-        if use.is_for_eval() and not use.drops_last:
+    samplers = _samplers(facts)
+    for use in samplers.uses:
+        if samplers.for_eval(use) and not use.drops_last:
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
                 facts,
