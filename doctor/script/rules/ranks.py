@@ -10,12 +10,16 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
-from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.loads import (
+    helper_loads_without_map_location,
+    maps_location,
+    program_uses_cuda,
+)
 from ddp_doctor.script.logsites import (
     in_handler,
     is_event_report,
@@ -27,12 +31,10 @@ from ddp_doctor.script.logsites import (
 )
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
-    forwarding_loaders,
     forwards_keywords,
     in_memory,
     is_saved,
     loads_cpu_save,
-    passes_keywords_on,
     reads_prefixed_keys_back,
     unwrapped_here,
 )
@@ -46,6 +48,7 @@ from ddp_doctor.script.rankflow import (
     save_calls,
 )
 from ddp_doctor.script.region import distributed_region
+from ddp_doctor.script.savedvalues import saved_through_names, treated_as_fsdp
 
 
 @rule(
@@ -103,11 +106,15 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
+        x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved,
+        also through the names and dicts that hold it: `state = model.state_dict()`, `ckpt =
+        {"model": state}`, `torch.save(ckpt, path)`)
         where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
         `self.model` wrapped in another method, or a parameter that a caller passes the
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
-        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`; and not in a
+        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`, nor in an arm
+        that first hands x to an FSDP API (`FSDP.set_state_dict_type(x, ...)`: an FSDP module
+        there, whose full state dict has no prefix); and not in a
         program that expects the prefix: one that restores a state dict into the DDP-wrapped
         model (a resume reads the "module." keys back), directly or through a helper it hands
         the wrapper to (`restart_from_checkpoint(path, state_dict=model)` that calls
@@ -129,9 +136,11 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         return
     for call in calls:
         receiver = call.receiver
-        if receiver is None or call.node.args or not is_saved(facts, call, saves):
+        if receiver is None or call.node.args:
             continue
-        if unwrapped_here(facts, call, receiver):
+        if not (is_saved(facts, call, saves) or saved_through_names(facts, call, saves)):
+            continue
+        if unwrapped_here(facts, call, receiver) or treated_as_fsdp(facts, call, receiver):
             continue
         if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
@@ -167,10 +176,10 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         state = torch.load("checkpoint.pt", map_location=f"cuda:{local_rank}")
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess or not _program_uses_cuda(facts):
+    if not flow.is_multiprocess or not program_uses_cuda(facts):
         return
     for load in facts.calls_to(names.TORCH_LOAD):
-        if _maps(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
+        if maps_location(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
             continue
         if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
@@ -185,60 +194,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             f"torch.load({text_of(load.argument(0, 'f'))}) has no map_location: every rank "
             "loads it onto the GPU it was saved from (cuda:0)",
         )
-    yield from _helper_loads_without_map_location(facts)
-
-
-def _program_uses_cuda(facts: ScriptFacts) -> bool:
-    """CUDA in this file or in another file of its programs, or an accelerate Accelerator
-    there (not `cpu=True`): a helper module's torch.load (`get_model()` of
-    utils/model_utils.py) runs on the GPU its entry point's launcher gives each process."""
-    return (
-        flow_of(facts).uses_cuda
-        or any(
-            mate is not facts and (flow_of(mate).uses_cuda or _places_on_gpus(mate))
-            for mate in program_files(facts)
-        )
-        or _places_on_gpus(facts)
-    )
-
-
-def _places_on_gpus(facts: ScriptFacts) -> bool:
-    """An accelerate Accelerator not told to stay on the CPU: each process gets its GPU."""
-    for site in facts.calls_to(names.ACCELERATOR):
-        cpu = site.keyword("cpu")
-        if not (isinstance(cpu, ast.Constant) and cpu.value is True):
-            return True
-    return False
-
-
-def _maps(load: CallSite) -> bool:
-    where = load.argument(1, "map_location")
-    return where is not None and not (isinstance(where, ast.Constant) and where.value is None)
-
-
-def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
-    """Calls of a helper that hands its keywords on to torch.load, with no map_location."""
-    loaders = forwarding_loaders(facts)
-    if not loaders:
-        return
-    flow = flow_of(facts)
-    helper_names = {loader.name for loader in loaders}
-    for site in (s for key in helper_names for s in facts.calls_by_key.get(key, ())):
-        helper = next((f for f in flow.graph.targets(facts, site) if f in loaders), None)
-        if helper is None or site.keyword("map_location") is not None:
-            continue
-        if passes_keywords_on(site) or flow.runs_on_rank_zero_only(site.ctx):
-            continue
-        if without_own_gpu(site.ctx):
-            continue
-        if not flow.in_distributed_region(site.ctx):
-            continue
-        yield hit(
-            facts,
-            site.node,
-            f"{text_of(site.node.func)}() hands no map_location to its torch.load: every rank "
-            "loads onto the GPU the file was saved from (cuda:0)",
-        )
+    yield from helper_loads_without_map_location(facts)
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
