@@ -80,3 +80,34 @@ def test_a_star_reexport_brings_its_modules_into_the_closure(tmp_path: Path) -> 
         assert runs_distributed(by_name["seeding.py"])
     finally:
         project.close()
+
+
+def test_stdout_sent_to_devnull_off_rank_zero_silences_print(tmp_path: Path) -> None:
+    """llama's shape: the entry point imports the builder from a package whose __init__.py is
+    not in view; the builder inits the group and, off local rank 0, sends stdout to os.devnull.
+    The program is distributed (DDP121 speaks), and its prints are not logs on every rank."""
+    package = tmp_path / "llm"
+    package.mkdir()
+    (package / "generation.py").write_text(
+        "import os\nimport sys\n\nimport torch.distributed as dist\n\n\n"
+        "def build():\n    dist.init_process_group('gloo')\n"
+        "    if int(os.environ.get('LOCAL_RANK', 0)) > 0:\n"
+        "        sys.stdout = open(os.devnull, 'w')\n",
+        encoding="utf-8",
+    )
+    entry = "from llm import build\n\n\ndef main():\n    build()\n    print('hello')\n"
+    (tmp_path / "chat.py").write_text(entry + "\n\nif __name__ == '__main__':\n    main()\n")
+    codes = {code for _, code in _codes(tmp_path)}
+    assert "DDP121" in codes and "DDP119" not in codes
+
+
+def test_only_stdout_sent_to_devnull_counts_as_silenced() -> None:
+    """A tee of stdout into a log file (`sys.stdout = Logger(path)`) prints on every rank."""
+
+    def silenced(line: str) -> bool:
+        source = f"import os\nimport sys\n\n{line}\n"
+        facts = prepare("x.py", source, PYTHON)
+        return facts.print_overridden  # type: ignore[union-attr]
+
+    assert silenced("sys.stdout = open(os.devnull, 'w')")
+    assert not silenced("sys.stdout = Logger('log.txt')")

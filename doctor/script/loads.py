@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from ddp_doctor.registry import Hit
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
+from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import forwarding_loaders, passes_keywords_on
+from ddp_doctor.script.rankflow import contains
 
 
 def program_uses_cuda(facts: ScriptFacts) -> bool:
@@ -67,3 +68,28 @@ def helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             f"{text_of(site.node.func)}() hands no map_location to its torch.load: every rank "
             "loads onto the GPU the file was saved from (cuda:0)",
         )
+
+
+def restores_state(facts: ScriptFacts, load: CallSite) -> bool:
+    """The loaded object is restored into a model or optimizer: `x.load_state_dict(
+    torch.load(path))`, or its name (`ckpt = torch.load(path)`) is read by a later
+    load_state_dict call of the same function (`model.load_state_dict(ckpt["model"])`)."""
+    restores = [
+        site
+        for site in facts.calls_by_key.get("load_state_dict", ())
+        if site.ctx.function is load.ctx.function
+    ]
+    if any(contains(site.node, load.node) for site in restores):
+        return True
+    held = {
+        assignment.target.split(".")[0].split("[")[0]
+        for assignment in facts.assignments
+        if assignment.ctx.function is load.ctx.function and contains(assignment.value, load.node)
+    }
+    return any(
+        isinstance(node, ast.Name) and node.id in held
+        for site in restores
+        if position(site) > position(load)
+        for argument in [*site.node.args, *(k.value for k in site.node.keywords)]
+        for node in ast.walk(argument)
+    )

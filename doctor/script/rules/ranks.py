@@ -19,6 +19,7 @@ from ddp_doctor.script.loads import (
     helper_loads_without_map_location,
     maps_location,
     program_uses_cuda,
+    restores_state,
 )
 from ddp_doctor.script.logsites import (
     in_handler,
@@ -165,7 +166,12 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         then holds a full copy of the weights (and optimizer state) on GPU 0: out of memory
         on GPU 0, or a stray context there that set_device does not prevent.
         A helper that passes its keywords on to torch.load (`def load(path, **kw)`) is
-        judged at its calls. Files the program saves itself from CPU tensors are left alone,
+        judged at its calls. A helper module that names no CUDA itself is judged by its
+        program's (CUDA, or an accelerate Accelerator, in another of its files), for the loads
+        whose result is restored into a model or optimizer (`model.load_state_dict(
+        torch.load(path))`, `ckpt = torch.load(path)`, then `load_state_dict(ckpt["model"])`):
+        a dataset's label cache holds no GPU tensors. Files the program saves itself from CPU
+        tensors are left alone,
         and so is the arm where the process has no GPU index of its own (`if args.gpu is
         None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
         cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
@@ -181,6 +187,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
     for load in facts.calls_to(names.TORCH_LOAD):
         if maps_location(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
             continue
+        if not flow.uses_cuda and not restores_state(facts, load):
+            continue  # CUDA only elsewhere in the program: only weights were saved from GPUs
         if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
         if without_own_gpu(load.ctx):
@@ -194,7 +202,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             f"torch.load({text_of(load.argument(0, 'f'))}) has no map_location: every rank "
             "loads it onto the GPU it was saved from (cuda:0)",
         )
-    yield from helper_loads_without_map_location(facts)
+    if flow.uses_cuda:
+        yield from helper_loads_without_map_location(facts)
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
