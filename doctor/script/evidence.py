@@ -29,7 +29,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import ClassInfo, Function, ScriptFacts
+from ddp_doctor.script.closure import imported_closure
+from ddp_doctor.script.facts import Function, ScriptFacts
 from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
 from ddp_doctor.script.textscan import code_lines
 
@@ -252,81 +253,6 @@ def _distributed_files(project: Project) -> frozenset[int]:
     result = frozenset(found)
     project.__dict__["_distributed_files"] = (len(project.files), result)
     return result
-
-
-def imported_closure(facts: ScriptFacts) -> list[ScriptFacts]:
-    """The file and every module of the tree it imports, directly or through others."""
-    cached = facts.__dict__.get("_imported_closure")
-    if cached is not None:
-        return cached
-    seen: dict[int, ScriptFacts] = {id(facts): facts}
-    todo = [facts]
-    while todo:
-        current = todo.pop()
-        for module in _imported_modules(current):
-            if id(module) not in seen:
-                seen[id(module)] = module
-                todo.append(module)
-    closure = facts.__dict__["_imported_closure"] = list(seen.values())
-    return closure
-
-
-# Modules no tree holds (a prefix would also drop torchtitan, osmnx, system_utils...).
-_NEVER_IN_THE_TREE = frozenset({"torch", "os", "sys"})
-
-
-def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
-    if not facts.is_python:
-        return
-    project = facts.project
-    for local, ref in facts.imports.refs.items():
-        if ref.module.partition(".")[0] in _NEVER_IN_THE_TREE:
-            continue
-        source = project.module(facts, ref.module, ref.level) if ref.module else None
-        if source is not None:
-            yield source
-        if not ref.name:
-            continue
-        dotted = f"{ref.module}.{ref.name}" if ref.module else ref.name
-        found = project.module(facts, dotted, ref.level)  # `from . import helper`
-        if found is None and source is None:
-            found = _defining_file(project, project.top_level(facts, local))
-        if found is not None:
-            yield found
-    yield from _star_sources(facts)
-
-
-def _defining_file(project: Project, definition: object) -> ScriptFacts | None:
-    """The file of the tree that defines what an import names: `from .utils import
-    setup_basics` with no utils/__init__.py in view finds the module of utils/ that defines
-    setup_basics (the program runs it as much as if it had imported that module)."""
-    if isinstance(definition, ScriptFacts):
-        return definition
-    if isinstance(definition, ClassInfo):
-        definition = next(iter(definition.methods.values()), None)
-        if definition is None:
-            return None
-    if isinstance(definition, Function):
-        try:
-            return project.owner(definition)
-        except KeyError:
-            return None
-    return None
-
-
-def _star_sources(facts: ScriptFacts) -> Iterator[ScriptFacts]:
-    """The modules a package's `__init__.py` re-exports whole (`from .gen_utils import *`):
-    a name imported from the package may be defined in any of them."""
-    if "import *" not in facts.source or facts.tree is None:
-        return
-    for statement in facts.tree.body:
-        if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
-            module = statement.module or ""
-            if module.partition(".")[0] in _NEVER_IN_THE_TREE:
-                continue
-            found = facts.project.module(facts, module, statement.level)
-            if found is not None:
-                yield found
 
 
 def shares_a_program(one: ScriptFacts, other: ScriptFacts) -> bool:
