@@ -111,3 +111,14 @@ def test_only_stdout_sent_to_devnull_counts_as_silenced() -> None:
 
     assert silenced("sys.stdout = open(os.devnull, 'w')")
     assert not silenced("sys.stdout = Logger('log.txt')")
+
+
+def test_calls_through_a_star_reexport_reach_the_helpers(tmp_path: Path) -> None:
+    """nanoT5's shape: main.py calls setup() and build() that utils/__init__.py re-exports
+    with `from .x import *`: the calls reach the helpers, which run in the ranks."""
+    package = _tree(tmp_path, "from .seeding import *\nfrom .loading import *\n")
+    found = _codes(package)
+    assert ("seeding.py", "DDP122") in found
+    assert ("loading.py", "DDP118") in found
+    (package / "utils" / "__init__.py").write_text("", encoding="utf-8")
+    assert not {code for _, code in _codes(package)} & {"DDP118", "DDP122"}

@@ -5,6 +5,7 @@ directly or through others; by module path, by the name a package's module defin
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -87,3 +88,48 @@ def _star_sources(facts: ScriptFacts) -> Iterator[ScriptFacts]:
             found = facts.project.module(facts, module, statement.level)
             if found is not None:
                 yield found
+
+
+def star_definition(project: Project, facts: ScriptFacts, expr: ast.expr) -> object | None:
+    """What a called name stands for when the package it is imported from re-exports it with
+    a star import (`from .utils import setup` with utils/__init__.py holding `from .gen import
+    *`): the function or class of that name in one of the re-exported modules."""
+    package, name = _package_and_name(project, facts, expr)
+    if package is None or name is None:
+        return None
+    for _ in range(2):  # a star re-export of a star re-export
+        for module in _star_sources(package):
+            found = project.top_level(module, name)
+            if found is not None and not isinstance(found, ScriptFacts):
+                return found
+        following = next(_star_sources(package), None)
+        if following is None or os.path.basename(following.path) != "__init__.py":
+            break
+        package = following
+    return None
+
+
+def _package_and_name(
+    project: Project, facts: ScriptFacts, expr: ast.expr
+) -> tuple[ScriptFacts | None, str | None]:
+    """(the package `__init__.py`, the name) of `setup` imported from a package, or of
+    `utils.setup` with `utils` a package."""
+    if isinstance(expr, ast.Name):
+        ref = facts.imports.refs.get(expr.id)
+        if ref is None or ref.name is None:
+            return None, None
+        package = project.module(facts, ref.module, ref.level) if ref.module or ref.level else None
+        return _init_only(package), ref.name
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        ref = facts.imports.refs.get(expr.value.id)
+        if ref is None:
+            return None, None
+        dotted = f"{ref.module}.{ref.name}" if ref.name and ref.module else ref.name or ref.module
+        return _init_only(project.module(facts, dotted, ref.level)), expr.attr
+    return None, None
+
+
+def _init_only(module: ScriptFacts | None) -> ScriptFacts | None:
+    if module is None or os.path.basename(module.path) != "__init__.py":
+        return None
+    return module
