@@ -78,8 +78,9 @@ def _defining_file(project: Project, definition: object) -> ScriptFacts | None:
 def _star_sources(facts: ScriptFacts) -> Iterator[ScriptFacts]:
     """The modules a package's `__init__.py` re-exports whole (`from .gen_utils import *`):
     a name imported from the package may be defined in any of them."""
-    if "import *" not in facts.source or facts.tree is None:
+    if not _has_star_import(facts):
         return
+    assert facts.tree is not None
     for statement in facts.tree.body:
         if isinstance(statement, ast.ImportFrom) and any(a.name == "*" for a in statement.names):
             module = statement.module or ""
@@ -88,6 +89,14 @@ def _star_sources(facts: ScriptFacts) -> Iterator[ScriptFacts]:
             found = facts.project.module(facts, module, statement.level)
             if found is not None:
                 yield found
+
+
+def _has_star_import(facts: ScriptFacts) -> bool:
+    cached = facts.__dict__.get("_has_star_import")
+    if cached is None:
+        cached = facts.tree is not None and "import *" in facts.source
+        facts.__dict__["_has_star_import"] = cached
+    return cached
 
 
 def star_definition(project: Project, facts: ScriptFacts, expr: ast.expr) -> object | None:
@@ -130,6 +139,7 @@ def _package_and_name(
 
 
 def _init_only(module: ScriptFacts | None) -> ScriptFacts | None:
-    if module is None or os.path.basename(module.path) != "__init__.py":
+    """The module when it is a package's `__init__.py` with a star import."""
+    if module is None or not _has_star_import(module):
         return None
-    return module
+    return module if os.path.basename(module.path) == "__init__.py" else None

@@ -80,7 +80,7 @@ def treated_as_fsdp(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> b
     FSDP.state_dict_type(model, ...)`): there it is an FSDP module, whose full state dict has
     no "module." prefix, whatever another arm of the program holds."""
     text = names.dotted(receiver)
-    if text is None:
+    if text is None or ("fsdp" not in facts.source and "FullySharded" not in facts.source):
         return False
     for site in facts.calls:
         if site.ctx.function is not call.ctx.function or position(site) >= position(call):
