@@ -16,7 +16,16 @@ from functools import cached_property
 from typing import NamedTuple
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.closure import star_definition
+from ddp_doctor.script.facts import (
+    SINGLE,
+    ZERO,
+    CallSite,
+    ClassInfo,
+    Context,
+    Function,
+    ScriptFacts,
+)
 from ddp_doctor.script.project import Project
 from ddp_doctor.script.resolve import Resolver, imported_names, may_reach_tree, passes_a_name
 
@@ -65,12 +74,24 @@ class CallGraph:
         if self._index is None and self._partial is None:
             self._edges  # noqa: B018  (resolves every call of the tree once)
             return self.targets(facts, site)
-        found = self.resolver.by_name(facts, site)
+        found = self._by_name(facts, site)
         if found is None:  # needs the receiver's class: the data flow, once edges exist
             if self._index is None:
                 return ()
             found = self.resolver.typed(facts, site)
         self._targets[key] = found
+        return found
+
+    def _by_name(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...] | None:
+        """The resolver's answer, or the function a package re-exports with a star import."""
+        found = self.resolver.by_name(facts, site)
+        if found == () and isinstance(site.node.func, (ast.Name, ast.Attribute)):
+            defined = star_definition(self.project, facts, site.node.func)
+            if isinstance(defined, Function):
+                return (defined,)
+            if isinstance(defined, ClassInfo):
+                init = self.project.method(defined, "__init__")
+                return (init,) if init is not None else ()
         return found
 
     # edges -----------------------------------------------------------------------------------
@@ -99,7 +120,7 @@ class CallGraph:
                 if not may_reach_tree(facts, site, defined, hands):
                     self._targets[id(site.node)] = ()
                     continue  # torch.save, x.to(...): nothing of the tree is called
-                found = self.resolver.by_name(facts, site)
+                found = self._by_name(facts, site)
                 if found is None:
                     untyped.append((facts, site))
                     found = ()

@@ -29,12 +29,12 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import ScriptFacts
+from ddp_doctor.script.closure import imported_closure
+from ddp_doctor.script.facts import Function, ScriptFacts
 from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
 from ddp_doctor.script.textscan import code_lines
 
 if TYPE_CHECKING:
-    from ddp_doctor.script.facts import Function
     from ddp_doctor.script.project import Project
 
 # Opinions about what every data-parallel rank does alike: not for RPC programs.
@@ -253,43 +253,6 @@ def _distributed_files(project: Project) -> frozenset[int]:
     result = frozenset(found)
     project.__dict__["_distributed_files"] = (len(project.files), result)
     return result
-
-
-def imported_closure(facts: ScriptFacts) -> list[ScriptFacts]:
-    """The file and every module of the tree it imports, directly or through others."""
-    cached = facts.__dict__.get("_imported_closure")
-    if cached is not None:
-        return cached
-    seen: dict[int, ScriptFacts] = {id(facts): facts}
-    todo = [facts]
-    while todo:
-        current = todo.pop()
-        for module in _imported_modules(current):
-            if id(module) not in seen:
-                seen[id(module)] = module
-                todo.append(module)
-    closure = facts.__dict__["_imported_closure"] = list(seen.values())
-    return closure
-
-
-# Modules no tree holds (a prefix would also drop torchtitan, osmnx, system_utils...).
-_NEVER_IN_THE_TREE = frozenset({"torch", "os", "sys"})
-
-
-def _imported_modules(facts: ScriptFacts) -> Iterator[ScriptFacts]:
-    if not facts.is_python:
-        return
-    project = facts.project
-    for ref in set(facts.imports.refs.values()):
-        if ref.module and ref.module.partition(".")[0] not in _NEVER_IN_THE_TREE:
-            found = project.module(facts, ref.module, ref.level)
-            if found is not None:
-                yield found
-        if ref.name:  # `from . import helper`, `from utils import dist`
-            dotted = f"{ref.module}.{ref.name}" if ref.module else ref.name
-            found = project.module(facts, dotted, ref.level)
-            if found is not None:
-                yield found
 
 
 def shares_a_program(one: ScriptFacts, other: ScriptFacts) -> bool:

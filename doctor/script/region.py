@@ -20,7 +20,15 @@ from ddp_doctor.script.evidence import (
     is_entry_point,
     is_launched,
 )
-from ddp_doctor.script.facts import DISTRIBUTED, SINGLE, CallSite, Context, Function, ScriptFacts
+from ddp_doctor.script.facts import (
+    DISTRIBUTED,
+    SINGLE,
+    Branch,
+    CallSite,
+    Context,
+    Function,
+    ScriptFacts,
+)
 from ddp_doctor.script.frameworks import launches_fabric_ranks, starts_lightning_ranks
 from ddp_doctor.script.launchtests import launch_of_arm
 
@@ -254,8 +262,41 @@ def launch_flags(graph: CallGraph) -> frozenset[str]:
                     name, holds = _flag(getattr(branch.node, "test", None))
                     if name is not None:
                         (on if branch.arm == holds else off).add(name)
-    found = frozenset(on - off)
+    found = frozenset((on - off) | (_collective_flags(graph) - off))
     graph.__dict__["_launch_flags"] = found
+    return found
+
+
+def _collective_flags(graph: CallGraph) -> set[str]:
+    """Options that hold every collective of a file in their on arm (llama-cookbook's
+    train_utils.py: each barrier and all_reduce under `if train_config.enable_fsdp:`, alone
+    or in an `and`), where the init that the option starts is out of view: their off arm
+    (`if not train_config.enable_fsdp: save_model_checkpoint(...)`) is the one-process path."""
+    found: set[str] = set()
+    for facts in graph.files():
+        sites = facts.calls_to(*names.COLLECTIVES)
+        if not sites:
+            continue
+        common: set[str] | None = None
+        for site in sites:
+            held = {name for branch in site.ctx.branches for name in _flags_on(branch)}
+            common = held if common is None else common & held
+            if not common:
+                break
+        found |= common or set()
+    return found
+
+
+def _flags_on(branch: Branch) -> set[str]:
+    """Options the arm holds true: `if cfg.x:`, `if not cfg.x:` (else arm), `if a and cfg.x:`."""
+    parts = _conjuncts(getattr(branch.node, "test", None))
+    if len(parts) > 1 and not branch.arm:
+        return set()  # `not (a and x)` says nothing about x
+    found = set()
+    for part in parts:
+        name, holds = _flag(part)
+        if name is not None and branch.arm == holds:
+            found.add(name)
     return found
 
 
@@ -300,3 +341,10 @@ def fake_group(site: CallSite) -> bool:
         return True
     store = site.keyword("store")
     return isinstance(store, ast.Call) and names.last_identifier(store.func) == "FakeStore"
+
+
+def _conjuncts(test: ast.expr | None) -> list[ast.expr | None]:
+    """The parts of an `and`, nested ones flattened: `a and (b and x)` -> [a, b, x]."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [part for value in test.values for part in _conjuncts(value)]
+    return [test]

@@ -204,12 +204,57 @@ class SamplerFlow:
 
     def runs_epochs(self, use: SamplerUse) -> bool | None:
         """Whether the loader is iterated once per epoch of an outer loop; None when no loop
-        over it is in view."""
+        over it is in view. False when nothing can iterate it: the sampler and its loaders
+        are held in local names that nothing reads but the loader's construction (a training
+        loader an evaluation script builds beside the one it runs)."""
         iterations = self.iterations(use)
         if not iterations:
-            return None
+            return False if self._never_used(use) else None
         graph = self.flow.graph
         return any(loop.ctx is not None and graph.in_loop(loop.ctx) for _, loop in iterations)
+
+    def for_eval(self, use: SamplerUse) -> bool:
+        """Named for evaluation (sampler, dataset or loader), or iterated only as an evaluation
+        loader: `test_dataloader = utils.prepare_eval_samples(...)` and then `for batch in
+        test_dataloader`, where the factory's own names say nothing."""
+        if use.is_for_eval():
+            return True
+        iterated = [
+            names.dotted(node) for _, loop in self.iterations(use) for node in _loop_names(loop)
+        ]
+        return bool(iterated) and all(looks_like_eval(text) for text in iterated)
+
+    def _never_used(self, use: SamplerUse) -> bool:
+        if not use.loaders or use.returned_to:
+            return False
+        for loader in use.loaders:
+            target = self.flow.target_of(loader.node)
+            if target is None or "." in target or self._reads(loader.ctx, target):
+                return False
+        return all(
+            "." not in name and not self._reads(use.site.ctx, name, inside_samplers=True)
+            for name in use.names
+        )
+
+    def _reads(self, ctx: Context, name: str, inside_samplers: bool = False) -> bool:
+        """Whether the scope reads the name (with `inside_samplers`, other than as an argument
+        of a DataLoader or BatchSampler call: the loader's own construction)."""
+        scope = ctx.function.node if ctx.function is not None else self.facts.tree
+        if scope is None:
+            return True
+        built_with = set()
+        if inside_samplers:
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Call) and _builds_loading(node):
+                    arguments = [*node.args, *(k.value for k in node.keywords)]
+                    built_with |= {id(a) for a in arguments}
+        return any(
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in built_with
+            for node in ast.walk(scope)
+        )
 
     @cached_property
     def has_manual_training_loop(self) -> bool:
@@ -250,6 +295,16 @@ def _loops(facts: ScriptFacts) -> list[tuple[ScriptFacts, Loop, set[Origin]]]:
                 found.append((owner, loop, held))
     graph.__dict__["_loops"] = found
     return found
+
+
+def _builds_loading(call: ast.Call) -> bool:
+    last = names.last_identifier(call.func) or ""
+    return last == "DataLoader" or last.endswith("BatchSampler")
+
+
+def _loop_names(loop: Loop) -> list[ast.expr]:
+    iterable = getattr(loop.node, "iter", None)
+    return _iterated(iterable) if iterable is not None else []
 
 
 _WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "cycle", "chain"})

@@ -275,6 +275,8 @@ class _Walker:
             self.facts.assignments.append(Assignment(text, value, node, ctx, index))  # type: ignore[arg-type]
             if text in ("builtins.print", "__builtin__.print", "__builtins__.print"):
                 self.facts.print_overridden = True
+            elif text == "sys.stdout" and _opens_devnull(value):
+                self.facts.print_overridden = True  # llama's Llama.build off local rank 0
             return
         if isinstance(target, ast.Subscript):
             self._environ_subscript(target, ctx, writes=True, value=value)
@@ -373,6 +375,16 @@ _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _opens_devnull(value: ast.expr | None) -> bool:
+    """`open(os.devnull, "w")`: print goes nowhere in the processes that run it."""
+    return (
+        isinstance(value, ast.Call)
+        and last_identifier(value.func) == "open"
+        and bool(value.args)
+        and dotted(value.args[0]) == "os.devnull"
+    )
 
 
 def _add_module_aliases(facts: ScriptFacts) -> None:

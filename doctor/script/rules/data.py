@@ -13,7 +13,6 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.kinds import uses_tensor_parallel
-from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import (
     is_test_file,
     shards_a_shared_draw,
@@ -21,8 +20,8 @@ from ddp_doctor.script.purpose import (
     trains,
     weights_never_broadcast,
 )
-from ddp_doctor.script.rankflow import mentions_rank
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
+from ddp_doctor.script.seeding import has_rank_term, reseeds_to_compare
 from ddp_doctor.script.workers import in_worker, spawned_code
 
 
@@ -145,7 +144,10 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument, and set_epoch called once before the epoch loop. A single pass over the data
-        needs no set_epoch, and neither does a sampler built in a helper from a `shuffle`
+        needs no set_epoch: nor does a loader that nothing iterates (a training loader an
+        evaluation script builds and never reads), one iterated only under an evaluation name
+        (`test_loader = subset_loader(...)`, then `for batch in test_loader` once per seed),
+        or a sampler built in a helper from a `shuffle`
         parameter that every call path reaching its arm sets to False (`elif type ==
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
         by evaluation loaders that pass shuffle=False). A loader handed to a library call that
@@ -170,7 +172,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     flow = _samplers(facts)
     reported_calls: set[int] = set()
     for use in flow.uses:
-        if not use.shuffles or use.is_for_eval() or never_shuffled(facts, use.site):
+        if not use.shuffles or flow.for_eval(use) or never_shuffled(facts, use.site):
             continue
         held = use.loader_names | use.returned_to
         if held and all(_handed_on(facts, name, library_only=True) for name in held):
@@ -249,7 +251,9 @@ def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
 def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
-        (val, valid, test, eval), unless it is built with drop_last=True (which does not pad).
+        (val, valid, test, eval), or whose loader a helper returns and every loop of the tree
+        iterates under such a name (`test_loader = prepare_samples(...)`; `for batch in
+        test_loader`), unless it is built with drop_last=True (which does not pad).
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
         the tree that builds a padding DistributedSampler a few calls down; and a call of a
@@ -266,8 +270,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         Evaluate on rank 0 with a plain DataLoader, or all_reduce correct and total counts and
         truncate to len(val_set).
     """
-    for use in _samplers(facts).uses:
-        if use.is_for_eval() and not use.drops_last:
+    samplers = _samplers(facts)
+    for use in samplers.uses:
+        if samplers.for_eval(use) and not use.drops_last:
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
                 facts,
@@ -346,11 +351,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not seeds:
         return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
-    if not seeds or any(_has_rank_term(facts, site) for site in seeds):
+    if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
-    if _reseeds_to_compare(seeds):
+    if reseeds_to_compare(seeds):
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")
@@ -360,46 +365,3 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         f"{text_of(first.node)} seeds every rank with the same value {text_of(seed)}",
         {"seed": text_of(seed)},
     )
-
-
-def _reseeds_to_compare(seeds: list[CallSite]) -> bool:
-    """The same constant seed set again in another function (`train_baseline()` and
-    `train_integration()` each start with set_seed(42)): two runs made to draw the same
-    numbers, to be compared; the shared stream is the point."""
-    by_value: dict[object, set[object]] = {}
-    for site in seeds:
-        value = site.node.args[0] if site.node.args else site.keyword("seed")
-        if isinstance(value, ast.Constant) and site.ctx.function is not None:
-            by_value.setdefault(value.value, set()).add(site.ctx.function)
-    return any(len(functions) > 1 for functions in by_value.values())
-
-
-def _has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
-    """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
-    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
-    values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    specific = site.keyword("device_specific")  # accelerate's set_seed adds process_index
-    if isinstance(specific, ast.Constant) and specific.value is True:
-        return True
-    if any(mentions_rank(facts, value) for value in values):
-        return True
-    flow = facts.project.values
-    for value in values:
-        for origin in flow.origins(facts, value, site.ctx):
-            helper = site.ctx.function
-            if (
-                origin.kind == PARAM
-                and helper is not None
-                and origin.node is helper.node
-                and not facts.project.graph.callers(helper)
-            ):
-                return True  # a seeding helper nobody in the tree calls: its callers decide
-            if origin.kind == SPAWN_INDEX:
-                return True
-            if (
-                origin.node is not None
-                and origin.facts is not None
-                and (mentions_rank(origin.facts, origin.node))
-            ):
-                return True
-    return False

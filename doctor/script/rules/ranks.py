@@ -15,6 +15,12 @@ from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.loads import (
+    helper_loads_without_map_location,
+    maps_location,
+    program_uses_cuda,
+    restores_state,
+)
 from ddp_doctor.script.logsites import (
     in_a_loop_of_steps,
     in_handler,
@@ -26,12 +32,10 @@ from ddp_doctor.script.logsites import (
 )
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
-    forwarding_loaders,
     forwards_keywords,
     in_memory,
     is_saved,
     loads_cpu_save,
-    passes_keywords_on,
     reads_prefixed_keys_back,
     unwrapped_here,
 )
@@ -45,6 +49,7 @@ from ddp_doctor.script.rankflow import (
     save_calls,
 )
 from ddp_doctor.script.region import distributed_region
+from ddp_doctor.script.savedvalues import saved_through_names, treated_as_fsdp
 
 
 @rule(
@@ -102,11 +107,15 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved)
+        x.state_dict() saved (inside torch.save, a save helper, or a dict that is then saved,
+        also through the names and dicts that hold it: `state = model.state_dict()`, `ckpt =
+        {"model": state}`, `torch.save(ckpt, path)`)
         where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
         `self.model` wrapped in another method, or a parameter that a caller passes the
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
-        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`; and not in a
+        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`, nor in an arm
+        that first hands x to an FSDP API (`FSDP.set_state_dict_type(x, ...)`: an FSDP module
+        there, whose full state dict has no prefix); and not in a
         program that expects the prefix: one that restores a state dict into the DDP-wrapped
         model (a resume reads the "module." keys back), directly or through a helper it hands
         the wrapper to (`restart_from_checkpoint(path, state_dict=model)` that calls
@@ -128,9 +137,11 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         return
     for call in calls:
         receiver = call.receiver
-        if receiver is None or call.node.args or not is_saved(facts, call, saves):
+        if receiver is None or call.node.args:
             continue
-        if unwrapped_here(facts, call, receiver):
+        if not (is_saved(facts, call, saves) or saved_through_names(facts, call, saves)):
+            continue
+        if unwrapped_here(facts, call, receiver) or treated_as_fsdp(facts, call, receiver):
             continue
         if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
@@ -155,7 +166,12 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         then holds a full copy of the weights (and optimizer state) on GPU 0: out of memory
         on GPU 0, or a stray context there that set_device does not prevent.
         A helper that passes its keywords on to torch.load (`def load(path, **kw)`) is
-        judged at its calls. Files the program saves itself from CPU tensors are left alone,
+        judged at its calls. A helper module that names no CUDA itself is judged by its
+        program's (CUDA, or an accelerate Accelerator, in another of its files), for the loads
+        whose result is restored into a model or optimizer (`model.load_state_dict(
+        torch.load(path))`, `ckpt = torch.load(path)`, then `load_state_dict(ckpt["model"])`):
+        a dataset's label cache holds no GPU tensors. Files the program saves itself from CPU
+        tensors are left alone,
         and so is the arm where the process has no GPU index of its own (`if args.gpu is
         None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
         cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
@@ -166,11 +182,13 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         state = torch.load("checkpoint.pt", map_location=f"cuda:{local_rank}")
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess or not flow.uses_cuda:
+    if not flow.is_multiprocess or not program_uses_cuda(facts):
         return
     for load in facts.calls_to(names.TORCH_LOAD):
-        if _maps(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
+        if maps_location(load) or forwards_keywords(load) or loads_cpu_save(facts, load):
             continue
+        if not flow.uses_cuda and not restores_state(facts, load):
+            continue  # CUDA only elsewhere in the program: only weights were saved from GPUs
         if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
             continue
         if without_own_gpu(load.ctx):
@@ -184,37 +202,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             f"torch.load({text_of(load.argument(0, 'f'))}) has no map_location: every rank "
             "loads it onto the GPU it was saved from (cuda:0)",
         )
-    yield from _helper_loads_without_map_location(facts)
-
-
-def _maps(load: CallSite) -> bool:
-    where = load.argument(1, "map_location")
-    return where is not None and not (isinstance(where, ast.Constant) and where.value is None)
-
-
-def _helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
-    """Calls of a helper that hands its keywords on to torch.load, with no map_location."""
-    loaders = forwarding_loaders(facts)
-    if not loaders:
-        return
-    flow = flow_of(facts)
-    helper_names = {loader.name for loader in loaders}
-    for site in (s for key in helper_names for s in facts.calls_by_key.get(key, ())):
-        helper = next((f for f in flow.graph.targets(facts, site) if f in loaders), None)
-        if helper is None or site.keyword("map_location") is not None:
-            continue
-        if passes_keywords_on(site) or flow.runs_on_rank_zero_only(site.ctx):
-            continue
-        if without_own_gpu(site.ctx):
-            continue
-        if not flow.in_distributed_region(site.ctx):
-            continue
-        yield hit(
-            facts,
-            site.node,
-            f"{text_of(site.node.func)}() hands no map_location to its torch.load: every rank "
-            "loads onto the GPU the file was saved from (cuda:0)",
-        )
+    if flow.uses_cuda:
+        yield from helper_loads_without_map_location(facts)
 
 
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})

@@ -1,0 +1,95 @@
+"""DDP118 (load-without-map-location): where a program's processes run on GPUs, and the
+calls of a project's loading helper that hand no map_location on to torch.load."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from ddp_doctor.registry import Hit
+from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
+from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
+from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.nodevice import without_own_gpu
+from ddp_doctor.script.purpose import forwarding_loaders, passes_keywords_on
+from ddp_doctor.script.rankflow import contains
+
+
+def program_uses_cuda(facts: ScriptFacts) -> bool:
+    """CUDA in this file or in another file of its programs, or an accelerate Accelerator
+    there (not `cpu=True`): a helper module's torch.load (`get_model()` of
+    utils/model_utils.py) runs on the GPU its entry point's launcher gives each process."""
+    return (
+        flow_of(facts).uses_cuda
+        or any(
+            mate is not facts and (flow_of(mate).uses_cuda or _places_on_gpus(mate))
+            for mate in program_files(facts)
+        )
+        or _places_on_gpus(facts)
+    )
+
+
+def _places_on_gpus(facts: ScriptFacts) -> bool:
+    """An accelerate Accelerator not told to stay on the CPU: each process gets its GPU."""
+    for site in facts.calls_to(names.ACCELERATOR):
+        cpu = site.keyword("cpu")
+        if not (isinstance(cpu, ast.Constant) and cpu.value is True):
+            return True
+    return False
+
+
+def maps_location(load: CallSite) -> bool:
+    where = load.argument(1, "map_location")
+    return where is not None and not (isinstance(where, ast.Constant) and where.value is None)
+
+
+def helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
+    """Calls of a helper that hands its keywords on to torch.load, with no map_location."""
+    loaders = forwarding_loaders(facts)
+    if not loaders:
+        return
+    flow = flow_of(facts)
+    helper_names = {loader.name for loader in loaders}
+    for site in (s for key in helper_names for s in facts.calls_by_key.get(key, ())):
+        helper = next((f for f in flow.graph.targets(facts, site) if f in loaders), None)
+        if helper is None or site.keyword("map_location") is not None:
+            continue
+        if passes_keywords_on(site) or flow.runs_on_rank_zero_only(site.ctx):
+            continue
+        if without_own_gpu(site.ctx):
+            continue
+        if not flow.in_distributed_region(site.ctx):
+            continue
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node.func)}() hands no map_location to its torch.load: every rank "
+            "loads onto the GPU the file was saved from (cuda:0)",
+        )
+
+
+def restores_state(facts: ScriptFacts, load: CallSite) -> bool:
+    """The loaded object is restored into a model or optimizer: `x.load_state_dict(
+    torch.load(path))`, or its name (`ckpt = torch.load(path)`) is read by a later
+    load_state_dict call of the same function (`model.load_state_dict(ckpt["model"])`)."""
+    restores = [
+        site
+        for site in facts.calls_by_key.get("load_state_dict", ())
+        if site.ctx.function is load.ctx.function
+    ]
+    if any(contains(site.node, load.node) for site in restores):
+        return True
+    held = {
+        assignment.target.split(".")[0].split("[")[0]
+        for assignment in facts.assignments
+        if assignment.ctx.function is load.ctx.function and contains(assignment.value, load.node)
+    }
+    return any(
+        isinstance(node, ast.Name) and node.id in held
+        for site in restores
+        if position(site) > position(load)
+        for argument in [*site.node.args, *(k.value for k in site.node.keywords)]
+        for node in ast.walk(argument)
+    )
