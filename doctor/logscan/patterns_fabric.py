@@ -127,4 +127,19 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
             ),
         },
     ),
+    # libibverbs' own names of a failed work completion (rdma-core libibverbs/verbs.h, enum
+    #   ibv_wc_status), as programs that are not NCCL print them: "RECV 93B246F7.0.169 failed:
+    #   IBV_WC_RETRY_EXC_ERR" (ydb-platform/nbs#4533). NCCL's own completion lines are the
+    #   patterns_cluster.py row's; IBV_WC_WR_FLUSH_ERR only follows the first failure on a queue
+    #   pair and IBV_WC_SUCCESS is none, so neither is confirmed.
+    Pattern(
+        "DDP514",
+        "ib-transport-error",
+        ("IBV_WC_",),
+        "the InfiniBand/RoCE transport failed: a work completion with {status}",
+        fields={"status": (r"\b(IBV_WC_\w+_ERR)\b",)},
+        confirm=r"\bIBV_WC_(?:LOC_LEN|LOC_QP_OP|LOC_EEC_OP|LOC_PROT|MW_BIND|BAD_RESP|LOC_ACCESS|"
+        r"REM_INV_REQ|REM_ACCESS|REM_OP|RETRY_EXC|RNR_RETRY_EXC|LOC_RDD_VIOL|REM_INV_RD_REQ|"
+        r"REM_ABORT|INV_EECN|INV_EEC_STATE|FATAL|RESP_TIMEOUT|GENERAL)_ERR\b",
+    ),
 )

@@ -81,6 +81,9 @@ JOB_PATTERNS: tuple[Pattern, ...] = (
             "TERM_PREEMPT",
             "TERM_ADMIN",
             "exceeded wallclock limit",  # Moab: "MOAB_INFO:  job exceeded wallclock limit"
+            # Torque's abort mail: "Aborted by PBS Server / Job exceeded its walltime limit. Job
+            #   was aborted" (its Exit_status=-11 is PBS's code for it, no SIGSEGV)
+            "exceeded its walltime limit",
             "Node failure on",
             "ephemeral local storage usage exceeds",
             "exceeded its local ephemeral storage limit",

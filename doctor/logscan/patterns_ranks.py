@@ -271,15 +271,19 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
             "SIGSEGV received at time",
             "received by PID",
             "segmentation fault encountered in worker",
+            "Caught signal ",  # UCX's handler for its UCX_ERROR_SIGNALS (ILL, SEGV, BUS, FPE)
         ),
         "a process died: {death}",
         fields={
-            "death": (r"([Ss]egmentation fault|Bus error|SIGSEGV|SIGBUS|SIGILL|SIGFPE)",),
+            "death": (
+                r"([Ss]egmentation fault|Bus error|Illegal instruction|Floating point exception|"
+                r"SIGSEGV|SIGBUS|SIGILL|SIGFPE)",
+            ),
         },
         confirm=r"segmentation fault encountered in worker|"
         r"Fatal Python error: (?:Segmentation fault|Bus error)|Segmentation fault\s+"
-        r"\(core dumped\)|\*\*\* SIGSEGV received at time|Caught signal 11 \(Segmentation "
-        r"fault|\*\*\* SIG(?:SEGV|BUS|ILL|FPE) \(@0x[0-9a-f]+\) received by PID",
+        r"\(core dumped\)|\*\*\* SIGSEGV received at time|Caught signal (?:4|7|8|11) \((?:Illegal "
+        r"instruction|Bus error|Floating point exception|Segmentation fault)|\*\*\* SIG(?:SEGV|BUS|ILL|FPE) \(@0x[0-9a-f]+\) received by PID",
         priority=1,
     ),
     # A container runtime reporting 128 + 11 or 128 + 7 (kubectl describe "Exit Code: 139",
