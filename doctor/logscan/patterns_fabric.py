@@ -161,4 +161,30 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
         fields={"status": (r"\b(IBV_WC_\w+_ERR)\b",)},
         confirm=r"\bIBV_WC_[A-Z_]+_ERR\b",  # a whole name, not a longer word
     ),
+    # aws-ofi-nccl's WARN texts as torch repeats them after NCCL's "Last error:", without
+    #   "NCCL WARN" in front: "[rank1]: Last error: / [rank1]: NET/OFI Unable to insert remote
+    #   address into address vector for device 1. RC: 0" (aws/aws-ofi-nccl#663). The plugin's
+    #   own failure words (src/nccl_ofi_*.c: "Couldn't open AV", "Could not create Libfabric
+    #   endpoint", "OFI fi_getinfo() call failed", "Request ... completed with error",
+    #   "initialization failed", "Unable to register memory") after its NET/OFI prefix; its INFO
+    #   lines ("NCCL INFO NET/OFI Selected provider is efa") are not confirmed.
+    Pattern(
+        "DDP515",
+        "efa-libfabric-error",
+        (
+            "Couldn't ",
+            "Could not ",
+            "call failed",
+            "completed with error",
+            "nccl initialization failed",
+            "Unable to insert",
+            "Unable to register",
+            "requires at least libfabric",
+            "couldn't be configured",
+        ),
+        "the AWS EFA / libfabric network plugin failed[: {message}]",
+        fields={"message": (r"NET/OFI\s+(.+?)\s*$",)},
+        confirm=r"(?<!INFO )NET/OFI ",
+        collect=("message",),
+    ),
 )

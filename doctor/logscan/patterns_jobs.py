@@ -99,4 +99,25 @@ JOB_PATTERNS: tuple[Pattern, ...] = (
             "limit": (r"walltime \d+ exceeded limit (\d+)",),
         },
     ),
+    # Ray's raylet when a worker process dies under a task or an actor (src/ray/raylet
+    #   node_manager.cc; python/ray/exceptions.py): "A worker died or was killed while executing a
+    #   task by an unexpected system error. ... Worker exit type: SYSTEM_ERROR Worker exit
+    #   detail: Worker unexpectedly exits with a connection error code 2. End of file."
+    #   (verl-project/verl#472), "The actor is dead because its worker process has died." Its
+    #   stock list of possible causes names the OOM killer, but only the memory monitor's own
+    #   line (patterns_cluster.py) is memory evidence.
+    Pattern(
+        "DDP307",
+        "rank-crashed",
+        (
+            "worker died or was killed while executing",
+            "because its worker process has died",
+            "Worker exit type: SYSTEM_ERROR",
+        ),
+        "a Ray worker process died[ (worker exit type {exit_type})][: {detail}]",
+        fields={
+            "exit_type": (r"Worker exit type: (\w+)",),
+            "detail": (r"Worker exit detail: (.+?)(?: There are some potential|\s*$)",),
+        },
+    ),
 )
