@@ -16,6 +16,7 @@ from ddp_doctor.logscan.patterns_cluster import CLUSTER_PATTERNS
 from ddp_doctor.logscan.patterns_fabric import FABRIC_PATTERNS
 from ddp_doctor.logscan.patterns_gpu import GPU_PATTERNS
 from ddp_doctor.logscan.patterns_hints import HINT_PATTERNS
+from ddp_doctor.logscan.patterns_hosts import HOST_PATTERNS
 from ddp_doctor.logscan.patterns_jobs import JOB_PATTERNS
 from ddp_doctor.logscan.patterns_launchers import LAUNCHER_PATTERNS
 from ddp_doctor.logscan.patterns_network import NETWORK_PATTERNS
@@ -25,7 +26,8 @@ from ddp_doctor.logscan.patterns_training import TRAINING_PATTERNS
 
 PATTERNS: tuple[Pattern, ...] = (
     *GPU_PATTERNS,  # the driver's Xid lines: a GPU that failed under the job
-    *CLUSTER_PATTERNS,  # transports, CUDA faults, schedulers: before the generic rows
+    *CLUSTER_PATTERNS,  # transports, CUDA faults, a stuck watchdog: before the generic rows
+    *HOST_PATTERNS,  # NCCL's words for known causes, memory killers, schedulers
     *FABRIC_PATTERNS,  # more NET/IB texts and scheduler stops
     *JOB_PATTERNS,  # NCCL's bootstrap on the job, Fabric Manager, scheduler stops
     *NETWORK_PATTERNS,

@@ -83,7 +83,7 @@ FABRIC_PATTERNS: tuple[Pattern, ...] = (
     # LSF's termination reasons (IBM Spectrum LSF "Termination reasons displayed by bacct,
     #   bhist, and bjobs"), as the job report prints them, "TERM_FORCE_OWNER: job killed by
     #   owner without time for cleanup."; the older row (patterns_jobs.py) has TERM_RUNLIMIT,
-    #   TERM_OWNER, TERM_PREEMPT, TERM_ADMIN, and TERM_MEMLIMIT is memory (patterns_cluster.py).
+    #   TERM_OWNER, TERM_PREEMPT, TERM_ADMIN, and TERM_MEMLIMIT is memory (patterns_hosts.py).
     #   Kubernetes: the job controller's "Job was active longer than specified deadline"
     #   (reason DeadlineExceeded; Kubeflow's training operator: "Job x has failed because it
     #   was active longer than specified deadline"), the scheduler's event on a preempted pod

@@ -6,7 +6,7 @@ srun's node failure, the kubelet's disk evictions and node shutdowns).
 Each wording was checked against its source: NCCL's init.cc and bootstrap.cc (2.4 - 2.28) and
 transport/nvls.cc, the CUDA runtime's error strings, SchedMD/slurm's srun, OpenPBS's MOM, LSF's
 job exit reasons and the kubelet's eviction and node-shutdown messages (threads in the
-comments). They come right after patterns_cluster.py in the table.
+comments). They come after patterns_hosts.py and patterns_fabric.py in the table.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ JOB_PATTERNS: tuple[Pattern, ...] = (
     #   detail: Worker unexpectedly exits with a connection error code 2. End of file."
     #   (verl-project/verl#472), "The actor is dead because its worker process has died." Its
     #   stock list of possible causes names the OOM killer, but only the memory monitor's own
-    #   line (patterns_cluster.py) is memory evidence.
+    #   line (patterns_hosts.py) is memory evidence.
     Pattern(
         "DDP307",
         "rank-crashed",

@@ -2,7 +2,7 @@
 srun's report of a task killed by a signal in strsignal's words ("task 0: Killed"), and
 torchrun's own exception when the launcher itself gets a signal. (deepspeed's, subprocess's and
 mpirun's reports of a dead rank are in patterns_ranks.py; the schedulers' stops and memory kills
-in patterns_jobs.py and patterns_cluster.py.)
+in patterns_jobs.py, patterns_fabric.py and patterns_hosts.py.)
 
 A signal is named (a number or strsignal's words become SIGKILL, SIGSEGV ...), and the row's
 role follows it (crash_role): a rank killed by a signal is a cause, an exit code only reports an
@@ -20,7 +20,7 @@ _LINE_END = r"[\s|'\"`]*$"  # the line's end, past a paste's quote or table bord
 LAUNCHER_PATTERNS: tuple[Pattern, ...] = (
     # srun's report of a task its step lost, in strsignal's words: "srun: error: c002: task 0:
     #   Killed" (ArjunaCluster/ArjunaUsers#48; many tasks at once: tonyyxliu/CUHKSZ-CSC4005#51).
-    #   "task 0: Out Of Memory" is the cgroup's OOM kill (patterns_cluster.py, DDP504); a
+    #   "task 0: Out Of Memory" is the cgroup's OOM kill (patterns_hosts.py, DDP504); a
     #   segmentation fault, bus error, illegal instruction or FPE is the rank rows' srun row
     #   (patterns_ranks.py), which comes first.
     Pattern(

@@ -287,7 +287,7 @@ RANK_PATTERNS: tuple[Pattern, ...] = (
         priority=1,
     ),
     # A container runtime reporting 128 + 11 or 128 + 7 (kubectl describe "Exit Code: 139",
-    #   docker "exited with code 139"): SIGSEGV / SIGBUS; 137 is in patterns_cluster.py
+    #   docker "exited with code 139"): SIGSEGV / SIGBUS; 137 is in patterns_hosts.py
     Pattern(
         "DDP307",
         "rank-crashed",
