@@ -190,6 +190,20 @@ def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("project", "codes"),
+    [("config_built_trainer", set()), ("config_built_trainer_no_destroy", {"DDP121"})],
+)
+def test_a_helper_alone_reaches_the_entry_point_through_an_importer(
+    project: str, codes: set[str]
+) -> None:
+    """torchkit/dist_utils.py named alone: trainer.py imports it, train.py imports trainer.py
+    and destroys the group (two hops of importers.py), so it is judged as in the folder."""
+    helper = SCRIPTS / "projects" / project / "torchkit" / "dist_utils.py"
+    alone = check_paths([str(helper)], CheckOptions(select=("ALL",)))
+    assert {f.code for f in alone.findings} == codes
+
+
 def test_an_init_helper_that_nothing_calls_is_not_judged(tmp_path: Path) -> None:
     """SlowFast's shape: utils/dist.py defines init_process_group(backend="nccl") with no
     destroy, and the program that imports the module never calls it but starts its group

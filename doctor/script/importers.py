@@ -7,13 +7,17 @@ helper was judged as if nothing did (LlamaGen's utils/distributed.py: its only c
 torch.cuda.is_available() and ends with destroy_process_group()). A folder check reads those
 callers; a helper named alone now brings them too, read for context and never reported on.
 
-Bounded: only a helper with no `__main__` in its text; the search starts one folder above the
-helper's package folder (never above the check's root) and goes MAX_DEPTH folders down, links
+Bounded: only a helper with no `__main__` in its text; the search starts SEARCH_UP folders
+above the helper's folder (never above the check's root) and goes MAX_DEPTH folders down, links
 not followed, excluded folders left out; at most MAX_SCANNED Python files of at most
-MAX_HEAD_BYTES read each, and MAX_IMPORTERS importers per helper. An import is recognised
+MAX_HEAD_BYTES read each, and MAX_IMPORTERS importers per helper; an importer that is a
+helper itself brings its own importers, HOPS in all. An import is recognised
 from its text (`from utils.distributed import ...`, `import utils.distributed`, `from utils
 import distributed`, and `from .distributed import` or `import distributed` beside it); the
-import resolver then decides whether it really names the helper.
+import resolver then decides whether it really names the helper. A file read this way whose
+import names another module of the same name (a sibling project's own utils/dist.py) still
+joins the tree, and its calls may count as references to the helper's functions: that is why
+the search starts only one folder up (two let fixtures/scripts/projects/*/train.py in).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from collections.abc import Iterator
 from ddp_doctor.inputs import open_regular
 from ddp_doctor.script.ignore import IgnoreRules
 
+SEARCH_UP = 1  # the folder above the helper's own (llamagen/ above utils/)
 MAX_DEPTH = 3
+HOPS = 2  # an importer that is a helper itself brings its own (torchtitan: trainer, train)
 MAX_SCANNED = 300
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IMPORTERS = 8
@@ -47,9 +53,13 @@ def importers_of(helper: str, root: str, excludes: IgnoreRules) -> list[str]:
         return []
     root = os.path.abspath(root)
     package = os.path.basename(folder)
-    top = os.path.dirname(folder) if folder != root and folder.startswith(root) else folder
-    beside = _import_pattern(stem, None)
-    inside = _import_pattern(stem, package) if top != folder else beside
+    top = folder
+    for _ in range(SEARCH_UP):
+        if top == root or not top.startswith(root + os.sep):
+            break
+        top = os.path.dirname(top)
+    inside = _import_pattern(stem, package)
+    beside = re.compile(_import_pattern(stem, None).pattern + b"|" + inside.pattern, re.MULTILINE)
     found: list[str] = []
     for path in itertools.islice(_python_files(top, excludes), MAX_SCANNED):
         if os.path.abspath(path) == os.path.abspath(helper):

@@ -25,6 +25,7 @@ from ddp_doctor.script.files import (
     read_text,
 )
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.importers import HOPS as IMPORTER_HOPS
 from ddp_doctor.script.importers import importers_of, is_helper_module
 from ddp_doctor.script.launchfiles import note_legacy_scripts
 from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
@@ -135,15 +136,21 @@ def _add_importers(
     """The files that import a helper module named on its own, read for context
     (importers.py): its callers decide what its functions leave to them."""
     named = {os.path.normpath(p) for p in paths if not os.path.isdir(p)}
-    given = {os.path.abspath(found.path) for found, _ in prepared}
-    for found, facts in prepared:
-        if not facts.is_python or found.path not in named or not is_helper_module(facts.source):
-            continue
-        for path in importers_of(found.path, _root_of(project, found.path), excludes):
-            if os.path.abspath(path) not in given and os.path.abspath(path) not in project.files:
-                context = load_for_context(path)
-                if context is not None:
-                    project.add(context, context_only=True)
+    frontier = [
+        facts
+        for found, facts in prepared
+        if facts.is_python and found.path in named and is_helper_module(facts.source)
+    ]
+    for _ in range(IMPORTER_HOPS):
+        loaded = []
+        for helper in frontier:
+            for path in importers_of(helper.path, _root_of(project, helper.path), excludes):
+                if os.path.abspath(path) not in project.files:
+                    context = load_for_context(path)
+                    if context is not None:
+                        project.add(context, context_only=True)
+                        loaded.append(context)
+        frontier = [facts for facts in loaded if is_helper_module(facts.source)]
 
 
 def _root_of(project: Project, path: str) -> str:
