@@ -131,6 +131,18 @@ def test_realistic_script(script: Path) -> None:
     assert also_lines(kept) == expectations(lines, _ALSO)
 
 
+AUDITED = sorted(REALISTIC.glob("audit_*.py"))
+
+
+@pytest.mark.parametrize("script", AUDITED, ids=[p.stem for p in AUDITED])
+def test_an_audited_correct_program_gets_no_finding_at_all(script: Path) -> None:
+    """The precision audit's correct programs of today's idioms (torch.accelerator, FSDP2,
+    DeviceMesh, spawn, Fabric...): silent with every rule selected, infos included."""
+    outcome = check_paths([str(script)], CheckOptions(select=("ALL",)))
+    assert outcome.checked == 1
+    assert [(f.location.line, f.code) for f in outcome.findings] == []
+
+
 def test_correct_realistic_scripts_exist() -> None:
     correct = [p for p in REALISTIC_SCRIPTS if "# expect:" not in p.read_text(encoding="utf-8")]
     assert len(correct) >= 4
