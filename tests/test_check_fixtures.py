@@ -131,6 +131,18 @@ def test_realistic_script(script: Path) -> None:
     assert also_lines(kept) == expectations(lines, _ALSO)
 
 
+AUDITED = sorted(REALISTIC.glob("audit_*.py"))
+
+
+@pytest.mark.parametrize("script", AUDITED, ids=[p.stem for p in AUDITED])
+def test_an_audited_correct_program_gets_no_finding_at_all(script: Path) -> None:
+    """The precision audit's correct programs of today's idioms (torch.accelerator, FSDP2,
+    DeviceMesh, spawn, Fabric...): silent with every rule selected, infos included."""
+    outcome = check_paths([str(script)], CheckOptions(select=("ALL",)))
+    assert outcome.checked == 1
+    assert [(f.location.line, f.code) for f in outcome.findings] == []
+
+
 def test_correct_realistic_scripts_exist() -> None:
     correct = [p for p in REALISTIC_SCRIPTS if "# expect:" not in p.read_text(encoding="utf-8")]
     assert len(correct) >= 4
@@ -190,11 +202,26 @@ def test_an_entry_point_ends_the_group_a_config_built_trainer_starts() -> None:
     ]
 
 
-def test_an_init_helper_that_nothing_calls_is_not_judged() -> None:
+@pytest.mark.parametrize(
+    ("project", "codes"),
+    [("config_built_trainer", set()), ("config_built_trainer_no_destroy", {"DDP121"})],
+)
+def test_a_helper_alone_reaches_the_entry_point_through_an_importer(
+    project: str, codes: set[str]
+) -> None:
+    """torchkit/dist_utils.py named alone: trainer.py imports it, train.py imports trainer.py
+    and destroys the group (two hops of importers.py), so it is judged as in the folder."""
+    helper = SCRIPTS / "projects" / project / "torchkit" / "dist_utils.py"
+    alone = check_paths([str(helper)], CheckOptions(select=("ALL",)))
+    assert {f.code for f in alone.findings} == codes
+
+
+def test_an_init_helper_that_nothing_calls_is_not_judged(tmp_path: Path) -> None:
     """SlowFast's shape: utils/dist.py defines init_process_group(backend="nccl") with no
     destroy, and the program that imports the module never calls it but starts its group
-    itself. Called, the only init of the tree (a module out of view may call it), or the
-    helper checked alone (an API), it is judged."""
+    itself. Checked alone it brings that importer (importers.py) and is judged as in the
+    folder. Called, the only init of the tree (a module out of view may call it), or the
+    helper alone with no importer in view (an API), it is judged."""
     codes = {"DDP106", "DDP121"}
 
     def helper_codes(target: Path) -> set[str]:
@@ -203,7 +230,10 @@ def test_an_init_helper_that_nothing_calls_is_not_judged() -> None:
 
     unused = SCRIPTS / "projects" / "unused_init_helper"
     assert helper_codes(unused) == set()
-    assert helper_codes(unused / "utils" / "dist.py") == codes
+    assert helper_codes(unused / "utils" / "dist.py") == set()
+    lone = tmp_path / "dist.py"
+    lone.write_text((unused / "utils" / "dist.py").read_text(encoding="utf-8"), encoding="utf-8")
+    assert helper_codes(lone) == codes
     assert helper_codes(SCRIPTS / "projects" / "called_init_helper") == codes
     assert helper_codes(SCRIPTS / "projects" / "init_helper_called_out_of_view") == codes
 
@@ -246,3 +276,30 @@ def test_print_set_up_by_a_file_that_imports_the_helper() -> None:
 
     assert log_findings("print_set_up_by_importer") == []
     assert log_findings("print_not_set_up_by_importer") == ["loader.py"]
+
+
+def test_a_helper_checked_alone_is_judged_with_the_files_that_import_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LlamaGen's shape: utils/distributed.py named alone (a pre-commit hook) reads
+    autoregressive/train/train.py, which imports it, for context: that caller requires a GPU
+    and destroys the group, so neither DDP106 nor DDP121 is the helper's. The same caller
+    without those two lines leaves both on the helper."""
+    project = SCRIPTS / "projects" / "helper_caller_requires_gpus"
+    helper = project / "utils" / "distributed.py"
+    codes = {"DDP106", "DDP121"}
+    alone = check_paths([str(helper)], CheckOptions(select=("ALL",)))
+    assert alone.checked == 1
+    assert not codes & {f.code for f in alone.findings}
+    copy = tmp_path / "repo"
+    for source in project.rglob("*.py"):
+        target = copy / source.relative_to(project)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = source.read_text(encoding="utf-8")
+        for line in ("    assert torch.cuda.is_available()", "    dist.destroy_process_group()"):
+            text = "\n".join(t for t in text.splitlines() if not t.startswith(line)) + "\n"
+        target.write_text(text, encoding="utf-8")
+    monkeypatch.chdir(copy)  # from the repository root, as a pre-commit hook runs it
+    bare = check_paths(["utils/distributed.py"], CheckOptions(select=("ALL",)))
+    assert codes <= {f.code for f in bare.findings if f.location.path.endswith("distributed.py")}
+    assert bare.checked == 1

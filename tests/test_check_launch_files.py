@@ -69,3 +69,27 @@ def test_a_folder_is_read_once_for_all_the_files_named_in_it(tmp_path: Path) -> 
     named = [str(tmp_path / name) for name in ("train.py", "eval.py", "prep.py")]
     found = launch_scripts_beside(named, IgnoreRules.of([], str(tmp_path)))
     assert [Path(candidate.path).name for candidate, _ in found] == ["a.sh", "b.sh"]
+
+
+def test_a_scripts_folder_beside_a_file_alone_is_read_three_levels_down(tmp_path: Path) -> None:
+    """VideoMAE's layout: scripts/<dataset>/<run>/pretrain.sh starts run_mae_pretraining.py."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+    run = tmp_path / "scripts" / "ssv2" / "base_e800"
+    run.mkdir(parents=True)
+    (run / "pretrain.sh").write_text("python -m torch.distributed.launch train.py\n")
+    too_deep = run / "one" / "more"
+    too_deep.mkdir(parents=True)
+    (too_deep / "deep.sh").write_text("torchrun train.py\n")
+    (tmp_path / "scripts" / "link").symlink_to(run)  # a link is not followed
+    found = launch_scripts_beside([str(tmp_path / "train.py")], IgnoreRules.of([], str(tmp_path)))
+    assert [Path(candidate.path).name for candidate, _ in found] == ["pretrain.sh"]
+
+
+def test_ddp103_fires_on_a_file_alone_started_from_a_scripts_folder(tmp_path: Path) -> None:
+    for name in ("main.py", "dist.py"):  # dist.py reads LOCAL_RANK
+        (tmp_path / name).write_text((SHELL / name).read_text())
+    assert _places(tmp_path / "main.py") == set()
+    run = tmp_path / "scripts" / "imagenet"
+    run.mkdir(parents=True)
+    (run / "train.sh").write_text("python -m torch.distributed.launch --nproc_per_node=8 main.py\n")
+    assert _places(tmp_path / "main.py") == {("main.py", 11)}

@@ -318,8 +318,9 @@ def never_runs_in_program(facts: ScriptFacts, function: Function | None) -> bool
     """A helper module's function (another file of a tree with an entry point imports the
     module) that nothing of the tree calls or names, itself or through its callers, while
     another init of the tree may run (SlowFast's utils/distributed.py `init_process_group(...,
-    dist_backend="nccl")`: its programs start the group elsewhere). A module checked alone,
-    or in a tree with no entry point (a library), is an API: its functions run."""
+    dist_backend="nccl")`: its programs start the group elsewhere). A module checked alone
+    brings the files near it that import it (importers.py) and is judged with them; with none
+    in view, or in a tree with no entry point (a library), it is an API: its functions run."""
     if not _unused_helper(facts, function):
         return False  # basicsr's init_dist, the only init, may be called from out of view
     return any(

@@ -43,6 +43,11 @@ LAUNCH_SCRIPT_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 MAX_LAUNCH_SCRIPT_BYTES = 64 * 1024
 MAX_FOLDER_ENTRIES = 1000
 MAX_LAUNCH_SCRIPTS = 50
+# A `scripts` folder beside a file named alone holds its launch scripts too (VideoMAE's
+# scripts/<dataset>/<run>/pretrain.sh starting run_mae_pretraining.py): read that far down.
+SCRIPTS_FOLDER = "scripts"
+MAX_SCRIPTS_DEPTH = 3
+MAX_SCRIPTS_FOLDERS = 100
 MAX_BYTES = 10 * 1024 * 1024
 # Parsing and analysing cost memory per token, not per byte (~1-2 KiB per token for dense
 # code): past this many tokens a file is skipped, which keeps `check` under ~200 MB.
@@ -103,16 +108,54 @@ def launch_scripts_beside(
     torch.distributed.launch --nproc_per_node=$1 train.py`) as how train.py is run. Each
     folder is read once. Bounded: the first MAX_FOLDER_ENTRIES entries of a folder, at most
     MAX_LAUNCH_SCRIPTS scripts of at most MAX_LAUNCH_SCRIPT_BYTES each, regular files only;
-    one that cannot be read is skipped (it is not being checked)."""
+    one that cannot be read is skipped (it is not being checked). A `scripts` folder beside
+    them is read too, MAX_SCRIPTS_DEPTH levels down at most (its links not followed), with
+    the same bound on scripts and at most MAX_SCRIPTS_FOLDERS folders."""
     by_folder: dict[str, set[str]] = {}
     for path in paths:
         by_folder.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
     found: list[tuple[Candidate, str]] = []
     for folder, named in sorted(by_folder.items()):
-        for script, text in _small_scripts(folder, excludes):
+        for script, text in _launch_scripts_of(folder, excludes):
             if any(name in text for name in named):
                 found.append((Candidate(script, TEXT), text))
     return found
+
+
+def _launch_scripts_of(folder: str, excludes: IgnoreRules) -> Iterator[tuple[str, str]]:
+    """The small scripts of the folder, then those of its `scripts` folder and below."""
+    yield from _small_scripts(folder, excludes)
+    below = os.path.normpath(os.path.join(folder, SCRIPTS_FOLDER))
+    if not os.path.isdir(below) or os.path.islink(below):
+        return
+    if excludes.ignored(below, is_folder=True):
+        return
+    scripts = itertools.chain.from_iterable(
+        _small_scripts(sub, excludes) for sub in _folders_below(below, excludes)
+    )
+    yield from itertools.islice(scripts, MAX_LAUNCH_SCRIPTS)
+
+
+def _folders_below(top: str, excludes: IgnoreRules) -> list[str]:
+    """`top` and its folders down to MAX_SCRIPTS_DEPTH levels, breadth first, links left out."""
+    folders, frontier = [top], [top]
+    for _ in range(MAX_SCRIPTS_DEPTH - 1):
+        deeper = []
+        for folder in frontier:
+            try:
+                with os.scandir(folder) as entries:
+                    listed = list(itertools.islice(entries, MAX_FOLDER_ENTRIES))
+            except OSError:
+                continue
+            deeper += sorted(
+                os.path.join(folder, entry.name)
+                for entry in listed
+                if entry.is_dir(follow_symlinks=False)
+                and not excludes.ignored(os.path.join(folder, entry.name), is_folder=True)
+            )
+        frontier = deeper[: MAX_SCRIPTS_FOLDERS - len(folders)]
+        folders += frontier
+    return folders
 
 
 def _small_scripts(folder: str, excludes: IgnoreRules) -> Iterator[tuple[str, str]]:

@@ -7,7 +7,8 @@ SLURM script, a YAML file or a Makefile of the tree; a Markdown or RST document'
 shows how the authors ran it once (DDP102 reports the deprecated launcher there), and says
 nothing about the torch the user runs it under, so it is no launch file here. A file checked
 on its own brings the small shell and SLURM scripts beside it that name it
-(files.launch_scripts_beside): `bash distributed_train.sh 8` is how it is run.
+and in a `scripts` folder beside it (files.launch_scripts_beside): `bash distributed_train.sh 8`
+is how it is run.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import gc
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
@@ -24,9 +25,14 @@ from ddp_doctor.script.files import (
     read_text,
 )
 from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.importers import HOPS as IMPORTER_HOPS
+from ddp_doctor.script.importers import importers_of, is_helper_module
 from ddp_doctor.script.launchfiles import note_legacy_scripts
 from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
+
+if TYPE_CHECKING:
+    from ddp_doctor.script.project import Project
 
 _DOCTOR_PREFIX = "DDP9"
 # Opinions, not mistakes: selectable (--select DDP119, --select ALL, or any select that names
@@ -83,6 +89,7 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
             else:  # launch lines of a shell script or Makefile: a tree of their own
                 project_of([facts])
             prepared.append((found, facts))
+    _add_importers(project, paths, prepared, excludes)
     launch_files = [facts for _, facts in prepared if not facts.is_python]
     launch_files += _scripts_beside(paths, prepared, excludes)
     note_launchers(project, launch_files)
@@ -118,6 +125,37 @@ def _scripts_beside(
         for script, text in launch_scripts_beside(alone, excludes)
         if os.path.abspath(script.path) not in given
     ]
+
+
+def _add_importers(
+    project: Project,
+    paths: Sequence[str],
+    prepared: list[tuple[Candidate, ScriptFacts]],
+    excludes: IgnoreRules,
+) -> None:
+    """The files that import a helper module named on its own, read for context
+    (importers.py): its callers decide what its functions leave to them."""
+    named = {os.path.normpath(p) for p in paths if not os.path.isdir(p)}
+    frontier = [
+        facts
+        for found, facts in prepared
+        if facts.is_python and found.path in named and is_helper_module(facts.source)
+    ]
+    for _ in range(IMPORTER_HOPS):
+        loaded = []
+        for helper in frontier:
+            for path in importers_of(helper.path, _root_of(project, helper.path), excludes):
+                if os.path.abspath(path) not in project.files:
+                    context = load_for_context(path)
+                    if context is not None:
+                        project.add(context, context_only=True)
+                        loaded.append(context)
+        frontier = [facts for facts in loaded if is_helper_module(facts.source)]
+
+
+def _root_of(project: Project, path: str) -> str:
+    here = os.path.dirname(os.path.abspath(path))
+    return next((r for r in project.roots if here == r or here.startswith(r + os.sep)), here)
 
 
 def _prepare_file(

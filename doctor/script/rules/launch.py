@@ -41,8 +41,9 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
         YAML and Makefile files, in the code blocks of Markdown and RST documents (not their
         prose), and in Python strings (also built as
         os.path.join(torch_dir, "distributed", "launch.py") or torch_dir +
-        "/distributed/launch.py"), and imports of the module. One finding per file, the
-        other lines listed.
+        "/distributed/launch.py"), and imports of the module. A line of a Python string that
+        names torchrun or calls the launcher deprecated is advice, not a use. One finding
+        per file, the other lines listed.
     Why it matters:
         torch.distributed.launch is deprecated in favour of torchrun. Since torch 2.0 it passes
         `--local-rank=N` (with a hyphen), which scripts that declare only `--local_rank`
@@ -62,6 +63,8 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
         if not isinstance(constant.value, str):
             continue
         for text, offset in launch_in_string(constant.value):
+            if _points_away(constant.value, offset):
+                continue
             before = constant.value[:offset]
             line = constant.lineno + before.count("\n")
             column = constant.col_offset if "\n" not in before else len(before.rsplit("\n", 1)[1])
@@ -82,6 +85,15 @@ def launch_module_deprecated(facts: ScriptFacts) -> Iterator[Hit]:
             for m in modules
         ):
             yield _launch_hit(facts, "torch.distributed.launch", location(facts, node))
+
+
+def _points_away(text: str, offset: int) -> bool:
+    """The string's line with the mention names torchrun or calls the launcher deprecated:
+    `help="use torchrun (python -m torch.distributed.launch is deprecated)"` is advice."""
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    line = text[start : end if end >= 0 else len(text)].lower()
+    return "torchrun" in line or "deprecat" in line
 
 
 def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
@@ -134,8 +146,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         is no read); or, whatever the script reads, when a launch file starts it with
         torch.distributed.launch (which passes `--local-rank=N`, so argparse exits first). A
         launch file is a shell or SLURM script, YAML file or Makefile of the tree, and for a
-        file checked on its own the small shell and SLURM scripts in its folder that name it;
-        a Markdown or RST code block is an example of use, not a launch file (DDP102 reports
+        file checked on its own the small shell and SLURM scripts that name it in its folder
+        and in a `scripts` folder beside it, three levels down at most (VideoMAE's
+        scripts/<dataset>/<run>/pretrain.sh: the tree a folder check would read); a Markdown or RST code block is an example of use, not a launch file (DDP102 reports
         the launcher there). A DeepSpeed program (deepspeed.initialize, init_distributed or
         add_config_arguments) is left alone: the `deepspeed` launcher passes
         `--local_rank=N` itself.

@@ -11,6 +11,8 @@ from ddp_doctor.script import names
 from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
+from ddp_doctor.script.envreads import RENAMED_NCCL_VARIABLES as _RENAMED_NCCL_VARIABLES
+from ddp_doctor.script.envreads import environment_reads
 from ddp_doctor.script.evidence import is_entry_point, never_runs_in_program, program_files
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
@@ -350,17 +352,6 @@ def _one_process(init: CallSite) -> bool:
     return isinstance(count, ast.Constant) and count.value == 1
 
 
-_RENAMED_NCCL_VARIABLES = {
-    "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
-    "NCCL_DESYNC_DEBUG": "TORCH_NCCL_DESYNC_DEBUG",
-}
-
-
-def renamed_variable(name: str) -> str | None:
-    return _RENAMED_NCCL_VARIABLES.get(name)
-
-
 @rule(
     "DDP124",
     Remediation(
@@ -372,7 +363,9 @@ def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT and NCCL_DESYNC_DEBUG as string keys in
         Python (os.environ[...] = ..., setdefault, an env dict), and `export NAME=` or
-        `NAME=` in shell, YAML and Makefiles.
+        `NAME=` in shell, YAML and Makefiles. A name only read (`"NAME" in os.environ`,
+        os.environ.get("NAME"), os.getenv, a loaded os.environ["NAME"]: a shim that copies
+        the old setting to the new name) sets nothing.
     Why it matters:
         torch reads the TORCH_NCCL_* names; the old ones only warn, and will be ignored. The
         error handling or debugging the line meant to turn on is silently not what runs.
@@ -387,8 +380,14 @@ def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
         for line, column, name in renamed_nccl_variables(facts.lines):
             yield _renamed_hit(facts, name, line=line, column=column)
         return
-    for constant in facts.strings:
-        if isinstance(constant.value, str) and constant.value in _RENAMED_NCCL_VARIABLES:
+    renamed = [
+        constant
+        for constant in facts.strings
+        if isinstance(constant.value, str) and constant.value in _RENAMED_NCCL_VARIABLES
+    ]
+    read = environment_reads(facts) if renamed else set()
+    for constant in renamed:
+        if id(constant) not in read:
             yield _renamed_hit(facts, constant.value, node=constant)
 
 
