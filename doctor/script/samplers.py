@@ -16,7 +16,7 @@ from functools import cached_property
 from ddp_doctor.script import names
 from ddp_doctor.script.bindings import reaching_bindings
 from ddp_doctor.script.evidence import shares_a_program
-from ddp_doctor.script.facts import CallSite, Context, Loop, ScriptFacts
+from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Loop, ScriptFacts
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.origins import CALL, Origin
 from ddp_doctor.script.values import Values
@@ -94,8 +94,34 @@ class SamplerFlow:
 
     @cached_property
     def uses(self) -> list[SamplerUse]:
+        return self._uses_of(self.facts.calls_to(names.DISTRIBUTED_SAMPLER))
+
+    @cached_property
+    def padding_uses(self) -> list[SamplerUse]:
+        """The torch DistributedSampler's uses and those of the tree's own samplers of its
+        family (DDP114): a class named ...DistributedSampler defined in the tree, or one that
+        subclasses torch's (Deformable-DETR's samplers.DistributedSampler, a copy that pads)."""
+        own = [site for site in self.facts.calls if self._is_own_distributed_sampler(site)]
+        return [*self.uses, *self._uses_of(own)] if own else self.uses
+
+    def _is_own_distributed_sampler(self, site: CallSite) -> bool:
+        if (
+            not site.key.endswith("Sampler")
+            or self.facts.resolve(site) == names.DISTRIBUTED_SAMPLER
+        ):
+            return False
+        cls = self.facts.project.definition(self.facts, site.node.func, site.ctx)
+        if not isinstance(cls, ClassInfo):
+            return False
+        subclass = any(base.rsplit(".", 1)[-1] == "DistributedSampler" for base in cls.bases)
+        if not (subclass or cls.name.endswith("DistributedSampler")):
+            return False
+        iterate = cls.methods.get("__iter__")
+        return pads(iterate.node) if iterate is not None else subclass
+
+    def _uses_of(self, sites: list[CallSite]) -> list[SamplerUse]:
         found = []
-        for site in self.facts.calls_to(names.DISTRIBUTED_SAMPLER):
+        for site in sites:
             use = SamplerUse(site)
             target = self.flow.target_of(site.node)
             if target:
@@ -268,6 +294,25 @@ class SamplerFlow:
             else set()
         )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def pads(iterate: ast.AST) -> bool:
+    """A sampler's __iter__ that pads like torch's: `indices += indices[: (self.total_size -
+    len(indices))]`, or any use of a total_size; one that only slices `indices[rank::world]`
+    (a DistributedEvalSampler) does not."""
+    for node in ast.walk(iterate):
+        if isinstance(node, ast.Attribute) and node.attr == "total_size":
+            return True
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.target, ast.Name)
+            and any(
+                isinstance(n, ast.Name) and n.id == node.target.id for n in ast.walk(node.value)
+            )
+        ):
+            return True
+    return False
 
 
 def _is_sampler(origin: Origin) -> bool:

@@ -55,6 +55,9 @@ class _Walker:
         # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
         self.flags: dict[object, dict[str, str]] = {}
         self._merged: dict[tuple[object, object], dict[str, str]] = {}  # until a flag changes
+        # Names just set to None (`writer = None`), per scope: set under a rank guard next, they
+        # hold that guard (`if rank == 0: writer = SummaryWriter()`; `if not writer: continue`).
+        self.unset: dict[object, set[str]] = {}
 
     def _flags(self, ctx: Context) -> dict[str, str]:
         if not self.flags:
@@ -71,20 +74,29 @@ class _Walker:
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
-        if type(value) in _NOT_TESTS:
-            return  # x = f(...), x = 3: no rank test
         text = dotted(target)
+        if type(value) in _NOT_TESTS:  # x = 3, x = [...]: no rank test
+            if text is not None and isinstance(value, ast.Constant) and value.value is None:
+                self.unset.setdefault(self._scope_of(text, ctx), set()).add(text)
+            return
         if text is None:
             return
         flags = self._flags(ctx)
         polarity = guards.held_only_on(value, flags) or guards.classify(value, flags)
-        scope: object = ctx.class_name if text.startswith("self.") else ctx.function
+        scope = self._scope_of(text, ctx)
+        if polarity is None and ctx.guard is not None and text in self.unset.get(scope, ()):
+            polarity = ctx.guard.polarity  # None, then set on one side of a rank guard only
+        self.unset.get(scope, set()).discard(text)
         if polarity is not None:
             self.flags.setdefault(scope, {})[text] = polarity
             self._merged.clear()
         elif text in self.flags.get(scope, {}):
             del self.flags[scope][text]
             self._merged.clear()
+
+    @staticmethod
+    def _scope_of(text: str, ctx: Context) -> object:
+        return ctx.class_name if text.startswith("self.") else ctx.function
 
     # statements ------------------------------------------------------------------------------
 

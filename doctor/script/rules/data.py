@@ -21,7 +21,12 @@ from ddp_doctor.script.purpose import (
     weights_never_broadcast,
 )
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
-from ddp_doctor.script.seeding import has_rank_term, reseeds_to_compare
+from ddp_doctor.script.seeding import (
+    has_rank_term,
+    reseeds_from_own_seed,
+    reseeds_to_compare,
+    seeds_data,
+)
 from ddp_doctor.script.workers import in_worker, spawned_code
 
 
@@ -271,7 +276,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         truncate to len(val_set).
     """
     samplers = _samplers(facts)
-    for use in samplers.uses:
+    for use in samplers.padding_uses:
         if samplers.for_eval(use) and not use.drops_last:
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
@@ -305,7 +310,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         In a one-process-per-GPU script (an accelerate Accelerator program counts), seeding
         calls (torch.manual_seed, random.seed, np.random.seed, set_seed, seed_everything)
         whose seed has no rank term, when no seeding call in the script uses the rank
-        (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
+        (accelerate's `set_seed(s, device_specific=True)` adds the process index; a
+        torch.cuda.manual_seed(_all) with the rank counts, one without it is not reported:
+        the CUDA generators alone draw no augmentation). A reseed from the process's own
+        seed (`np.random.seed(torch.initial_seed() % 2**32)` in a worker_init_fn) brings
+        no shared value in and is not reported. Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
@@ -356,6 +365,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
     if reseeds_to_compare(seeds):
+        return
+    seeds = [s for s in seeds if seeds_data(facts, s) and not reseeds_from_own_seed(facts, s)]
+    if not seeds:
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")

@@ -25,6 +25,7 @@ from ddp_doctor.script.logsites import (
     in_a_loop_of_steps,
     in_handler,
     is_event_report,
+    launcher_redirects_stdout,
     opted_in_per_rank,
     print_replaced,
     print_setup_files,
@@ -233,7 +234,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
         suppress_output, _restrict_print_to_main_process, or print called anywhere in the program with a
         keyword the builtin print does not take: `print(..., force=True)`; for a helper that no
-        entry point of the tree reaches, the files that import it count as its program), for messages that include the rank, for reports of a NaN or a missing
+        entry point of the tree reaches, the files that import it count as its program),
+        for print where a Python launcher of the tree starts one interpreter per process
+        with a `stdout=` of its own (tacotron2's multiproc.py sends ranks > 0 to log files),
+        for messages that include the rank, for reports of a NaN or a missing
         gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
@@ -256,7 +260,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    quiet_print = any(
+    quiet_print = launcher_redirects_stdout(facts) or any(
         f.print_overridden
         or print_replaced(f)
         or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
