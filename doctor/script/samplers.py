@@ -64,6 +64,17 @@ class SamplerUse:
         drop = self.site.keyword("drop_last")
         return isinstance(drop, ast.Constant) and drop.value is True
 
+    @property
+    def seeded_per_epoch(self) -> bool:
+        """Built inside a loop with a seed from the loop's variable (`for epoch in ...:
+        DistributedSampler(ds, seed=args.seed + epoch)`): a new order every epoch, as
+        set_epoch would give."""
+        seed = self.site.argument(4, "seed")
+        if seed is None:
+            return False
+        used = {n.id for n in ast.walk(seed) if isinstance(n, ast.Name)}
+        return any(loop.target in used for loop in self.site.ctx.loops if loop.target)
+
     def is_for_eval(self) -> bool:
         dataset = self.site.argument(0, "dataset")
         return looks_like_eval(
@@ -294,6 +305,26 @@ class SamplerFlow:
             else set()
         )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def truncates_to_dataset(facts: ScriptFacts, use: SamplerUse) -> bool:
+    """The file cuts gathered results back to the dataset's length, the documented fix for the
+    padding: `merged[: len(val_set)]` (the sampler's dataset), `[: len(loader.dataset)]`, or
+    a `nested_truncate(preds, len(dataset))` call."""
+    dataset = use.site.argument(0, "dataset")
+    wanted = names.dotted(dataset) if dataset is not None else None
+    if facts.calls_by_key.get("nested_truncate"):
+        return True
+    for node in ast.walk(facts.tree) if facts.tree is not None else ():
+        if not (isinstance(node, ast.Slice) and node.lower is None and node.step is None):
+            continue
+        upper = node.upper
+        if not (isinstance(upper, ast.Call) and names.last_identifier(upper.func) == "len"):
+            continue
+        measured = names.dotted(upper.args[0]) if upper.args else None
+        if measured is not None and (measured == wanted or measured.endswith(".dataset")):
+            return True
+    return False
 
 
 def pads(iterate: ast.AST) -> bool:

@@ -100,3 +100,14 @@ def _is_own_seed_call(facts: ScriptFacts, call: ast.Call) -> bool:
         return False
     qualified = facts.qualname(call.func) or names.dotted(call.func) or ""
     return qualified.startswith("torch.")
+
+
+def seeds_a_generator_per_rank(facts: ScriptFacts) -> bool:
+    """`g = torch.Generator(); g.manual_seed(seed + rank)`: the program draws its per-rank
+    randomness from a generator of its own, seeded with the rank; the global seed it sets
+    beside it is the shared one on purpose (the model's initialisation)."""
+    return any(
+        facts.resolve(site) not in names.SEEDERS and has_rank_term(facts, site)
+        for site in facts.methods_called("manual_seed")
+        if site.node.args or site.node.keywords
+    )

@@ -237,8 +237,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         entry point of the tree reaches, the files that import it count as its program),
         for print where a Python launcher of the tree starts one interpreter per process
         with a `stdout=` of its own (tacotron2's multiproc.py sends ranks > 0 to log files),
-        for messages that include the rank, for reports of a NaN or a missing
-        gradient, for an error printed in a branch that then raises or exits or in an
+        for messages that include the rank (a tqdm's desc= or position= too), for reports
+        of a NaN or a missing gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
@@ -278,8 +278,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno):
             continue  # building a missing cache: only the first rank finds it missing
-        if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
-            continue
+        given = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+        if any(is_rank_like(n) for value in given for n in ast.walk(value)):
+            continue  # the rank in the message, a bar's desc= or position=: one per rank, meant
         if never_taken(facts.project.values, facts, call.ctx):
             continue  # `if enable_print:` with enable_print False wherever it comes from
         yield hit(
