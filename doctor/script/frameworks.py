@@ -20,7 +20,29 @@ def configured_trainer(facts: ScriptFacts, site: CallSite, qualified: str) -> bo
     """A Lightning Trainer or Fabric given a strategy, devices or nodes."""
     if not qualified.startswith(_TRAINERS) or site.key not in ("Trainer", "Fabric"):
         return False
-    return any(kw.arg in _TRAINER_KEYWORDS for kw in site.node.keywords)
+    return _several_processes(facts, site)
+
+
+def _several_processes(facts: ScriptFacts, site: CallSite) -> bool:
+    """Given a strategy, devices or nodes, unless devices and nodes are both one (`devices = 1`,
+    a module constant, as lit-llama's adapter.py: one process, whatever the strategy)."""
+    given = {kw.arg: kw.value for kw in site.node.keywords if kw.arg in _TRAINER_KEYWORDS}
+    if not given:
+        return False
+    devices = given.get("devices", given.get("gpus"))
+    if devices is None or not _is_one(facts, devices, site):
+        return True
+    nodes = given.get("num_nodes")
+    return nodes is not None and not _is_one(facts, nodes, site)
+
+
+def _is_one(facts: ScriptFacts, value: ast.expr, site: CallSite) -> bool:
+    """The value is the constant 1 (or "1") wherever it comes from."""
+    origins = facts.project.values.origins(facts, value, site.ctx)
+    return bool(origins) and all(
+        isinstance(o.node, ast.Constant) and o.node.value in (1, "1") and o.node.value is not True
+        for o in origins
+    )
 
 
 _FABRICS = frozenset({"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"})
@@ -36,7 +58,11 @@ def launches_fabric_ranks(facts: ScriptFacts, site: CallSite) -> bool:
     for origin in values.origins(facts, site.receiver, site.ctx):
         call = origin.node
         if origin.qualname in _FABRICS and isinstance(call, ast.Call):
-            return any(kw.arg in _TRAINER_KEYWORDS for kw in call.keywords)
+            owner = origin.facts or facts
+            made = owner.site_of.get(id(call))
+            if made is None:
+                return any(kw.arg in _TRAINER_KEYWORDS for kw in call.keywords)
+            return _several_processes(owner, made)
     return False
 
 

@@ -96,6 +96,20 @@ def classify(test: ast.expr, flags: Mapping[str, str] | None = None) -> str | No
     return None
 
 
+def operand_guards(node: ast.BoolOp, flags: Mapping[str, str] | None = None) -> list[str | None]:
+    """Per operand of `a and b and c` (or `a or b`), the rank it runs on: an operand runs only
+    where the ones before it let it through (true for `and`, false for `or`), so the first
+    rank test among them guards every later one (`is_master and print(...)`)."""
+    found: list[str | None] = [None]
+    for earlier in node.values[:-1]:
+        polarity = found[-1]
+        if polarity is None:
+            polarity = classify(earlier, flags)
+            polarity = flip(polarity) if isinstance(node.op, ast.Or) else polarity
+        found.append(polarity)
+    return found
+
+
 def held_only_on(value: ast.expr, flags: Mapping[str, str] | None = None) -> str | None:
     """`SummaryWriter() if rank == 0 else None`: a value that is set (truthy) only on rank 0
     (ZERO) or only off it (NONZERO); the guard it holds is then tested as `writer is None`."""

@@ -5,6 +5,7 @@ ends, an `except` block, a branch that turns itself off, a pass over a mapping's
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from ddp_doctor.script import names
@@ -245,3 +246,55 @@ def _importers(facts: ScriptFacts) -> list[ScriptFacts]:
                     table.setdefault(id(module), []).append(importer)
         cached = project.__dict__["_importers"] = (len(project.files), table)
     return cached[1].get(id(facts), [])
+
+
+_PROCESS_STARTERS = frozenset({"subprocess.Popen", "subprocess.run", "subprocess.call"})
+_INTERPRETER = frozenset({"sys.executable", "python", "python3"})
+
+
+def launcher_redirects_stdout(facts: ScriptFacts) -> bool:
+    """A Python launcher of the tree starts the interpreter once per process in a loop and
+    hands each its own `stdout=` (tacotron2's multiproc.py: None for rank 0, a log file for
+    the others): the program's prints reach the terminal from one rank. A launcher whose
+    command names a script must name this one. stderr (logging, tqdm) is not covered."""
+    project = facts.project
+    cached = project.__dict__.get("_stdout_launchers")
+    if cached is None or cached[0] != len(project.files):
+        found = [
+            site
+            for owner in project.files.values()
+            if owner.is_python
+            for key in ("Popen", "run", "call")
+            for site in owner.calls_by_key.get(key, ())
+            if _redirecting_launch(owner, site)
+        ]
+        cached = project.__dict__["_stdout_launchers"] = (len(project.files), found)
+    here = os.path.basename(facts.path)
+    return any(_names_script(site, here) for site in cached[1])
+
+
+def _redirecting_launch(owner: ScriptFacts, site: CallSite) -> bool:
+    if not site.ctx.loops or owner.resolve(site) not in _PROCESS_STARTERS:
+        return False
+    stdout = site.keyword("stdout")
+    if stdout is None or (isinstance(stdout, ast.Constant) and stdout.value is None):
+        return False
+    command = site.argument(0, "args")
+    return command is not None and any(
+        names.dotted(node) in _INTERPRETER
+        or (isinstance(node, ast.Constant) and node.value in _INTERPRETER)
+        for node in ast.walk(command)
+    )
+
+
+def _names_script(site: CallSite, here: str) -> bool:
+    """The command names no script (the arguments are passed through) or names this file."""
+    command = site.argument(0, "args")
+    scripts = [
+        node.value.rsplit("/", 1)[-1]
+        for node in ast.walk(command)  # type: ignore[arg-type]
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.endswith(".py")
+    ]
+    return not scripts or here in scripts

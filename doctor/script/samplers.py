@@ -16,7 +16,7 @@ from functools import cached_property
 from ddp_doctor.script import names
 from ddp_doctor.script.bindings import reaching_bindings
 from ddp_doctor.script.evidence import shares_a_program
-from ddp_doctor.script.facts import CallSite, Context, Loop, ScriptFacts
+from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Loop, ScriptFacts
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.origins import CALL, Origin
 from ddp_doctor.script.values import Values
@@ -64,6 +64,17 @@ class SamplerUse:
         drop = self.site.keyword("drop_last")
         return isinstance(drop, ast.Constant) and drop.value is True
 
+    @property
+    def seeded_per_epoch(self) -> bool:
+        """Built inside a loop with a seed from the loop's variable (`for epoch in ...:
+        DistributedSampler(ds, seed=args.seed + epoch)`): a new order every epoch, as
+        set_epoch would give."""
+        seed = self.site.argument(4, "seed")
+        if seed is None:
+            return False
+        used = {n.id for n in ast.walk(seed) if isinstance(n, ast.Name)}
+        return any(loop.target in used for loop in self.site.ctx.loops if loop.target)
+
     def is_for_eval(self) -> bool:
         dataset = self.site.argument(0, "dataset")
         return looks_like_eval(
@@ -94,8 +105,34 @@ class SamplerFlow:
 
     @cached_property
     def uses(self) -> list[SamplerUse]:
+        return self._uses_of(self.facts.calls_to(names.DISTRIBUTED_SAMPLER))
+
+    @cached_property
+    def padding_uses(self) -> list[SamplerUse]:
+        """The torch DistributedSampler's uses and those of the tree's own samplers of its
+        family (DDP114): a class named ...DistributedSampler defined in the tree, or one that
+        subclasses torch's (Deformable-DETR's samplers.DistributedSampler, a copy that pads)."""
+        own = [site for site in self.facts.calls if self._is_own_distributed_sampler(site)]
+        return [*self.uses, *self._uses_of(own)] if own else self.uses
+
+    def _is_own_distributed_sampler(self, site: CallSite) -> bool:
+        if (
+            not site.key.endswith("Sampler")
+            or self.facts.resolve(site) == names.DISTRIBUTED_SAMPLER
+        ):
+            return False
+        cls = self.facts.project.definition(self.facts, site.node.func, site.ctx)
+        if not isinstance(cls, ClassInfo):
+            return False
+        subclass = any(base.rsplit(".", 1)[-1] == "DistributedSampler" for base in cls.bases)
+        if not (subclass or cls.name.endswith("DistributedSampler")):
+            return False
+        iterate = cls.methods.get("__iter__")
+        return pads(iterate.node) if iterate is not None else subclass
+
+    def _uses_of(self, sites: list[CallSite]) -> list[SamplerUse]:
         found = []
-        for site in self.facts.calls_to(names.DISTRIBUTED_SAMPLER):
+        for site in sites:
             use = SamplerUse(site)
             target = self.flow.target_of(site.node)
             if target:
@@ -268,6 +305,45 @@ class SamplerFlow:
             else set()
         )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def truncates_to_dataset(facts: ScriptFacts, use: SamplerUse) -> bool:
+    """The file cuts gathered results back to the dataset's length, the documented fix for the
+    padding: `merged[: len(val_set)]` (the sampler's dataset), `[: len(loader.dataset)]`, or
+    a `nested_truncate(preds, len(dataset))` call."""
+    dataset = use.site.argument(0, "dataset")
+    wanted = names.dotted(dataset) if dataset is not None else None
+    if facts.calls_by_key.get("nested_truncate"):
+        return True
+    for node in ast.walk(facts.tree) if facts.tree is not None else ():
+        if not (isinstance(node, ast.Slice) and node.lower is None and node.step is None):
+            continue
+        upper = node.upper
+        if not (isinstance(upper, ast.Call) and names.last_identifier(upper.func) == "len"):
+            continue
+        measured = names.dotted(upper.args[0]) if upper.args else None
+        if measured is not None and (measured == wanted or measured.endswith(".dataset")):
+            return True
+    return False
+
+
+def pads(iterate: ast.AST) -> bool:
+    """A sampler's __iter__ that pads like torch's: `indices += indices[: (self.total_size -
+    len(indices))]`, or any use of a total_size; one that only slices `indices[rank::world]`
+    (a DistributedEvalSampler) does not."""
+    for node in ast.walk(iterate):
+        if isinstance(node, ast.Attribute) and node.attr == "total_size":
+            return True
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.target, ast.Name)
+            and any(
+                isinstance(n, ast.Name) and n.id == node.target.id for n in ast.walk(node.value)
+            )
+        ):
+            return True
+    return False
 
 
 def _is_sampler(origin: Origin) -> bool:

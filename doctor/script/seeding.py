@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from ddp_doctor.script import names
 from ddp_doctor.script.facts import CallSite, ScriptFacts
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.rankflow import mentions_rank
@@ -51,3 +52,62 @@ def has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
             ):
                 return True
     return False
+
+
+# Seeding calls of the CUDA generators alone: the data's draws (crops, flips, masks, shuffles)
+# come from the CPU generators, so these do not correlate the augmentation DDP122 is about.
+CUDA_ONLY_SEEDERS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
+
+
+def seeds_data(facts: ScriptFacts, site: CallSite) -> bool:
+    """A seeding call of the text's list (torch.manual_seed, random.seed, np.random.seed,
+    set_seed, seed_everything), not of the CUDA generators only (hifi-gan's worker calls
+    only `torch.cuda.manual_seed(h.seed)`)."""
+    return facts.resolve(site) not in CUDA_ONLY_SEEDERS
+
+
+# The process's own seed: in a DataLoader worker, torch.initial_seed() is the loader's base seed
+# plus the worker id (the documented worker_init_fn idiom reseeds numpy and random from it).
+_SEED_HOPS = 2
+
+
+def reseeds_from_own_seed(facts: ScriptFacts, site: CallSite) -> bool:
+    """`worker_seed = torch.initial_seed() % 2**32; np.random.seed(worker_seed)`: the seed is
+    the one this process (or loader worker) already holds, so no shared constant comes in;
+    whether it differs per rank is decided where that seed was set, judged there."""
+    values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    return bool(values) and all(_from_own_seed(facts, value, _SEED_HOPS) for value in values)
+
+
+def _from_own_seed(facts: ScriptFacts, node: ast.AST, hops: int) -> bool:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call) and _is_own_seed_call(facts, inner):
+            return True
+    if hops <= 0:
+        return False
+    for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+        assignments = facts.assignments_by_target.get(name, ())
+        if assignments and all(
+            a.value is not None and _from_own_seed(facts, a.value, hops - 1) for a in assignments
+        ):
+            return True
+    return False
+
+
+def _is_own_seed_call(facts: ScriptFacts, call: ast.Call) -> bool:
+    """torch.initial_seed(), torch.random.initial_seed(), torch.cuda.initial_seed()."""
+    if names.last_identifier(call.func) != "initial_seed":
+        return False
+    qualified = facts.qualname(call.func) or names.dotted(call.func) or ""
+    return qualified.startswith("torch.")
+
+
+def seeds_a_generator_per_rank(facts: ScriptFacts) -> bool:
+    """`g = torch.Generator(); g.manual_seed(seed + rank)`: the program draws its per-rank
+    randomness from a generator of its own, seeded with the rank; the global seed it sets
+    beside it is the shared one on purpose (the model's initialisation)."""
+    return any(
+        facts.resolve(site) not in names.SEEDERS and has_rank_term(facts, site)
+        for site in facts.methods_called("manual_seed")
+        if site.node.args or site.node.keywords
+    )

@@ -55,6 +55,9 @@ class _Walker:
         # Names assigned a rank test (`is_main = rank == 0`), per function; `self.x` per class.
         self.flags: dict[object, dict[str, str]] = {}
         self._merged: dict[tuple[object, object], dict[str, str]] = {}  # until a flag changes
+        # Names just set to None (`writer = None`), per scope: set under a rank guard next, they
+        # hold that guard (`if rank == 0: writer = SummaryWriter()`; `if not writer: continue`).
+        self.unset: dict[object, set[str]] = {}
 
     def _flags(self, ctx: Context) -> dict[str, str]:
         if not self.flags:
@@ -71,14 +74,19 @@ class _Walker:
         return found
 
     def _remember_flag(self, target: ast.expr, value: ast.expr, ctx: Context) -> None:
-        if type(value) in _NOT_TESTS:
-            return  # x = f(...), x = 3: no rank test
         text = dotted(target)
+        if type(value) in _NOT_TESTS:  # x = 3, x = [...]: no rank test
+            if text is not None and isinstance(value, ast.Constant) and value.value is None:
+                self.unset.setdefault(_scope_of(text, ctx), set()).add(text)
+            return
         if text is None:
             return
         flags = self._flags(ctx)
         polarity = guards.held_only_on(value, flags) or guards.classify(value, flags)
-        scope: object = ctx.class_name if text.startswith("self.") else ctx.function
+        scope = _scope_of(text, ctx)
+        if polarity is None and ctx.guard is not None and text in self.unset.get(scope, ()):
+            polarity = ctx.guard.polarity  # None, then set on one side of a rank guard only
+        self.unset.get(scope, set()).discard(text)
         if polarity is not None:
             self.flags.setdefault(scope, {})[text] = polarity
             self._merged.clear()
@@ -314,6 +322,9 @@ class _Walker:
             elif kind is ast.IfExp:
                 self.conditional(node, ctx)  # type: ignore[arg-type]
                 continue
+            elif kind is ast.BoolOp:
+                self.short_circuit(node, ctx)  # type: ignore[arg-type]
+                continue
             elif kind is ast.Subscript:
                 self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
             elif kind is ast.NamedExpr:
@@ -342,6 +353,12 @@ class _Walker:
             orelse = orelse._replace(guard=RankGuard(guards.flip(polarity) or polarity, node))
         self.expr(node.body, body)
         self.expr(node.orelse, orelse)
+
+    def short_circuit(self, node: ast.BoolOp, ctx: Context) -> None:
+        """`is_master and print(...)`: each operand in the context the ones before it give."""
+        flags = self._flags(ctx)
+        for value, polarity in zip(node.values, guards.operand_guards(node, flags), strict=True):
+            self.expr(value, ctx._replace(guard=RankGuard(polarity, node)) if polarity else ctx)
 
     def _call_key(self, func: ast.expr) -> str:
         if isinstance(func, ast.Attribute):
@@ -394,3 +411,7 @@ def _add_module_aliases(facts: ScriptFacts) -> None:
             qualified = facts.imports.resolve(assignment.value)
             if qualified is not None and qualified.startswith("torch."):
                 facts.imports.add_alias(assignment.target, qualified)
+
+
+def _scope_of(text: str, ctx: Context) -> object:
+    return ctx.class_name if text.startswith("self.") else ctx.function

@@ -20,8 +20,20 @@ from ddp_doctor.script.purpose import (
     trains,
     weights_never_broadcast,
 )
-from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval, never_shuffled
-from ddp_doctor.script.seeding import has_rank_term, reseeds_to_compare
+from ddp_doctor.script.samplers import (
+    SamplerFlow,
+    SamplerUse,
+    looks_like_eval,
+    never_shuffled,
+    truncates_to_dataset,
+)
+from ddp_doctor.script.seeding import (
+    has_rank_term,
+    reseeds_from_own_seed,
+    reseeds_to_compare,
+    seeds_a_generator_per_rank,
+    seeds_data,
+)
 from ddp_doctor.script.workers import in_worker, spawned_code
 
 
@@ -150,7 +162,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         or a sampler built in a helper from a `shuffle`
         parameter that every call path reaching its arm sets to False (`elif type ==
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
-        by evaluation loaders that pass shuffle=False). A loader handed to a library call that
+        by evaluation loaders that pass shuffle=False), or a sampler built inside the epoch
+        loop with a seed from the loop variable (`DistributedSampler(ds, seed=seed + epoch)`:
+        a new order each epoch). A loader handed to a library call that
         replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
         data_loader=loader)`) is that library's: its sampler is not the one iterated.
     Why it matters:
@@ -174,6 +188,8 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     for use in flow.uses:
         if not use.shuffles or flow.for_eval(use) or never_shuffled(facts, use.site):
             continue
+        if use.seeded_per_epoch:
+            continue  # rebuilt every epoch with seed + epoch: what set_epoch would do
         held = use.loader_names | use.returned_to
         if held and all(_handed_on(facts, name, library_only=True) for name in held):
             continue  # loader = make_private(data_loader=loader): a library's loader is iterated
@@ -253,7 +269,12 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         A DistributedSampler whose name, dataset or DataLoader is named for evaluation
         (val, valid, test, eval), or whose loader a helper returns and every loop of the tree
         iterates under such a name (`test_loader = prepare_samples(...)`; `for batch in
-        test_loader`), unless it is built with drop_last=True (which does not pad).
+        test_loader`), unless it is built with drop_last=True (which does not pad) or the
+        file cuts the gathered results back to the dataset's length (`merged[:
+        len(val_set)]`, `[: len(loader.dataset)]`, `nested_truncate(...)`). The tree's own
+        samplers of the family count: a class named ...DistributedSampler, or subclassing
+        torch's, whose __iter__ pads (uses a total_size, `indices += indices[...]`) or is
+        torch's; one that only slices `indices[rank::world]` does not pad.
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
         the tree that builds a padding DistributedSampler a few calls down; and a call of a
@@ -271,8 +292,8 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         truncate to len(val_set).
     """
     samplers = _samplers(facts)
-    for use in samplers.uses:
-        if samplers.for_eval(use) and not use.drops_last:
+    for use in samplers.padding_uses:
+        if samplers.for_eval(use) and not use.drops_last and not truncates_to_dataset(facts, use):
             name = ", ".join(sorted(use.names)) or text_of(use.site.node)
             yield hit(
                 facts,
@@ -305,7 +326,12 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         In a one-process-per-GPU script (an accelerate Accelerator program counts), seeding
         calls (torch.manual_seed, random.seed, np.random.seed, set_seed, seed_everything)
         whose seed has no rank term, when no seeding call in the script uses the rank
-        (accelerate's `set_seed(s, device_specific=True)` adds the process index). Module-level seeding counts: spawned
+        (accelerate's `set_seed(s, device_specific=True)` adds the process index; a
+        torch.cuda.manual_seed(_all) with the rank counts, one without it is not reported:
+        the CUDA generators alone draw no augmentation). A reseed from the process's own
+        seed (`np.random.seed(torch.initial_seed() % 2**32)` in a worker_init_fn) brings
+        no shared value in and is not reported; nor is a program that seeds a generator of
+        its own with the rank (`g.manual_seed(seed + rank)`: its data draws are per rank). Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
@@ -353,9 +379,14 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
+    if seeds_a_generator_per_rank(facts):
+        return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
     if reseeds_to_compare(seeds):
+        return
+    seeds = [s for s in seeds if seeds_data(facts, s) and not reseeds_from_own_seed(facts, s)]
+    if not seeds:
         return
     first = seeds[0]
     seed = first.node.args[0] if first.node.args else first.keyword("seed")

@@ -25,6 +25,7 @@ from ddp_doctor.script.logsites import (
     in_a_loop_of_steps,
     in_handler,
     is_event_report,
+    launcher_redirects_stdout,
     opted_in_per_rank,
     print_replaced,
     print_setup_files,
@@ -233,8 +234,11 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
         suppress_output, _restrict_print_to_main_process, or print called anywhere in the program with a
         keyword the builtin print does not take: `print(..., force=True)`; for a helper that no
-        entry point of the tree reaches, the files that import it count as its program), for messages that include the rank, for reports of a NaN or a missing
-        gradient, for an error printed in a branch that then raises or exits or in an
+        entry point of the tree reaches, the files that import it count as its program),
+        for print where a Python launcher of the tree starts one interpreter per process
+        with a `stdout=` of its own (tacotron2's multiproc.py sends ranks > 0 to log files),
+        for messages that include the rank (a tqdm's desc= or position= too), for reports
+        of a NaN or a missing gradient, for an error printed in a branch that then raises or exits or in an
         `except` block (printed by the rank it happened on), for a message in a branch that
         then leaves the loop (`print("Done!"); break`), for a branch that turns itself off
         (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
@@ -256,7 +260,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    quiet_print = any(
+    quiet_print = launcher_redirects_stdout(facts) or any(
         f.print_overridden
         or print_replaced(f)
         or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
@@ -274,8 +278,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno):
             continue  # building a missing cache: only the first rank finds it missing
-        if any(is_rank_like(n) for arg in call.node.args for n in ast.walk(arg)):
-            continue
+        given = [*call.node.args, *(kw.value for kw in call.node.keywords)]
+        if any(is_rank_like(n) for value in given for n in ast.walk(value)):
+            continue  # the rank in the message, a bar's desc= or position=: one per rank, meant
         if never_taken(facts.project.values, facts, call.ctx):
             continue  # `if enable_print:` with enable_print False wherever it comes from
         yield hit(
