@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import guards, launchtests
+from ddp_doctor.script.armguards import false_arm_polarity
 from ddp_doctor.script.facts import (
     MODULE,
-    NONZERO,
     SINGLE,
     ZERO,
     Assignment,
@@ -117,7 +117,7 @@ class _Walker:
         arm = stmt  # `if not cuda: return` / `elif "RANK" not in os.environ: return`: each false
         while isinstance(arm, ast.If) and guards.ends_control_flow(arm.body):
             ctx = in_arm(ctx, arm, arm.test, arm=False)
-            polarity = guards.flip(guards.classify(arm.test, self._flags(ctx)))
+            polarity = false_arm_polarity(arm.test, self._flags(ctx))
             guard = guard or (RankGuard(polarity, arm) if polarity else None)
             arm = arm.orelse[0] if len(arm.orelse) == 1 else None
         return ctx._replace(guard=guard) if guard else ctx
@@ -228,10 +228,12 @@ class _Walker:
             return
         body = in_arm(ctx, node, node.test, arm=True)
         orelse = in_arm(ctx, node, node.test, arm=False)
-        polarity = guards.classify(node.test, self._flags(ctx))
+        flags = self._flags(ctx)
+        polarity = guards.classify(node.test, flags)
         if polarity is not None:
-            other = NONZERO if polarity == ZERO else ZERO
             body = body._replace(guard=RankGuard(polarity, node))
+        other = false_arm_polarity(node.test, flags)
+        if other is not None:
             orelse = orelse._replace(guard=RankGuard(other, node))
         self.body(node.body, body)
         self.body(node.orelse, orelse)

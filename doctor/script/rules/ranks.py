@@ -304,7 +304,10 @@ def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
         dist.barrier, all_reduce, broadcast, all_gather and the other collectives, a call of
         the DDP model outside no_grad, and calls of local helpers that run collectives, inside
         a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,
-        barrier for rank 0" (first process downloads) is recognised and left alone.
+        barrier for rank 0" (first process downloads) is recognised and left alone, and so
+        are the `else` of a rank test joined with another condition (`if rank == 0 and step %
+        10 == 0:`) and the code after an exit on one (`if num_gpus == 1 and rank != 0: raise
+        ...`, a check of the one-GPU run): every rank can get there.
     Why it matters:
         A collective completes only when every rank calls it. Rank 0 waits in the barrier
         forever while the others never arrive (or the reverse), until the NCCL watchdog
