@@ -36,3 +36,13 @@ def test_launcher_alone_is_not_enough_when_it_names_another_script(tmp_path: Pat
     (tmp_path / "multiproc.py").write_text(launcher, "utf-8")
     outcome = check_paths([str(tmp_path)], CheckOptions(select=("ALL",)))
     assert [f.location.line for f in outcome.findings if f.code == "DDP119"] == [18]
+
+
+def test_logging_silent_where_the_entry_point_sets_levels_per_rank() -> None:
+    """msn's shape: the trainer module calls basicConfig(level=INFO) and logs every epoch; the
+    spawning entry point sets the root logger to ERROR off rank 0."""
+    assert _log_lines("logging_levels_set_by_entry") == []
+
+
+def test_logging_reported_where_the_entry_point_sets_one_level_for_all() -> None:
+    assert _log_lines("logging_not_set_by_entry") == [("trainer.py", 16)]

@@ -1,6 +1,8 @@
 """Which log calls of a loop are reports of one event rather than a line per step (DDP119):
 a NaN or a missing gradient, an error before the process exits, a message before the loop
-ends, an `except` block, a branch that turns itself off, a pass over a mapping's entries."""
+ends, an `except` block, a branch that turns itself off, a pass over a mapping's entries, a
+download that runs only where its file is missing; and what kind of log call a site is
+(`log_kind`: print, logging, tqdm, wandb, tensorboard, or none: print into a file)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from ddp_doctor.script import names
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
 from ddp_doctor.script.facts import ZERO, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
-from ddp_doctor.script.rankflow import contains
+from ddp_doctor.script.rankflow import contains, missing_arm
+from ddp_doctor.script.region import distributed_region
 
 _ANOMALY_CHECKS = frozenset({"isnan", "isinf", "isfinite"})
 
@@ -40,6 +43,32 @@ def is_event_report(ctx: Context) -> bool:
             ):
                 return True
     return False
+
+
+_CALLERS_UP = 4  # download_file <- download <- iterate_examples: callers followed up
+
+
+def only_when_missing(facts: ScriptFacts, ctx: Context, depth: int = _CALLERS_UP) -> bool:
+    """In the arm of a test that a file is missing (`if not os.path.exists(path):`, the
+    `else` of `if path.is_file():`), here or on every call path a few callers up: a cache
+    filled once (build-nanogpt's hellaswag.py: the download's progress bar runs only when the
+    data file is not there yet), not a line per step."""
+    if any(missing_arm(branch.node, branch.arm) for branch in ctx.branches):
+        return True
+    if ctx.function is None or depth <= 0:
+        return False
+    edges = [e for e in facts.project.graph.callers(ctx.function) if not e.handed]
+    return bool(edges) and all(only_when_missing(e.facts, e.site.ctx, depth - 1) for e in edges)
+
+
+def writes_to_a_file(call: CallSite) -> bool:
+    """`print(row, end=",", file=f)` with f an opened file (msn's CSVLogger): a line of a
+    file, not of the console; `file=sys.stderr` (or a name for it) is still the console."""
+    target = call.keyword("file")
+    if target is None or (isinstance(target, ast.Constant) and target.value is None):
+        return False
+    text = names.dotted(target) or ""
+    return "std" not in text.rsplit(".", 1)[-1].lower() and not text.startswith("sys.")
 
 
 def in_handler(facts: ScriptFacts, call: CallSite) -> bool:
@@ -298,3 +327,52 @@ def _names_script(site: CallSite, here: str) -> bool:
         and node.value.endswith(".py")
     ]
     return not scripts or here in scripts
+
+
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+# A project's helper that silences print off the main process, called where its module may be
+# out of view: setup_for_distributed(is_master) (DeiT, DETR), suppress_output(rank),
+# _restrict_print_to_main_process() (dinov2), setup_print(...).
+SILENCES_PRINT = re.compile(
+    r"_?(setup_for_distributed|suppress_output|(setup|suppress|restrict|disable|silence)_?\w*print\w*)"
+)
+LOG_KEYS = ("print", *sorted(LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
+
+
+def log_kind(
+    facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
+) -> str | None:
+    func = call.node.func
+    graph = facts.project.graph
+    region = distributed_region(graph)
+
+    def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
+        return in_a_loop_of_steps(facts, ctx) or graph.called_in_loop(ctx.function, 1, region)
+
+    if call.key == "print" and isinstance(func, ast.Name):
+        quiet = quiet_print or writes_to_a_file(call)  # print(row, file=f): a file's line
+        return "print" if not quiet and in_loop(call.ctx) else None
+    if call.key in LOG_METHODS and call.receiver is not None:
+        receiver = names.dotted(call.receiver) or ""
+        if "log" not in receiver.rsplit(".", 1)[-1].lower() or quiet_logging:
+            return None
+        if not in_loop(call.ctx):
+            return None
+        origin = facts.qualname(call.receiver) or "logging"
+        return "logging" if origin.startswith("logging") else None  # LOGGER from elsewhere: its
+        # configuration (often per rank) is not in this file
+    qualified = facts.qualname(func) or ""
+    if qualified.startswith("wandb.") and call.key in ("init", "log"):
+        return "wandb"
+    if qualified.endswith(".tqdm") or qualified == "tqdm":
+        if call.keyword("disable") is not None or (_displays_once(call) and not in_loop(call.ctx)):
+            return None  # tqdm(None, desc=..., total=n, initial=n): a line of results, a print
+        return "tqdm"
+    if qualified.endswith("SummaryWriter"):
+        return "tensorboard"
+    return None
+
+
+def _displays_once(call: CallSite) -> bool:
+    iterable = call.argument(0, "iterable")
+    return isinstance(iterable, ast.Constant) and iterable.value is None

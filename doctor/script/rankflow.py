@@ -7,7 +7,8 @@ import re
 from collections import Counter
 
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import NONZERO, ZERO, CallSite, Function, ScriptFacts
+from ddp_doctor.script.evidence import program_files
+from ddp_doctor.script.facts import NONZERO, ZERO, CallSite, ClassInfo, Function, ScriptFacts
 from ddp_doctor.script.guards import is_main_process_predicate, is_rank_like
 from ddp_doctor.script.reaching import element
 
@@ -24,6 +25,78 @@ def contains(outer: ast.AST, inner: ast.AST) -> bool:
 def save_calls(facts: ScriptFacts) -> list[CallSite]:
     """torch.save and helpers named like a save: save_checkpoint, save_on_master, xm.save."""
     return [c for c in facts.calls if "save" in c.key.lower()]
+
+
+_FILE_TESTS = frozenset({"exists", "is_file", "isfile", "isdir", "is_dir"})
+
+
+def missing_arm(node: ast.AST, arm: bool) -> bool:
+    """The arm of `if not os.path.exists(path):` (or the `else` of `if path.is_file():`)
+    that runs where the file is not there."""
+    test = getattr(node, "test", None)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, arm = test.operand, not arm
+    return (
+        not arm and isinstance(test, ast.Call) and names.last_identifier(test.func) in _FILE_TESTS
+    )
+
+
+def saves_a_sample_cache(facts: ScriptFacts, save: CallSite) -> bool:
+    """`if os.path.exists(spec_path): load else: compute; torch.save(spec, spec_path)` in a
+    method that a map-style dataset's `__getitem__` reaches, the path built from the method's
+    own parameter (vits' and so-vits-svc's `get_audio(filename)`: `filename.replace(".wav",
+    ".spec.pt")`): a file per sample, written where it is missing by the rank the sampler
+    gave that sample to."""
+    function = save.ctx.function
+    info = facts.classes.get(save.ctx.class_name or "")
+    path = save.argument(1, "f")
+    if function is None or info is None or path is None or "__getitem__" not in info.methods:
+        return False
+    if not any(missing_arm(b.node, b.arm) for b in save.ctx.branches):
+        return False
+    if function.name not in _methods_reached(info, "__getitem__"):
+        return False
+    sources = _names_behind(facts, path, function)
+    return bool(sources & set(function.params[1:]))
+
+
+def _methods_reached(info: ClassInfo, start: str, hops: int = 3) -> set[str]:
+    """Methods of the class that `start` calls through `self.method(...)`, a few calls deep."""
+    found, frontier = {start}, [start]
+    for _ in range(hops):
+        reached = []
+        for name in frontier:
+            method = info.methods.get(name)
+            for node in ast.walk(method.node) if method is not None else ():
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and names.dotted(node.func.value) == "self"
+                    and node.func.attr in info.methods
+                    and node.func.attr not in found
+                ):
+                    found.add(node.func.attr)
+                    reached.append(node.func.attr)
+        frontier = reached
+    return found
+
+
+def _names_behind(facts: ScriptFacts, value: ast.AST, function: Function) -> set[str]:
+    """The names a value is built from, through the function's own assignments (a few back)."""
+    found: set[str] = set()
+    frontier = [value]
+    for _ in range(_NAME_HOPS + 1):
+        reached = []
+        for node in frontier:
+            for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - found:
+                found.add(name)
+                reached += [
+                    a.value
+                    for a in facts.assignments_by_target.get(name, ())
+                    if a.ctx.function is function and a.value is not None
+                ]
+        frontier = reached
+    return found
 
 
 _NAME_HOPS = 3  # path = join(d, name); name = f"part_{rank_save}.pkl"; rank_save = get_rank()
@@ -58,14 +131,26 @@ def logging_configured_here(facts: ScriptFacts) -> bool:
     return any(facts.calls_by_key.get(key) for key in _LOG_CONFIGURATION)
 
 
+def logging_quiet(facts: ScriptFacts) -> bool:
+    """Whether logging off rank 0 is decided elsewhere or silenced: the file does not set
+    logging up itself, or a file of its program sets it up per rank (msn: main.py sets the
+    root logger to ERROR off rank 0 for the trainer module it imports)."""
+    return not logging_configured_here(facts) or any(
+        logging_is_rank_aware(f) for f in program_files(facts) if f.is_python
+    )
+
+
 def logging_is_rank_aware(facts: ScriptFacts) -> bool:
-    """logging configured per rank: basicConfig/setLevel/dictConfig under a rank guard or
+    """logging configured per rank: basicConfig/setLevel/dictConfig under a rank guard, in a
+    function only some ranks call (REPA's create_logger, called under
+    `if accelerator.is_main_process:`: the other ranks keep the default WARNING level), or
     with the rank, or by the project's own set-up helper (setup_logger, init_logger_dist)."""
     if any(_LOG_HELPER.search(site.key) for site in facts.calls if "log" in site.key.lower()):
         return True
+    graph = facts.project.graph
     for key in _LOG_SETUPS:
         for call in facts.calls_by_key.get(key, ()):
-            if call.ctx.guard is not None:
+            if call.ctx.guard is not None or graph.runs_on_some_ranks_only(call.ctx):
                 return True
             values: list[ast.AST] = [*call.node.args, *(kw.value for kw in call.node.keywords)]
             used = {n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name)}

@@ -9,16 +9,15 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import guards, launchtests
+from ddp_doctor.script.armguards import false_arm_polarity
 from ddp_doctor.script.facts import (
     MODULE,
-    NONZERO,
     SINGLE,
     ZERO,
     Assignment,
     CallSite,
     ClassInfo,
     Context,
-    EnvAccess,
     Function,
     Loop,
     RankGuard,
@@ -26,22 +25,26 @@ from ddp_doctor.script.facts import (
     TorchImport,
 )
 from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
+from ddp_doctor.script.walkenv import (
+    add_module_aliases,
+    opens_devnull,
+    record_environ_call,
+    record_environ_subscript,
+)
 from ddp_doctor.script.walkshapes import (
     child_fields,
     in_arm,
-    is_environ,
     is_main_guard,
     marked,
 )
 
-_ENV_GETTERS = frozenset({"get", "getenv", "setdefault", "pop", "putenv"})
 _NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
 
 def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
     facts = ScriptFacts(path=path, source=source, tree=tree)
     _Walker(facts).body(tree.body, MODULE)
-    _add_module_aliases(facts)
+    add_module_aliases(facts)
     return facts
 
 
@@ -114,7 +117,7 @@ class _Walker:
         arm = stmt  # `if not cuda: return` / `elif "RANK" not in os.environ: return`: each false
         while isinstance(arm, ast.If) and guards.ends_control_flow(arm.body):
             ctx = in_arm(ctx, arm, arm.test, arm=False)
-            polarity = guards.flip(guards.classify(arm.test, self._flags(ctx)))
+            polarity = false_arm_polarity(arm.test, self._flags(ctx))
             guard = guard or (RankGuard(polarity, arm) if polarity else None)
             arm = arm.orelse[0] if len(arm.orelse) == 1 else None
         return ctx._replace(guard=guard) if guard else ctx
@@ -225,10 +228,12 @@ class _Walker:
             return
         body = in_arm(ctx, node, node.test, arm=True)
         orelse = in_arm(ctx, node, node.test, arm=False)
-        polarity = guards.classify(node.test, self._flags(ctx))
+        flags = self._flags(ctx)
+        polarity = guards.classify(node.test, flags)
         if polarity is not None:
-            other = NONZERO if polarity == ZERO else ZERO
             body = body._replace(guard=RankGuard(polarity, node))
+        other = false_arm_polarity(node.test, flags)
+        if other is not None:
             orelse = orelse._replace(guard=RankGuard(other, node))
         self.body(node.body, body)
         self.body(node.orelse, orelse)
@@ -283,11 +288,11 @@ class _Walker:
             self.facts.assignments.append(Assignment(text, value, node, ctx, index))  # type: ignore[arg-type]
             if text in ("builtins.print", "__builtin__.print", "__builtins__.print"):
                 self.facts.print_overridden = True
-            elif text == "sys.stdout" and _opens_devnull(value):
+            elif text == "sys.stdout" and opens_devnull(value):
                 self.facts.print_overridden = True  # llama's Llama.build off local rank 0
             return
         if isinstance(target, ast.Subscript):
-            self._environ_subscript(target, ctx, writes=True, value=value)
+            record_environ_subscript(self.facts, target, ctx, writes=True, value=value)
             path = access_path(target)
             if path is not None:
                 self.facts.assignments.append(Assignment(path, value, node, ctx, index))  # type: ignore[arg-type]
@@ -311,7 +316,7 @@ class _Walker:
                 continue
             if kind is ast.Call:
                 calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
-                self._environ_call(node, ctx)  # type: ignore[arg-type]
+                record_environ_call(facts, node, ctx)  # type: ignore[arg-type]
             elif kind is ast.Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and marked(value):
@@ -326,7 +331,7 @@ class _Walker:
                 self.short_circuit(node, ctx)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Subscript:
-                self._environ_subscript(node, ctx, writes=False)  # type: ignore[arg-type]
+                record_environ_subscript(facts, node, ctx, writes=False)  # type: ignore[arg-type]
             elif kind is ast.NamedExpr:
                 target = node.target.id  # type: ignore[attr-defined]
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
@@ -368,49 +373,11 @@ class _Walker:
             return qualified.rsplit(".", 1)[-1] if qualified else func.id
         return ""
 
-    def _environ_subscript(
-        self, node: ast.Subscript, ctx: Context, *, writes: bool, value: ast.expr | None = None
-    ) -> None:
-        key = node.slice
-        if isinstance(key, ast.Constant) and type(key.value) is str and is_environ(node.value):
-            self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
-
-    def _environ_call(self, node: ast.Call, ctx: Context) -> None:
-        func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr not in _ENV_GETTERS or not node.args:
-            return
-        if not (is_environ(func.value) or dotted(func.value) == "os"):
-            return
-        key = node.args[0]
-        if isinstance(key, ast.Constant) and type(key.value) is str:
-            writes = func.attr in ("setdefault", "putenv")
-            value = node.args[1] if writes and len(node.args) > 1 else None
-            self.facts.env.append(EnvAccess(key.value, node, ctx, writes, value))
-
 
 _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _opens_devnull(value: ast.expr | None) -> bool:
-    """`open(os.devnull, "w")`: print goes nowhere in the processes that run it."""
-    return (
-        isinstance(value, ast.Call)
-        and last_identifier(value.func) == "open"
-        and bool(value.args)
-        and dotted(value.args[0]) == "os.devnull"
-    )
-
-
-def _add_module_aliases(facts: ScriptFacts) -> None:
-    """`DDP = torch.nn.parallel.DistributedDataParallel` at module level acts like an import."""
-    for assignment in facts.assignments:
-        if assignment.ctx.module_level and "." not in assignment.target:
-            qualified = facts.imports.resolve(assignment.value)
-            if qualified is not None and qualified.startswith("torch."):
-                facts.imports.add_alias(assignment.target, qualified)
 
 
 def _scope_of(text: str, ctx: Context) -> object:

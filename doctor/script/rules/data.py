@@ -155,11 +155,12 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         script that runs its own training loop), with no set_epoch reaching it: not on the
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
-        argument, and set_epoch called once before the epoch loop. A single pass over the data
-        needs no set_epoch: nor does a loader that nothing iterates (a training loader an
-        evaluation script builds and never reads), one iterated only under an evaluation name
-        (`test_loader = subset_loader(...)`, then `for batch in test_loader` once per seed),
-        or a sampler built in a helper from a `shuffle`
+        argument where the loader is iterated per epoch or the call repeats (not `set_epoch(0)`
+        once before one pass: peft's EVA init), and set_epoch called once before the epoch loop.
+        A single pass over the data needs no set_epoch: nor does a loader that nothing iterates
+        (a training loader an evaluation script builds and never reads), one iterated only
+        under an evaluation name (`test_loader = subset_loader(...)`, then `for batch in
+        test_loader` once per seed), or a sampler built in a helper from a `shuffle`
         parameter that every call path reaching its arm sets to False (`elif type ==
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
         by evaluation loaders that pass shuffle=False), or a sampler built inside the epoch
@@ -203,7 +204,7 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         for call in calls:
             if not any(c is call for c in facts.calls_by_key.get("set_epoch", ())):
                 continue  # in another file: judged there
-            problem = _misplaced(facts, call)
+            problem = _misplaced(facts, call, epochs is True)
             if problem and id(call) not in reported_calls:
                 reported_calls.add(id(call))
                 yield hit(facts, call.node, problem, {"call": text_of(call.node)})
@@ -221,9 +222,12 @@ def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
     )
 
 
-def _misplaced(facts: ScriptFacts, call: CallSite) -> str | None:
+def _misplaced(facts: ScriptFacts, call: CallSite, per_epoch: bool) -> str | None:
     argument = call.node.args[0] if call.node.args else call.keyword("epoch")
     if isinstance(argument, ast.Constant):
+        repeated = bool(call.ctx.loops) or flow_of(facts).called_in_loop(call.ctx.function)
+        if not (per_epoch or repeated):  # per_epoch: its loader is iterated once per epoch
+            return None  # set_epoch(0) once before one pass (peft's EVA initialisation)
         return f"set_epoch({argument.value!r}) passes a constant: every epoch uses the same order"
     if call.ctx.loops or argument is None:
         return None

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
-from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, text_of
+from ddp_doctor.script.facts import ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
@@ -22,10 +21,13 @@ from ddp_doctor.script.loads import (
     restores_state,
 )
 from ddp_doctor.script.logsites import (
-    in_a_loop_of_steps,
+    LOG_KEYS,
+    SILENCES_PRINT,
     in_handler,
     is_event_report,
     launcher_redirects_stdout,
+    log_kind,
+    only_when_missing,
     opted_in_per_rank,
     print_replaced,
     print_setup_files,
@@ -42,14 +44,13 @@ from ddp_doctor.script.purpose import (
 )
 from ddp_doctor.script.rankflow import (
     collective_helpers,
-    logging_configured_here,
-    logging_is_rank_aware,
+    logging_quiet,
     matched_in_other_arm,
     mentions_rank,
     paired_collectives,
     save_calls,
+    saves_a_sample_cache,
 )
-from ddp_doctor.script.region import distributed_region
 from ddp_doctor.script.savedvalues import saved_through_names, treated_as_fsdp
 
 
@@ -68,7 +69,9 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         Saves to a path that contains the rank, and into an io.BytesIO buffer, are left alone,
         and so is a cache written when it is missing under a block that lets rank 0 through
         first (`with torch_distributed_zero_first(rank):`, `main_process_first()`): rank 0
-        writes it, the others find it and read it.
+        writes it, the others find it and read it; and so is a dataset's file per sample,
+        written where it is missing by a method its `__getitem__` reaches, to a path built
+        from that method's parameter (vits' `get_audio(filename)` caching `*.spec.pt`).
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -92,6 +95,8 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if prepared_by_rank_zero_first(facts, save.ctx, save.node.lineno):
             continue  # a cache the first rank writes when missing; the others then read it
+        if saves_a_sample_cache(facts, save):
+            continue  # a dataset's file per sample, written by the rank that loads the sample
         where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
         yield hit(
             facts,
@@ -207,16 +212,6 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         yield from helper_loads_without_map_location(facts)
 
 
-_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
-# A project's helper that silences print off the main process, called where its module may be
-# out of view: setup_for_distributed(is_master) (DeiT, DETR), suppress_output(rank),
-# _restrict_print_to_main_process() (dinov2), setup_print(...).
-_SILENCES_PRINT = re.compile(
-    r"_?(setup_for_distributed|suppress_output|(setup|suppress|restrict|disable|silence)_?\w*print\w*)"
-)
-_LOG_KEYS = ("print", *sorted(_LOG_METHODS), "init", "tqdm", "trange", "SummaryWriter")
-
-
 @rule(
     "DDP119",
     Remediation("Log, print, open progress bars and wandb/tensorboard runs on rank 0 only."),
@@ -225,9 +220,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
         launch` runs it once per GPU; so does a Lightning Fabric given devices or a strategy,
-        whose launch() runs the program in each process it starts), outside rank-0-only code: print/logging inside a loop
-        (or in a function the loop calls directly: a progress meter's display(); a pass over
-        a mapping's entries, `for k, v in kwargs.items():` or a list of a config's keys, is no loop),
+        whose launch() runs the program in each process it starts), outside rank-0-only
+        code: print/logging inside a loop (or in a function the loop calls directly: a
+        progress meter's display(); a pass over a mapping's entries, `for k, v in
+        kwargs.items():` or a list of a config's keys, is no loop),
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
         print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
@@ -244,9 +240,11 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         (`if need_profiling: ...; need_profiling = False`), for a branch that lets rank 0 or,
         by the configuration's choice, every rank through (`if rank == 0 or not
         cfg.rank_zero_only:`), for the building of a cache that rank 0 makes first (see
-        DDP116: the others find it made), and for logging where the file does
-        not set logging up itself (it is configured elsewhere, often per rank) or sets it
-        up per rank.
+        DDP116: the others find it made) or that runs only where a file is missing (a
+        download's progress bar), for print(..., file=f) into a file, and for logging where
+        the file does not set logging up itself (it is configured elsewhere, often per rank)
+        or its program sets it up per rank (an entry point's setLevel under a rank guard, a
+        basicConfig in a function only rank 0 calls).
     Why it matters:
         Every line appears world_size times, progress bars fight over the terminal, wandb
         starts one run per GPU and tensorboard writes one event file per rank.
@@ -263,21 +261,23 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     quiet_print = launcher_redirects_stdout(facts) or any(
         f.print_overridden
         or print_replaced(f)
-        or any(_SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
+        or any(SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
         for f in print_setup_files(facts)
         if f.is_python
     )
-    quiet_logging = logging_is_rank_aware(facts) or not logging_configured_here(facts)
-    for call in (c for key in _LOG_KEYS for c in facts.calls_by_key.get(key, ())):
-        kind = _log_kind(facts, call, quiet_print, quiet_logging)
+    quiet_logging = logging_quiet(facts)
+    for call in (c for key in LOG_KEYS for c in facts.calls_by_key.get(key, ())):
+        kind = log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx) or is_event_report(call.ctx):
             continue
         if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
         if opted_in_per_rank(call.ctx) or not flow.in_distributed_region(call.ctx):
             continue
-        if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno):
-            continue  # building a missing cache: only the first rank finds it missing
+        if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno) or only_when_missing(
+            facts, call.ctx
+        ):
+            continue  # building a missing cache (rank 0 first, or once: a download's bar)
         given = [*call.node.args, *(kw.value for kw in call.node.keywords)]
         if any(is_rank_like(n) for value in given for n in ast.walk(value)):
             continue  # the rank in the message, a bar's desc= or position=: one per rank, meant
@@ -292,44 +292,6 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         )
 
 
-def _log_kind(
-    facts: ScriptFacts, call: CallSite, quiet_print: bool, quiet_logging: bool
-) -> str | None:
-    func = call.node.func
-    graph = facts.project.graph
-    region = distributed_region(graph)
-
-    def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        return in_a_loop_of_steps(facts, ctx) or graph.called_in_loop(ctx.function, 1, region)
-
-    if call.key == "print" and isinstance(func, ast.Name):
-        return "print" if not quiet_print and in_loop(call.ctx) else None
-    if call.key in _LOG_METHODS and call.receiver is not None:
-        receiver = names.dotted(call.receiver) or ""
-        if "log" not in receiver.rsplit(".", 1)[-1].lower() or quiet_logging:
-            return None
-        if not in_loop(call.ctx):
-            return None
-        origin = facts.qualname(call.receiver) or "logging"
-        return "logging" if origin.startswith("logging") else None  # LOGGER from elsewhere: its
-        # configuration (often per rank) is not in this file
-    qualified = facts.qualname(func) or ""
-    if qualified.startswith("wandb.") and call.key in ("init", "log"):
-        return "wandb"
-    if qualified.endswith(".tqdm") or qualified == "tqdm":
-        if call.keyword("disable") is not None or (_displays_once(call) and not in_loop(call.ctx)):
-            return None  # tqdm(None, desc=..., total=n, initial=n): a line of results, a print
-        return "tqdm"
-    if qualified.endswith("SummaryWriter"):
-        return "tensorboard"
-    return None
-
-
-def _displays_once(call: CallSite) -> bool:
-    iterable = call.argument(0, "iterable")
-    return isinstance(iterable, ast.Constant) and iterable.value is None
-
-
 @rule(
     "DDP120",
     Remediation(
@@ -342,7 +304,10 @@ def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
         dist.barrier, all_reduce, broadcast, all_gather and the other collectives, a call of
         the DDP model outside no_grad, and calls of local helpers that run collectives, inside
         a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,
-        barrier for rank 0" (first process downloads) is recognised and left alone.
+        barrier for rank 0" (first process downloads) is recognised and left alone, and so
+        are the `else` of a rank test joined with another condition (`if rank == 0 and step %
+        10 == 0:`) and the code after an exit on one (`if num_gpus == 1 and rank != 0: raise
+        ...`, a check of the one-GPU run): every rank can get there.
     Why it matters:
         A collective completes only when every rank calls it. Rank 0 waits in the barrier
         forever while the others never arrive (or the reverse), until the NCCL watchdog
