@@ -92,3 +92,37 @@ def treated_as_fsdp(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> b
         if any(names.dotted(argument) == text for argument in _arguments(site)):
             return True
     return False
+
+
+def in_data_parallel_only_arm(facts: ScriptFacts, call: CallSite) -> bool:
+    """The call sits in the arm of `isinstance(x, nn.DataParallel)` that holds no
+    DataParallel (`if isinstance(model, DataParallel): save(model.module...) else:
+    save(model.state_dict())`, SimCLR's save_model): DDP is no subclass of DataParallel, so
+    a DDP wrapper takes that arm with its "module." keys."""
+    for branch in call.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None:
+            continue
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        core = test.operand if negated else test  # type: ignore[attr-defined]
+        if branch.arm == negated and _tests_data_parallel_only(facts, core):
+            return True
+    return False
+
+
+def _tests_data_parallel_only(facts: ScriptFacts, test: ast.expr) -> bool:
+    """`isinstance(m, torch.nn.DataParallel)` (or a tuple of DataParallel names only)."""
+    if not (isinstance(test, ast.Call) and names.last_identifier(test.func) == "isinstance"):
+        return False
+    if len(test.args) != 2:
+        return False
+    second = test.args[1]
+    kinds = second.elts if isinstance(second, ast.Tuple) else [second]
+    return bool(kinds) and all(_names_data_parallel(facts, kind) for kind in kinds)
+
+
+def _names_data_parallel(facts: ScriptFacts, kind: ast.expr) -> bool:
+    qualified = facts.qualname(kind)
+    if qualified is not None:
+        return qualified == names.DATA_PARALLEL
+    return names.last_identifier(kind) == "DataParallel"
