@@ -150,7 +150,9 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if treated_as_fsdp(facts, call, receiver):
             continue
-        if unwrapped_here(facts, call, receiver) and not in_data_parallel_only_arm(facts, call):
+        if unwrapped_here(facts, call, receiver) and not in_data_parallel_only_arm(
+            facts, call, receiver
+        ):
             continue
         if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
