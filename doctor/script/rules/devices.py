@@ -11,6 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.facts import (
     SINGLE,
+    Assignment,
     CallSite,
     EnvAccess,
     ScriptFacts,
@@ -223,7 +224,11 @@ def _held_literal_index(facts: ScriptFacts, device: ast.expr, site: CallSite) ->
             assigned = _namespace_assignments(origin.facts, origin.name)
             if not assigned:
                 return None
-            values.extend(assigned)
+            for assignment in assigned:
+                found = facts.project.values.origins(origin.facts, assignment.value, assignment.ctx)
+                values.extend(o.node for o in found if o.node is not None)
+                if any(o.node is None for o in found):
+                    return None
         elif origin.node is not None:
             values.append(origin.node)
         else:
@@ -231,7 +236,7 @@ def _held_literal_index(facts: ScriptFacts, device: ast.expr, site: CallSite) ->
     literal: ast.expr | None = None
     for value in values:
         for candidate in _device_values(value):
-            if isinstance(candidate, ast.Constant) and candidate.value == "cpu":
+            if _is_cpu(candidate):
                 continue
             if not (isinstance(candidate, ast.expr) and _is_literal_gpu(candidate)):
                 return None
@@ -239,32 +244,40 @@ def _held_literal_index(facts: ScriptFacts, device: ast.expr, site: CallSite) ->
     return literal
 
 
-def _namespace_assignments(facts: ScriptFacts, attr: str) -> list[ast.expr]:
-    """Values stored as `args.<attr> = ...` on a namespace the file parses (`args =
-    parser.parse_args()`), beside the options argparse declares."""
-    found: list[ast.expr] = []
+def _namespace_assignments(facts: ScriptFacts, attr: str) -> list[Assignment]:
+    """`args.<attr> = ...` on a namespace the file parses (`args = parser.parse_args()`),
+    beside the options argparse declares."""
+    found: list[Assignment] = []
     for method in ("parse_args", "parse_known_args"):
         for parse in facts.methods_called(method):
             namespace = facts.assigned_to(parse.node)
             if namespace is not None:
-                found += [
-                    a.value for a in facts.assignments_by_target.get(f"{namespace}.{attr}", ())
-                ]
+                found += facts.assignments_by_target.get(f"{namespace}.{attr}", ())
     return found
 
 
 def _device_values(value: ast.AST) -> Iterator[ast.AST]:
-    """The arms of a conditional, and those of torch.device's one argument."""
+    """The arms of a conditional, and those of torch.device's one argument when it is a
+    conditional (a plain `torch.device("cuda:0")` stays whole: the finding at the call
+    itself then names this use as the same cause)."""
     for candidate in candidates(value):
         if (
             isinstance(candidate, ast.Call)
             and names.last_identifier(candidate.func) == "device"
             and len(candidate.args) == 1
             and not candidate.keywords
+            and not isinstance(candidate.args[0], ast.Constant)
         ):
             yield from candidates(candidate.args[0])
         else:
             yield candidate
+
+
+def _is_cpu(node: ast.AST) -> bool:
+    """`"cpu"`, `torch.device("cpu")`."""
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "device":
+        node = node.args[0] if len(node.args) == 1 else node
+    return isinstance(node, ast.Constant) and node.value == "cpu"
 
 
 def _is_literal_gpu(node: ast.expr) -> bool:
