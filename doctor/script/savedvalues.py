@@ -13,6 +13,7 @@ import re
 from ddp_doctor.script import names
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position
 from ddp_doctor.script.rankflow import contains
+from ddp_doctor.script.wrappertests import tests_data_parallel_only
 
 
 def saved_through_names(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
@@ -92,3 +93,34 @@ def treated_as_fsdp(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> b
         if any(names.dotted(argument) == text for argument in _arguments(site)):
             return True
     return False
+
+
+def in_data_parallel_only_arm(facts: ScriptFacts, call: CallSite, receiver: ast.expr) -> bool:
+    """The call sits in the arm of `isinstance(x, nn.DataParallel)` that holds no
+    DataParallel (`if isinstance(model, DataParallel): save(model.module...) else:
+    save(model.state_dict())`, SimCLR's save_model), or its receiver was unwrapped by such a
+    test (`raw = model.module if isinstance(model, DataParallel) else model`): DDP is no
+    subclass of DataParallel, so a DDP wrapper takes the plain arm with its "module." keys."""
+    path = names.access_path(receiver)
+    for assignment in facts.assignments_by_target.get(path or "", ()):
+        value = assignment.value
+        if (
+            isinstance(value, ast.IfExp)
+            and assignment.ctx.function is call.ctx.function
+            and position(assignment) < position(call)
+            and tests_data_parallel_only(facts, _unnegated(value.test))
+        ):
+            return True
+    for branch in call.ctx.branches:
+        test = getattr(branch.node, "test", None)
+        if test is None:
+            continue
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if branch.arm == negated and tests_data_parallel_only(facts, _unnegated(test)):
+            return True
+    return False
+
+
+def _unnegated(test: ast.expr) -> ast.expr:
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    return test.operand if negated else test  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.rankflow import mentions_rank
@@ -45,11 +46,10 @@ def has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
                 return True  # a seeding helper nobody in the tree calls: its callers decide
             if origin.kind == SPAWN_INDEX:
                 return True
-            if (
-                origin.node is not None
-                and origin.facts is not None
-                and (mentions_rank(origin.facts, origin.node))
-            ):
+            if origin.kind == PARAM:
+                continue  # its node is the whole function, whose body may name the rank
+            known = origin.node is not None and origin.facts is not None
+            if known and mentions_rank(origin.facts, origin.node):  # type: ignore[arg-type]
                 return True
     return False
 
@@ -105,9 +105,72 @@ def _is_own_seed_call(facts: ScriptFacts, call: ast.Call) -> bool:
 def seeds_a_generator_per_rank(facts: ScriptFacts) -> bool:
     """`g = torch.Generator(); g.manual_seed(seed + rank)`: the program draws its per-rank
     randomness from a generator of its own, seeded with the rank; the global seed it sets
-    beside it is the shared one on purpose (the model's initialisation)."""
+    beside it is the shared one on purpose (the model's initialisation). Only a generator
+    that draws for training counts: one passed (`generator=g`) outside `torch.no_grad()` /
+    `inference_mode()`. build-nanogpt's `sample_rng.manual_seed(42 + ddp_rank)` feeds only
+    the multinomial of its text samples, under no_grad: the training data still draws from
+    the global generator seeded alike on every rank."""
     return any(
-        facts.resolve(site) not in names.SEEDERS and has_rank_term(facts, site)
+        facts.resolve(site) not in names.SEEDERS
+        and has_rank_term(facts, site)
+        and _draws_for_training(facts, site)
         for site in facts.methods_called("manual_seed")
         if site.node.args or site.node.keywords
     )
+
+
+def _generator_names(facts: ScriptFacts, site: CallSite) -> set[str]:
+    """`g` of `g.manual_seed(...)`, and the name a chained `torch.Generator().manual_seed(...)`
+    is assigned to."""
+    found: set[str] = set()
+    if isinstance(site.receiver, ast.Name):
+        found.add(site.receiver.id)
+    target = facts.assigned_to(site.node)
+    if target is not None:
+        found.add(target)
+    return found
+
+
+def _draws_for_training(facts: ScriptFacts, site: CallSite) -> bool:
+    generators = _generator_names(facts, site)
+    for call in facts.calls:
+        value = call.keyword("generator")
+        if value is None or call.ctx.no_grad:
+            continue
+        if value is site.node or (isinstance(value, ast.Name) and value.id in generators):
+            return True
+    return False
+
+
+# Calls that shard a model: FSDP1, FSDP2, and the strategies of Lightning that run them.
+_SHARDING_KEYS = (
+    "FullyShardedDataParallel",
+    "fully_shard",
+    "ModelParallelStrategy",
+    "FSDPStrategy",
+)
+
+
+def shards_a_meta_model(facts: ScriptFacts) -> bool:
+    """A model built on the meta device (`with torch.device("meta"):`, `device="meta"`)
+    in a program that shards it: nothing broadcasts rank 0's weights, each rank initialises
+    its own shard after the wrap, and the sharded init (DTensor's RNG tracker, pytorch/pytorch
+    torch/distributed/tensor/_random.py) needs the same seed on every rank to make the shards
+    one model (Lightning's Fabric fp8 and FSDP2 examples seed alike for that)."""
+    mates = program_files(facts)
+    if not any(mate.calls_by_key.get(key) for mate in mates for key in _SHARDING_KEYS):
+        return False
+    return any(_builds_on_meta(mate) for mate in mates)
+
+
+def _builds_on_meta(facts: ScriptFacts) -> bool:
+    for site in facts.calls:
+        if site.key == "device" and _is_meta(site.node.args[0] if site.node.args else None):
+            return True  # torch.device("meta"), as a context manager or a value
+        if _is_meta(site.keyword("device")):
+            return True
+    return False
+
+
+def _is_meta(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "meta"

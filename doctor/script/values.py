@@ -40,6 +40,7 @@ from ddp_doctor.script.origins import (
     Origins,
 )
 from ddp_doctor.script.project import Project
+from ddp_doctor.script.wrappertests import tests_data_parallel_only
 
 # Module methods that return the module itself: `model.cuda()` is still `model`.
 _RETURNS_SELF = frozenset(
@@ -128,10 +129,11 @@ class Values:
     def _conditional(
         self, facts: ScriptFacts, expr: ast.IfExp, ctx: Context, depth: int
     ) -> set[Origin]:
-        """Both arms; the `else` of `m.module if hasattr(m, "module") else m` holds no wrapper."""
+        """Both arms; the `else` of `m.module if hasattr(m, "module") else m` holds no wrapper
+        (that of a test naming only nn.DataParallel may: DDP is no DataParallel)."""
         body = self.origins(facts, expr.body, ctx, depth)
         orelse = self.origins(facts, expr.orelse, ctx, depth)
-        if is_wrapper_test(expr.test):
+        if is_wrapper_test(expr.test) and not tests_data_parallel_only(facts, expr.test):
             orelse = frozenset(o for o in orelse if o.qualname not in _WRAPPERS)
         return set(body | orelse)
 

@@ -33,6 +33,7 @@ from ddp_doctor.script.seeding import (
     reseeds_to_compare,
     seeds_a_generator_per_rank,
     seeds_data,
+    shards_a_meta_model,
 )
 from ddp_doctor.script.workers import in_worker, spawned_code
 
@@ -335,7 +336,12 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         the CUDA generators alone draw no augmentation). A reseed from the process's own
         seed (`np.random.seed(torch.initial_seed() % 2**32)` in a worker_init_fn) brings
         no shared value in and is not reported; nor is a program that seeds a generator of
-        its own with the rank (`g.manual_seed(seed + rank)`: its data draws are per rank). Module-level seeding counts: spawned
+        its own with the rank and draws training data from it (`g.manual_seed(seed + rank)`,
+        then `generator=g` outside torch.no_grad: its data draws are per rank; a generator
+        that only samples text or images under no_grad does not count). Programs that
+        build the model on the meta device and shard it (FSDP, fully_shard, Lightning's
+        ModelParallelStrategy) are left alone: each rank initialises its own shard, nothing
+        is broadcast, and the shared seed makes the shards one model. Module-level seeding counts: spawned
         workers import the script again and run it; seeding only in the parent before
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
@@ -383,7 +389,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
-    if seeds_a_generator_per_rank(facts):
+    if seeds_a_generator_per_rank(facts) or shards_a_meta_model(facts):
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return

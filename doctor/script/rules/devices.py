@@ -11,6 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.facts import (
     SINGLE,
+    Assignment,
     CallSite,
     EnvAccess,
     ScriptFacts,
@@ -20,7 +21,7 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
-from ddp_doctor.script.origins import CONSTANT
+from ddp_doctor.script.origins import CONSTANT, OPTION
 from ddp_doctor.script.placement import is_hard_coded_index
 
 
@@ -102,7 +103,10 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         counts: it sets the device from LOCAL_RANK; so does a set-up helper of the project's
         own package whose module is not in the checked tree, `setup_and_build_model(args)`
         from vision/eval/setup.py: what it sets up is out of view). And literal "cuda:0" /
-        .cuda(0) there, except in code only rank 0 runs. Branches taken only without a
+        .cuda(0) there, except in code only rank 0 runs, also held in a name or a namespace
+        attribute whose every GPU value is one (`args.device = torch.device("cuda:0" if
+        torch.cuda.is_available() else "cpu")` in the parent, `model.to(args.device)` in
+        every spawned rank). Branches taken only without a
         launcher (a DataParallel fallback), code shared with one when the process group is
         only started under `if args.distributed:`, and RPC scripts are left alone; a
         per-rank CUDA_VISIBLE_DEVICES silences it. One finding per kind, the other lines
@@ -144,6 +148,14 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
                     literal,
                     f"{text_of(site.node)} puts every rank on the same GPU",
                     cause=f"literal {text_of(literal)}",
+                )
+        elif (held := _held_literal_index(facts, device, site)) is not None:
+            if not flow.runs_on_rank_zero_only(site.ctx):
+                yield hit(
+                    facts,
+                    site.node,
+                    f"{text_of(site.node)} puts every rank on the same GPU ({text_of(held)})",
+                    cause=f"literal {text_of(held)}",
                 )
         elif site.key == "device" and len(site.node.args) > 1:
             continue  # torch.device("cuda", local_rank)
@@ -197,6 +209,83 @@ def _device_argument(site: CallSite) -> ast.expr | None:
 
 def _is_plain_cuda(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value == "cuda"
+
+
+def _held_literal_index(facts: ScriptFacts, device: ast.expr, site: CallSite) -> ast.expr | None:
+    """A name or namespace attribute whose every GPU value is a literal index, the others
+    "cpu": `args.device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")`
+    in the parent, then `model.to(args.device)` in every spawned rank (SimCLR's main.py).
+    The literal found, or None where any value is unknown or none names a GPU."""
+    if not isinstance(device, (ast.Name, ast.Attribute)):
+        return None
+    values: list[ast.AST] = []
+    for origin in with_defaults(facts.project.values, facts, device, site.ctx, parameters=False):
+        if origin.kind == OPTION and origin.facts is not None:
+            assigned = _namespace_assignments(origin.facts, origin.name)
+            if not assigned:
+                return None
+            for assignment in assigned:
+                found = facts.project.values.origins(origin.facts, assignment.value, assignment.ctx)
+                values.extend(o.node for o in found if o.node is not None)
+                if any(o.node is None for o in found):
+                    return None
+        elif origin.node is not None:
+            values.append(origin.node)
+        else:
+            return None
+    literal: ast.expr | None = None
+    for value in values:
+        for candidate in _device_values(value):
+            if _is_cpu(candidate):
+                continue
+            if not (isinstance(candidate, ast.expr) and _is_literal_gpu(candidate)):
+                return None
+            literal = literal or candidate
+    return literal
+
+
+def _namespace_assignments(facts: ScriptFacts, attr: str) -> list[Assignment]:
+    """`args.<attr> = ...` on a namespace the file parses (`args = parser.parse_args()`),
+    beside the options argparse declares."""
+    found: list[Assignment] = []
+    for method in ("parse_args", "parse_known_args"):
+        for parse in facts.methods_called(method):
+            namespace = facts.assigned_to(parse.node)
+            if namespace is not None:
+                found += facts.assignments_by_target.get(f"{namespace}.{attr}", ())
+    return found
+
+
+def _device_values(value: ast.AST) -> Iterator[ast.AST]:
+    """The arms of a conditional, and those of torch.device's one argument when it is a
+    conditional (a plain `torch.device("cuda:0")` stays whole: the finding at the call
+    itself then names this use as the same cause)."""
+    for candidate in candidates(value):
+        if (
+            isinstance(candidate, ast.Call)
+            and names.last_identifier(candidate.func) == "device"
+            and len(candidate.args) == 1
+            and not candidate.keywords
+            and not isinstance(candidate.args[0], ast.Constant)
+        ):
+            yield from candidates(candidate.args[0])
+        else:
+            yield candidate
+
+
+def _is_cpu(node: ast.AST) -> bool:
+    """`"cpu"`, `torch.device("cpu")`."""
+    if isinstance(node, ast.Call) and names.last_identifier(node.func) == "device":
+        node = node.args[0] if len(node.args) == 1 else node
+    return isinstance(node, ast.Constant) and node.value == "cpu"
+
+
+def _is_literal_gpu(node: ast.expr) -> bool:
+    """`"cuda:0"`, `torch.device("cuda", 0)`; a bare int is not taken (it may be a default
+    that the program overwrites per rank)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and is_hard_coded_index(node)
+    return isinstance(node, ast.Call) and is_hard_coded_index(node)
 
 
 def _always_plain_cuda(facts: ScriptFacts, device: ast.expr, site: CallSite) -> bool:

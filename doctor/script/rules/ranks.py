@@ -51,7 +51,11 @@ from ddp_doctor.script.rankflow import (
     save_calls,
     saves_a_sample_cache,
 )
-from ddp_doctor.script.savedvalues import saved_through_names, treated_as_fsdp
+from ddp_doctor.script.savedvalues import (
+    in_data_parallel_only_arm,
+    saved_through_names,
+    treated_as_fsdp,
+)
 
 
 @rule(
@@ -119,7 +123,9 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         where x may hold the DDP-wrapped model at that point: assigned the wrapper earlier, a
         `self.model` wrapped in another method, or a parameter that a caller passes the
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
-        `hasattr(x, "module")` / `isinstance(x, DDP)`, nor after `x = x.module`, nor in an arm
+        `hasattr(x, "module")` / `isinstance(x, DDP)` (the `else` of a test that names only
+        nn.DataParallel counts: DDP is no DataParallel, so the wrapper takes that arm), nor
+        after `x = x.module`, nor in an arm
         that first hands x to an FSDP API (`FSDP.set_state_dict_type(x, ...)`: an FSDP module
         there, whose full state dict has no prefix); and not in a
         program that expects the prefix: one that restores a state dict into the DDP-wrapped
@@ -147,7 +153,11 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if not (is_saved(facts, call, saves) or saved_through_names(facts, call, saves)):
             continue
-        if unwrapped_here(facts, call, receiver) or treated_as_fsdp(facts, call, receiver):
+        if treated_as_fsdp(facts, call, receiver):
+            continue
+        if unwrapped_here(facts, call, receiver) and not in_data_parallel_only_arm(
+            facts, call, receiver
+        ):
             continue
         if flow.holds_wrapped_model(receiver, call.ctx, call.node):
             yield hit(
