@@ -107,7 +107,34 @@ def over_entries(loop: ast.For | ast.AsyncFor | ast.While, scope: ast.AST | None
         return True
     if isinstance(source, ast.Name) and scope is not None and _bound_to_keys(source.id, scope):
         return True
-    return _keys_looked_up(loop)
+    return _keys_looked_up(loop) or _dispatches_on_names(loop)
+
+
+def _dispatches_on_names(loop: ast.For | ast.AsyncFor) -> bool:
+    """`for name in name_list: if name == "LASOT": ...`: the loop variable is compared with
+    string constants, so it walks a list of configured names (datasets, models) and each
+    pass builds one of them; a step or a batch is never a name."""
+    target = loop.target.id if isinstance(loop.target, ast.Name) else None
+    if target is None:
+        return False
+    return any(
+        isinstance(node, ast.If) and _names_compared(node.test, target)
+        for statement in loop.body
+        for node in ast.walk(statement)
+    )
+
+
+def _names_compared(test: ast.expr, target: str) -> bool:
+    """`name == "LASOT"` (either side) in the test."""
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare) or not isinstance(node.ops[0], ast.Eq):
+            continue
+        sides = [node.left, node.comparators[0]]
+        if any(isinstance(s, ast.Name) and s.id == target for s in sides) and any(
+            isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides
+        ):
+            return True
+    return False
 
 
 _COPIES = frozenset({"list", "sorted", "tuple", "set", "reversed"})

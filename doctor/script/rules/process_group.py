@@ -101,7 +101,9 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         none in a condition around the call or around the assignment of the backend, here or
         in a caller. A check that only sizes the world (world_size =
         torch.cuda.device_count()) is no fallback, nor is a switch on the operating system
-        ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets NCCL). A GPU
+        ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets NCCL); a switch
+        on a setting named for the hardware is the user's fallback (`'gloo' if
+        config["use_cpu"] else 'nccl'`, `args.cpu`, `args.no_cuda`). A GPU
         requirement stated before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
         early exit `if not torch.cuda.is_available(): return`, also as one arm of an
         if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
@@ -202,14 +204,27 @@ def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _about_gpus(test: ast.expr | None) -> bool:
-    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`), not on the cluster (SLURM)."""
+    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`, `cfg["use_cpu"]`: a choice of
+    the hardware, also as a configuration key), not on the cluster (SLURM)."""
     if test is None:
         return False
-    for node in ast.walk(test):
-        name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
-            return True
-    return asks_availability(test)
+    return asks_availability(test) or any(
+        any(word in name.lower() for word in _HARDWARE_WORDS)
+        for name in map(_named, ast.walk(test))
+        if name
+    )
+
+
+_HARDWARE_WORDS = ("gpu", "cuda", "device", "cpu")
+
+
+def _named(node: ast.AST) -> str | None:
+    """The identifier a test reads: `args.use_cpu`, or the key of `config["use_cpu"]`."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return names.last_identifier(node)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value if isinstance(node.slice.value, str) else None
+    return None
 
 
 def _is_backend(init: CallSite, name: str) -> bool:
