@@ -82,7 +82,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP121", "destroy-process-group-missing", INFO, "script", "script.rules.process_group", "init_process_group is never matched by destroy_process_group."),
     Code("DDP122", "same-seed-every-rank", INFO, "script", "script.rules.data", "Every rank seeds its random generators with the same constant."),
     Code("DDP123", "spawn-without-main-guard", ERROR, "script", "script.rules.launch", "mp.spawn runs from module-level code with no `if __name__ == \"__main__\":` guard."),
-    Code("DDP124", "deprecated-nccl-env-in-code", WARNING, "script", "script.rules.process_group", "Code (or a launch script) sets an NCCL_* variable that torch renamed to TORCH_NCCL_*."),
+    Code("DDP124", "deprecated-nccl-env-in-code", WARNING, "script", "script.rules.nccl_env", "Code (or a launch script) sets an NCCL_* variable that torch renamed to TORCH_NCCL_*."),
     Code("DDP125", "dataparallel-loss-not-reduced", WARNING, "script", "script.rules.training", "A loss computed inside a DataParallel model's forward is back-propagated unreduced."),
     Code("DDP126", "reentrant-checkpoint-with-ddp", WARNING, "script", "script.rules.training", "Activation checkpointing uses the reentrant variant under DDP."),
     Code("DDP127", "indexless-cuda-placement", ERROR, "script", "script.rules.devices", ".cuda() or \"cuda\" with no index (or a literal cuda:0) in a one-process-per-GPU script."),

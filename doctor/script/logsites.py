@@ -12,8 +12,9 @@ import re
 
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
-from ddp_doctor.script.facts import ZERO, CallSite, Context, ScriptFacts
+from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
+from ddp_doctor.script.onceloops import dispatches_on_names, runs_once
 from ddp_doctor.script.rankflow import contains, missing_arm
 from ddp_doctor.script.region import distributed_region
 
@@ -87,7 +88,9 @@ _ENTRIES = frozenset({"items", "keys", "values", "vars"})
 def in_a_loop_of_steps(facts: ScriptFacts, ctx: Context) -> bool:
     """Inside a loop of the function (or module) that is no pass over a mapping's entries."""
     scope = ctx.function.node if ctx.function is not None else facts.tree
-    return any(not over_entries(loop.node, scope) for loop in ctx.loops)
+    return any(
+        not over_entries(loop.node, scope) and not runs_once(loop.node, scope) for loop in ctx.loops
+    )
 
 
 def over_entries(loop: ast.For | ast.AsyncFor | ast.While, scope: ast.AST | None = None) -> bool:
@@ -107,7 +110,7 @@ def over_entries(loop: ast.For | ast.AsyncFor | ast.While, scope: ast.AST | None
         return True
     if isinstance(source, ast.Name) and scope is not None and _bound_to_keys(source.id, scope):
         return True
-    return _keys_looked_up(loop)
+    return _keys_looked_up(loop) or dispatches_on_names(loop)
 
 
 _COPIES = frozenset({"list", "sorted", "tuple", "set", "reversed"})
@@ -347,7 +350,11 @@ def log_kind(
     region = distributed_region(graph)
 
     def in_loop(ctx: Context) -> bool:  # the loop itself, or a helper it calls (display())
-        return in_a_loop_of_steps(facts, ctx) or graph.called_in_loop(ctx.function, 1, region)
+        return in_a_loop_of_steps(facts, ctx) or any(
+            in_a_loop_of_steps(edge.facts, edge.site.ctx)
+            for edge in (graph.callers(ctx.function) if ctx.function is not None else ())
+            if not edge.handed and edge.caller in region and edge.site.ctx.launch != SINGLE
+        )
 
     if call.key == "print" and isinstance(func, ast.Name):
         quiet = quiet_print or writes_to_a_file(call)  # print(row, file=f): a file's line

@@ -136,6 +136,7 @@ class Pins:
             isinstance(site.node.func, ast.Name)
             and site.node.func.id in function.params
             and position(site) > start
+            and not _rebound_before(function.node, site.node.func.id, site)
             for site in self.facts.calls
             if site.ctx.function is function
         )
@@ -260,3 +261,17 @@ def _earlier_pin(pins: list[tuple[ScriptFacts, CallSite]], ctx: Context, node: a
         if position(site) < here or inside:
             return True
     return False
+
+
+def _rebound_before(scope: ast.AST, name: str, site: CallSite) -> bool:
+    """`model = DistributedDataParallel(model.to(rank))` before `model(batch)`: the name no
+    longer holds what the caller passed, so the call is no callback of the caller's."""
+    return any(
+        isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        and (node.lineno, node.col_offset) < position(site)
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+        for node in ast.walk(scope)
+    )

@@ -36,7 +36,8 @@ class Resolver:
         text = names.dotted(base)
         if text in ("self", "cls") and site.ctx.class_name:
             cls = facts.classes.get(site.ctx.class_name)
-            return _callable(project, project.method(cls, method) if cls else None)
+            found = _callable(project, project.method(cls, method) if cls else None)
+            return found + self._overrides(cls, method) if cls else found
         if isinstance(base, ast.Call) and names.last_identifier(base.func) == "super":
             cls = facts.classes.get(site.ctx.class_name or "")
             return self._super_method(cls, method) if cls else ()
@@ -60,8 +61,42 @@ class Resolver:
                     module = defined if isinstance(defined, ScriptFacts) else None
                     module = module or self.project.module(facts, ref.module, ref.level)
                     classes += list(module.classes.values()) if module else []
-            cached = frozenset(m for c in classes for m in c.methods)
+            cached = frozenset(m for c in classes for m in self._inherited(c))
             facts.__dict__["_reachable_methods"] = cached
+        return cached
+
+    def _inherited(self, cls: ClassInfo, depth: int = 5) -> set[str]:
+        """The method names of a class and of its bases in the tree (`trainer.train()` of
+        an LTRTrainer runs BaseTrainer.train)."""
+        found = set(cls.methods)
+        if depth > 0:
+            for parent in self._bases(cls):
+                found |= self._inherited(parent, depth - 1)
+        return found
+
+    def _bases(self, cls: ClassInfo) -> list[ClassInfo]:
+        owner = self.project.owner(next(iter(cls.methods.values()))) if cls.methods else None
+        parents = [self.project.resolve(owner, b, Context()) for b in cls.bases] if owner else []
+        return [p for p in parents if isinstance(p, ClassInfo) and p is not cls]
+
+    def _overrides(self, cls: ClassInfo, method: str, depth: int = 3) -> tuple[Function, ...]:
+        """`self.train_epoch()` in a base class also runs the subclasses' own train_epoch
+        (the trainer base class calls the hook its subclass defines)."""
+        found: list[Function] = []
+        for sub in self._subclasses().get(id(cls), ()) if depth > 0 else ():
+            if method in sub.methods:
+                found.append(sub.methods[method])
+            found += self._overrides(sub, method, depth - 1)
+        return tuple(found)
+
+    def _subclasses(self) -> dict[int, list[ClassInfo]]:
+        cached = self.__dict__.get("_subclass_map")
+        if cached is None:
+            cached = self.__dict__["_subclass_map"] = {}
+            for facts in list(self.project.files.values()):
+                for cls in facts.classes.values():
+                    for parent in self._bases(cls) if cls.bases else ():
+                        cached.setdefault(id(parent), []).append(cls)
         return cached
 
     def typed(self, facts: ScriptFacts, site: CallSite) -> tuple[Function, ...]:

@@ -174,3 +174,31 @@ def _builds_on_meta(facts: ScriptFacts) -> bool:
 
 def _is_meta(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value == "meta"
+
+
+_SUBGROUPS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration")
+
+
+def builds_tensor_parallel_groups(facts: ScriptFacts) -> bool:
+    """Tensor parallelism made by hand (Megatron, picotron): the program creates process
+    subgroups and keeps one under a tensor-parallel name (`self.tp_group =
+    dist.new_subgroups_by_enumeration(...)[0]`, `_TENSOR_MODEL_PARALLEL_GROUP = group`); the
+    ranks of such a group hold shards of one layer and must draw the same numbers."""
+    files = [f for f in program_files(facts) if f.is_python and f.tree is not None]
+    if not any(f.calls_by_key.get(key) for f in files for key in _SUBGROUPS):
+        return False
+    return any(
+        _tensor_parallel_name(target)
+        for f in files
+        for node in ast.walk(f.tree)
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+    )
+
+
+def _tensor_parallel_name(target: ast.expr) -> bool:
+    """tp_group, tensor_parallel_group, _TENSOR_MODEL_PARALLEL_GROUP, model_parallel_group."""
+    if not isinstance(target, (ast.Name, ast.Attribute)):
+        return False
+    words = set((names.last_identifier(target) or "").lower().strip("_").split("_"))
+    return "group" in words and bool(words & {"tp", "tensor"} or {"model", "parallel"} <= words)

@@ -28,6 +28,7 @@ from ddp_doctor.script.samplers import (
     truncates_to_dataset,
 )
 from ddp_doctor.script.seeding import (
+    builds_tensor_parallel_groups,
     has_rank_term,
     reseeds_from_own_seed,
     reseeds_to_compare,
@@ -350,9 +351,10 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         from the global generator by rank (each rank shuffles all indices and keeps its
         share; a project sampler named for distributed use that is not in the checked tree
         may, and is not judged), and so are tensor-parallel programs
-        (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...):
-        the ranks of a group must draw the same
-        numbers). Programs that start the process group themselves and never wrap, shard or
+        (parallelize_module, distribute_tensor, accelerate's ParallelismConfig(tp_size=...),
+        or process subgroups kept under a tensor-parallel name, `self.tp_group =
+        dist.new_group(...)`, `_TENSOR_MODEL_PARALLEL_GROUP = group`, as Megatron and
+        picotron build them: the ranks of a group must draw the same numbers). Programs that start the process group themselves and never wrap, shard or
         broadcast the model (their own gradient all-reduce, as nanochat's optimizer) are left
         alone: there the shared seed is what gives every rank the same initial weights (a
         model built out of view that the program unwraps, `hasattr(model, "module")` or
@@ -390,6 +392,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
     if seeds_a_generator_per_rank(facts) or shards_a_meta_model(facts):
+        return
+    if builds_tensor_parallel_groups(facts):  # parallelize_module's work done by hand
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return

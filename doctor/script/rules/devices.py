@@ -39,7 +39,12 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         CUDA_VISIBLE_DEVICES) on its path: in its function, in the functions that call it, or
         in what those call, through the modules of the checked tree; or set_device only after
         init_process_group on that path (reported as info), also when the two sit in
-        different functions (`setup()` inits, the caller pins afterwards).
+        different functions (`setup()` inits, the caller pins afterwards). Placement by
+        index (`model.to(rank)`, `batch.to(rank)`, `device_ids=[rank]`) pins nothing: the
+        current device stays cuda:0 for `torch.cuda.synchronize()`, `.cuda()` and NCCL's
+        barrier. An init followed by a call of a function the caller handed in
+        (`dispatch(fn)`) is not judged (that function may pin), unless the parameter was
+        rebound first (`model = DistributedDataParallel(model.to(rank))`, then `model(x)`).
     Why it matters:
         Until set_device runs, every rank's current device is cuda:0. NCCL's barrier and
         anything placed with "cuda" or .cuda() then creates contexts on GPU 0 for every rank:

@@ -1,4 +1,4 @@
-"""Rules about starting and ending the process group."""
+"""Rules about starting and ending the process group (DDP105, DDP106, DDP121)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from ddp_doctor.script import names
 from ddp_doctor.script.availability import asks_availability
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
-from ddp_doctor.script.envreads import RENAMED_NCCL_VARIABLES as _RENAMED_NCCL_VARIABLES
-from ddp_doctor.script.envreads import environment_reads
 from ddp_doctor.script.evidence import is_entry_point, never_runs_in_program, program_files
 from ddp_doctor.script.facts import (
     DISTRIBUTED,
@@ -24,9 +22,8 @@ from ddp_doctor.script.facts import (
     text_of,
 )
 from ddp_doctor.script.flow import flow_of
-from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.hits import hit
 from ddp_doctor.script.region import fake_group
-from ddp_doctor.script.textscan import renamed_nccl_variables
 
 
 @rule(
@@ -104,7 +101,9 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         none in a condition around the call or around the assignment of the backend, here or
         in a caller. A check that only sizes the world (world_size =
         torch.cuda.device_count()) is no fallback, nor is a switch on the operating system
-        ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets NCCL). A GPU
+        ('gloo' if os.name == 'nt' else 'nccl': Linux without GPUs still gets NCCL); a switch
+        on a setting named for the hardware is the user's fallback (`'gloo' if
+        config["use_cpu"] else 'nccl'`, `args.cpu`, `args.no_cuda`). A GPU
         requirement stated before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
         early exit `if not torch.cuda.is_available(): return`, also as one arm of an
         if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
@@ -205,14 +204,27 @@ def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _about_gpus(test: ast.expr | None) -> bool:
-    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`), not on the cluster (SLURM)."""
+    """A condition on the GPUs (`gpu_id >= 0`, `args.cuda`, `cfg["use_cpu"]`: a choice of
+    the hardware, also as a configuration key), not on the cluster (SLURM)."""
     if test is None:
         return False
-    for node in ast.walk(test):
-        name = names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if name and any(word in name.lower() for word in ("gpu", "cuda", "device")):
-            return True
-    return asks_availability(test)
+    return asks_availability(test) or any(
+        any(word in name.lower() for word in _HARDWARE_WORDS)
+        for name in map(_named, ast.walk(test))
+        if name
+    )
+
+
+_HARDWARE_WORDS = ("gpu", "cuda", "device", "cpu")
+
+
+def _named(node: ast.AST) -> str | None:
+    """The identifier a test reads: `args.use_cpu`, or the key of `config["use_cpu"]`."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return names.last_identifier(node)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value if isinstance(node.slice.value, str) else None
+    return None
 
 
 def _is_backend(init: CallSite, name: str) -> bool:
@@ -350,54 +362,3 @@ def _destroys_single(facts: ScriptFacts, site: CallSite) -> bool:
 def _one_process(init: CallSite) -> bool:
     count = init.keyword("world_size") or init.argument(3, "world_size")
     return isinstance(count, ast.Constant) and count.value == 1
-
-
-@rule(
-    "DDP124",
-    Remediation(
-        "Use the TORCH_NCCL_* names: TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCH_NCCL_BLOCKING_WAIT, "
-        "TORCH_NCCL_DESYNC_DEBUG."
-    ),
-)
-def deprecated_nccl_env_in_code(facts: ScriptFacts) -> Iterator[Hit]:
-    """What it finds:
-        NCCL_ASYNC_ERROR_HANDLING, NCCL_BLOCKING_WAIT and NCCL_DESYNC_DEBUG as string keys in
-        Python (os.environ[...] = ..., setdefault, an env dict), and `export NAME=` or
-        `NAME=` in shell, YAML and Makefiles. A name only read (`"NAME" in os.environ`,
-        os.environ.get("NAME"), os.getenv, a loaded os.environ["NAME"]: a shim that copies
-        the old setting to the new name) sets nothing.
-    Why it matters:
-        torch reads the TORCH_NCCL_* names; the old ones only warn, and will be ignored. The
-        error handling or debugging the line meant to turn on is silently not what runs.
-    Example:
-        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "1"
-    Fix:
-        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
-    """
-    if not facts.is_python:
-        if facts.path.endswith(".md"):
-            return  # prose about the old names is not a setting
-        for line, column, name in renamed_nccl_variables(facts.lines):
-            yield _renamed_hit(facts, name, line=line, column=column)
-        return
-    renamed = [
-        constant
-        for constant in facts.strings
-        if isinstance(constant.value, str) and constant.value in _RENAMED_NCCL_VARIABLES
-    ]
-    read = environment_reads(facts) if renamed else set()
-    for constant in renamed:
-        if id(constant) not in read:
-            yield _renamed_hit(facts, constant.value, node=constant)
-
-
-def _renamed_hit(
-    facts: ScriptFacts, name: str, *, node: ast.AST | None = None, line: int = 1, column: int = 0
-) -> Hit:
-    new = _RENAMED_NCCL_VARIABLES[name]
-    return ScriptHit(
-        f"{name} was renamed {new}: set {new} instead",
-        {"variable": name},
-        location=location(facts, node, line=line, column=column),
-        cause=name,
-    )

@@ -233,7 +233,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         whose launch() runs the program in each process it starts), outside rank-0-only
         code: print/logging inside a loop (or in a function the loop calls directly: a
         progress meter's display(); a pass over a mapping's entries, `for k, v in
-        kwargs.items():` or a list of a config's keys, is no loop),
+        kwargs.items():`, a list of a config's keys or of names the body compares with
+        strings, `for name in names: if name == "LASOT":`, or a retry loop of one pass,
+        `num_tries = 1; for i in range(num_tries):`, is no loop; a base class's loop
+        that calls `self.hook()` runs the subclasses' own hook),
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
         print), wandb.init/wandb.log, and tensorboard SummaryWriter().
         One finding per kind, the other lines listed. Skipped where print is overridden off
