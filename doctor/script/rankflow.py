@@ -254,7 +254,10 @@ def wrapped_model_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
     graph = facts.project.graph
     found = []
     for site in facts.calls:
-        if site.ctx.guard is None or site.ctx.no_grad or matched_in_other_arm(site):
+        if site.ctx.guard is None or site.ctx.no_grad or not (site.node.args or site.node.keywords):
+            continue
+        targets = [t for t in graph.targets(facts, site) if t.class_name is None]
+        if not targets or matched_in_other_arm(site):
             continue
         handed = [
             (index, keyword)
@@ -263,7 +266,7 @@ def wrapped_model_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
         ]
         if not handed:
             continue
-        for target in graph.targets(facts, site):
+        for target in targets:
             parameter = _runs_forward(facts, target, handed)
             if parameter is not None:
                 found.append((site, parameter))
