@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from ddp_doctor.registry import Hit
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
+from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.nodevice import without_own_gpu
@@ -92,4 +92,26 @@ def restores_state(facts: ScriptFacts, load: CallSite) -> bool:
         if position(site) > position(load)
         for argument in [*site.node.args, *(k.value for k in site.node.keywords)]
         for node in ast.walk(argument)
+    )
+
+
+_LIGHTNING_BASES = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
+
+
+def runs_as_lightning_hook(facts: ScriptFacts, ctx: Context) -> bool:
+    """A method of a class derived from one of Lightning's (a CheckpointIO plugin, a
+    Callback, a LightningModule) that rank code of the tree instantiates: the Trainer calls
+    its hooks in every process it starts (`load_checkpoint` when resuming), though no call
+    of the tree names them (donut's and nougat's CustomCheckpointIO)."""
+    function = ctx.function
+    if function is None or function.class_name is None:
+        return False
+    cls = facts.classes.get(function.class_name)
+    if cls is None or not any(
+        (facts.qualname(base) or "").startswith(_LIGHTNING_BASES) for base in cls.node.bases
+    ):
+        return False
+    flow = flow_of(facts)
+    return any(
+        flow.in_distributed_region(site.ctx) for site in facts.calls_by_key.get(cls.name, ())
     )

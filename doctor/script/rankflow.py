@@ -234,3 +234,90 @@ def _first_collective(graph, function: Function) -> str:  # type: ignore[no-unty
         if _unguarded_collective(facts, site):
             return f"{names.dotted(site.node.func) or 'a collective'}()"
     return "a collective"
+
+
+# Methods that hand back the module they are called on: `model = model.train()` keeps it.
+_RETURNS_SELF = frozenset(
+    {"train", "eval", "to", "cuda", "float", "half", "bfloat16", "requires_grad_"}
+)
+
+
+def wrapped_model_helpers(facts: ScriptFacts) -> list[tuple[CallSite, str]]:
+    """Calls, under a rank guard and outside no_grad, of a plain function of the tree handed
+    the DDP-wrapped model, whose body runs that parameter forward outside no_grad (doctr's
+    `if rank == 0 and args.find_lr: record_lr(model, ...)`, an LR finder that trains): the
+    forward's gradient all-reduce waits for the ranks that skipped the branch. The helper's
+    parameter name for each."""
+    from ddp_doctor.script.flow import flow_of  # flow's region reads rank helpers from here
+
+    flow = flow_of(facts)
+    graph = facts.project.graph
+    found = []
+    for site in facts.calls:
+        if site.ctx.guard is None or site.ctx.no_grad or not (site.node.args or site.node.keywords):
+            continue
+        targets = [t for t in graph.targets(facts, site) if t.class_name is None]
+        if not targets or matched_in_other_arm(site):
+            continue
+        handed = [
+            (index, keyword)
+            for index, keyword, value in _arguments(site)
+            if flow.holds_wrapped_model(value, site.ctx, site.node)
+        ]
+        if not handed:
+            continue
+        for target in targets:
+            parameter = _runs_forward(facts, target, handed)
+            if parameter is not None:
+                found.append((site, parameter))
+                break
+    return found
+
+
+def _arguments(site: CallSite) -> list[tuple[int | None, str | None, ast.expr]]:
+    positional = [
+        (i, None, a) for i, a in enumerate(site.node.args) if not isinstance(a, ast.Starred)
+    ]
+    return positional + [(None, k.arg, k.value) for k in site.node.keywords if k.arg]
+
+
+def _runs_forward(
+    facts: ScriptFacts, target: Function, handed: list[tuple[int | None, str | None]]
+) -> str | None:
+    if target.class_name is not None or target.decorators:
+        return None  # a method's `self` shifts the arguments; a decorator may add no_grad
+    params = target.params
+    wanted = {params[i] if i is not None and i < len(params) else k for i, k in handed}
+    try:
+        owner = facts.project.owner(target)
+    except KeyError:
+        return None
+    for name in sorted(p for p in wanted if p):
+        if _rebound(owner, target, name):
+            continue
+        if any(
+            site.ctx.function is target
+            and not site.ctx.no_grad
+            and isinstance(site.node.func, ast.Name)
+            and site.node.func.id == name
+            for site in owner.calls
+        ):
+            return name
+    return None
+
+
+def _rebound(facts: ScriptFacts, function: Function, name: str) -> bool:
+    """The parameter is given another value in the function (`model = model.module`)."""
+    for assignment in facts.assignments_by_target.get(name, ()):
+        if assignment.ctx.function is not function:
+            continue
+        value = assignment.value
+        keeps = (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _RETURNS_SELF
+            and names.dotted(value.func.value) == name
+        )
+        if not keeps:
+            return True
+    return False

@@ -11,6 +11,7 @@ callers only in programs whose entry point runs distributed code.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph, Edge
@@ -129,7 +130,12 @@ def distributed_region(graph: CallGraph) -> set[Function]:
     region = graph.closure(callers, up=False, follow=passes_down)
     ranked = _helpers_of_distributed_programs(graph, helpers, region)
     if ranked:
-        callers = graph.closure(seeds | ranked, up=True, follow=passes_up)
+        first, in_program = callers, _programs_in(region)
+
+        def passes_up_in_its_program(edge: Edge) -> bool:
+            return passes_up(edge) and (edge.caller in first or in_program(edge.facts))
+
+        callers = graph.closure(seeds | ranked, up=True, follow=passes_up_in_its_program)
         region = graph.closure(callers, up=False, follow=passes_down)
     graph.__dict__["_distributed_region"] = region
     return region
@@ -149,6 +155,20 @@ def _helpers_of_distributed_programs(
             if not edge.handed and _in_a_distributed_program(edge.facts, region):
                 found.add(edge.caller)
     return found
+
+
+def _programs_in(region: set[Function]) -> Callable[[ScriptFacts], bool]:
+    """Whether a file belongs to a program with code in `region` (once per file): a caller of
+    a helper that is rank code for one program (main.py's get_loader) is not made rank code
+    by it in another program that imports the same helper (a one-process test.py)."""
+    answers: dict[int, bool] = {}
+
+    def in_program(facts: ScriptFacts) -> bool:
+        if id(facts) not in answers:
+            answers[id(facts)] = _in_a_distributed_program(facts, region)
+        return answers[id(facts)]
+
+    return in_program
 
 
 def _in_a_distributed_program(facts: ScriptFacts, region: set[Function]) -> bool:

@@ -9,7 +9,7 @@ from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import never_taken
-from ddp_doctor.script.facts import ScriptFacts, text_of
+from ddp_doctor.script.facts import Context, ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.guards import is_rank_like
@@ -19,6 +19,7 @@ from ddp_doctor.script.loads import (
     maps_location,
     program_uses_cuda,
     restores_state,
+    runs_as_lightning_hook,
 )
 from ddp_doctor.script.logsites import (
     LOG_KEYS,
@@ -50,6 +51,7 @@ from ddp_doctor.script.rankflow import (
     paired_collectives,
     save_calls,
     saves_a_sample_cache,
+    wrapped_model_helpers,
 )
 from ddp_doctor.script.savedvalues import (
     in_data_parallel_only_arm,
@@ -192,6 +194,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
         cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
         f"queue{rank}.pth": each rank saved it from its own GPU and reads it back there).
+        A method of a class derived from Lightning's (a CheckpointIO plugin's load_checkpoint)
+        that rank code instantiates runs in every rank: the Trainer calls it.
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -205,7 +209,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if not flow.uses_cuda and not restores_state(facts, load):
             continue  # CUDA only elsewhere in the program: only weights were saved from GPUs
-        if flow.runs_on_rank_zero_only(load.ctx) or not flow.in_distributed_region(load.ctx):
+        if flow.runs_on_rank_zero_only(load.ctx) or not _runs_in_the_ranks(facts, load.ctx):
             continue
         if without_own_gpu(load.ctx):
             continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
@@ -220,6 +224,10 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         )
     if flow.uses_cuda:
         yield from helper_loads_without_map_location(facts)
+
+
+def _runs_in_the_ranks(facts: ScriptFacts, ctx: Context) -> bool:
+    return flow_of(facts).in_distributed_region(ctx) or runs_as_lightning_hook(facts, ctx)
 
 
 @rule(
@@ -315,8 +323,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
 def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         dist.barrier, all_reduce, broadcast, all_gather and the other collectives, a call of
-        the DDP model outside no_grad, and calls of local helpers that run collectives, inside
-        a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,
+        the DDP model outside no_grad, and calls of local helpers that run collectives or run
+        the DDP model handed to them forward outside no_grad (an LR finder that trains on rank
+        0 only), inside a branch that only some ranks take. The paired pattern "barrier for rank != 0, work,
         barrier for rank 0" (first process downloads) is recognised and left alone, and so
         are the `else` of a rank test joined with another condition (`if rank == 0 and step %
         10 == 0:`) and the code after an exit on one (`if num_gpus == 1 and rank != 0: raise
@@ -354,6 +363,14 @@ def collective_under_rank_guard(facts: ScriptFacts) -> Iterator[Hit]:
             call.node,
             f"{text_of(call.node.func)}() runs {helper} (a collective) only on "
             f"{_who(call.ctx.guard.polarity)}: the other ranks never join it",  # type: ignore[union-attr]
+        )
+    for call, parameter in wrapped_model_helpers(facts):
+        yield hit(
+            facts,
+            call.node,
+            f"{text_of(call.node.func)}() runs the DDP model (its {parameter!r}) forward only on "
+            f"{_who(call.ctx.guard.polarity)}: its gradient all-reduce will wait for ranks that "  # type: ignore[union-attr]
+            "never run it",
         )
     for call in facts.calls:
         func = call.node.func
