@@ -20,13 +20,8 @@ from ddp_doctor.script.purpose import (
     trains,
     weights_never_broadcast,
 )
-from ddp_doctor.script.samplers import (
-    SamplerFlow,
-    SamplerUse,
-    looks_like_eval,
-    never_shuffled,
-    truncates_to_dataset,
-)
+from ddp_doctor.script.samplerchecks import never_shuffled, truncates_to_dataset
+from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 from ddp_doctor.script.seeding import (
     builds_tensor_parallel_groups,
     has_rank_term,
