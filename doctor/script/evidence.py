@@ -25,14 +25,14 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ddp_doctor.script import names
 from ddp_doctor.script.closure import imported_closure
 from ddp_doctor.script.facts import Function, ScriptFacts
 from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
-from ddp_doctor.script.textscan import code_lines
+from ddp_doctor.script.textscan import code_lines, logical_lines
 
 if TYPE_CHECKING:
     from ddp_doctor.script.project import Project
@@ -118,7 +118,6 @@ _LAUNCH_LINE = re.compile(
     r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b|\baccelerate\s+launch\b"
     r"|\bdeepspeed\s|\bmpirun\b|\bsrun\b.*\bpython"
 )
-_LEGACY_LAUNCH = re.compile(r"torch\.distributed\.launch\b|torch/distributed/launch\.py")
 _SHELL_PREFIX = re.compile(r"\$\([^)]*\)/|\$\{[^}]*\}/|\$\w+/")
 _SCRIPT_NAME = re.compile(r"([\w./-]+\.py)\b")
 
@@ -140,7 +139,7 @@ def launched_paths(lines: Iterable[str]) -> set[str]:
     """The script paths as launch lines write them, less shell prefixes (`$(dirname "$0")/`,
     `${ROOT}/`, `./`): `tools/train.py`, `train.py`."""
     found: set[str] = set()
-    for line in _logical_lines(lines):
+    for line in logical_lines(list(lines)):
         if line.lstrip().startswith("#") or not _LAUNCH_LINE.search(line):
             continue
         for written in _SCRIPT_NAME.findall(_SHELL_PREFIX.sub("", line)):
@@ -148,55 +147,30 @@ def launched_paths(lines: Iterable[str]) -> set[str]:
     return found
 
 
-def _logical_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Shell lines with their backslash continuations joined."""
-    pending = ""
-    for line in lines:
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        yield pending + line
-        pending = ""
-    if pending:
-        yield pending
-
-
 def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
-    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...),
-    and which of them the deprecated torch.distributed.launch starts: (launch file's folder,
-    the script's path as written)."""
+    """Record on the tree which scripts its launch files start (shell, YAML, Makefile...):
+    (launch file's folder, the script's path as written). Which of them the deprecated
+    torch.distributed.launch starts is launchfiles.py's record."""
     started: set[tuple[str, str]] = set()
-    legacy: set[tuple[str, str]] = set()
     for facts in text_files:
         folder = os.path.dirname(os.path.abspath(facts.path))
-        lines = list(_logical_lines(code_lines(facts.path, facts.source.splitlines())))
+        lines = logical_lines(code_lines(facts.path, facts.source.splitlines()))
         started |= {(folder, p) for p in launched_paths(lines)}
-        old = [line for line in lines if _LEGACY_LAUNCH.search(line)]
-        legacy |= {(folder, p) for p in launched_paths(old)}
     project.__dict__["_launched"] = frozenset(started)
-    project.__dict__["_legacy_launched"] = frozenset(legacy)
 
 
-def launched_by_legacy_launcher(facts: ScriptFacts) -> bool:
-    """Whether a launch line of the tree starts this file with torch.distributed.launch,
-    which passes `--local-rank=N` on torch >= 2.0."""
-    return _named_by(facts, facts.project.__dict__.get("_legacy_launched", frozenset()))
+def launch_names(facts: ScriptFacts, launch_folder: str, written: str) -> bool:
+    """A launch line names this file: the written path ends the file's path, and the launch
+    file sits in the script's folder, above it or below it (tools/dist_train.sh starting
+    tools/train.py; scripts/run.sh starting train.py from the root)."""
+    here = os.path.abspath(facts.path)
+    if not (here == written or here.endswith(os.sep + written)):
+        return False
+    return _related(os.path.dirname(here), launch_folder)
 
 
 def _named_by(facts: ScriptFacts, launches: frozenset[tuple[str, str]]) -> bool:
-    """A launch names this file: the written path ends the file's path, and the launch file
-    sits in the script's folder, above it or below it (tools/dist_train.sh starting
-    tools/train.py; scripts/run.sh starting train.py from the root)."""
-    if not launches:
-        return False
-    here = os.path.abspath(facts.path)
-    folder = os.path.dirname(here)
-    for launch_folder, written in launches:
-        if not (here == written or here.endswith("/" + written)):
-            continue
-        if _related(folder, launch_folder):
-            return True
-    return False
+    return any(launch_names(facts, folder, written) for folder, written in launches)
 
 
 def _related(one: str, other: str) -> bool:

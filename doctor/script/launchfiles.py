@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ddp_doctor.script.evidence import launched_paths
+from ddp_doctor.script.evidence import launch_names, launched_paths
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.textscan import DOCUMENT_SUFFIXES, launch_mentions, logical_lines
 
@@ -50,15 +50,7 @@ def legacy_launch_file(facts: ScriptFacts) -> str | None:
     launches: frozenset[tuple[str, str, str]] = facts.project.__dict__.get(_RECORD, frozenset())
     if not launches:
         return None
-    here = os.path.abspath(facts.path)
-    folder = os.path.dirname(here)
     found = sorted(
-        shown
-        for launch_folder, written, shown in launches
-        if (here == written or here.endswith(os.sep + written)) and _related(folder, launch_folder)
+        shown for folder, written, shown in launches if launch_names(facts, folder, written)
     )
     return found[0] if found else None
-
-
-def _related(one: str, other: str) -> bool:
-    return one == other or one.startswith(other + os.sep) or other.startswith(one + os.sep)
