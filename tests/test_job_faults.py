@@ -82,11 +82,13 @@ def test_links_are_sampled_while_the_bandwidth_stage_runs(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With (fake) NVIDIA GPUs beside a gloo job, the parent reads the PCIe links during the
-    job's bandwidth stage; the ranks ran on CPUs, so the readings are not judged."""
+    job's bandwidth stage; the ranks ran on CPUs, so the readings are not judged. The sweep is
+    long enough (about a second of gloo all-reduces) that the wait loop's 50 ms poll sees the
+    stage on a loaded machine too."""
     gpus = [FakeGpu(bus_id=f"00000000:{bus}:00.0") for bus in ("18", "2A")]
     fake = FakeNvml(gpus=gpus, under_load=True)
     monkeypatch.setitem(sys.modules, "pynvml", fake.module())
-    report, _, _ = doctor_run(runner, "--sizes", "1M:4M:4", "--iters", "5", "--backend", "gloo")
+    report, _, _ = doctor_run(runner, "--sizes", "4M:16M:4", "--iters", "20", "--backend", "gloo")
     topology = next(p for p in report["probes"] if p["probe"] == "topology")["facts"]
     assert topology["under_load"].startswith("sampled"), topology["under_load"]
     assert all(gpu["pcie_under_load"]["gen"] == 4 for gpu in topology["gpus"])

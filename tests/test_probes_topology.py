@@ -13,10 +13,11 @@ import pytest
 from fakes import FakeGpu, FakeNvLink, FakeNvml, FakePair
 
 from ddp_doctor.engine import Probe, run_probe
+from ddp_doctor.facts.job import JobFacts, Preflight, RankFacts, StageRecord
 from ddp_doctor.facts.topology import PcieSample, normal_bus_id
 from ddp_doctor.model import ProbeStatus
 from ddp_doctor.probes.base import ProbeFailed, ProbeSkipped
-from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, with_load_samples
+from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, ran_load_stage, with_load_samples
 from ddp_doctor.probes.topology import collect_topology
 
 BUSES = ("18", "2A", "3A", "5D")
@@ -192,6 +193,7 @@ def test_sampler_notes_why_it_has_nothing() -> None:
     with PcieLoadSampler(four_h100().module()) as sampler:
         sampler.on_stage("ddp")
     assert sampler.note() == "not sampled: the job did not reach the bandwidth stage"
+    assert "between two polls" in sampler.note(job_ran_load_stage=True)  # a stage under 50 ms
     failing = fakes.fake_nvml_module(init_error=fakes.NVML_ERROR_NO_PERMISSION)
     with PcieLoadSampler(failing) as sampler:
         sampler.on_stage("bandwidth")
@@ -200,6 +202,15 @@ def test_sampler_notes_why_it_has_nothing() -> None:
     with PcieLoadSampler(lost.module()) as sampler:
         sampler.on_stage("bandwidth")
     assert sampler.note().startswith("not sampled: NVML stopped answering")
+
+
+def test_a_finished_job_tells_whether_its_ranks_ran_the_bandwidth_stage() -> None:
+    ran = RankFacts(rank=0, stages=(StageRecord("init", True, True), StageRecord("bandwidth")))
+    stopped = RankFacts(rank=1, stages=(StageRecord("init", True, False),))
+    preflight = Preflight("127.0.0.1")
+    assert ran_load_stage(JobFacts(launched=True, preflight=preflight, ranks=(stopped, ran)))
+    assert not ran_load_stage(JobFacts(launched=True, preflight=preflight, ranks=(stopped,)))
+    assert not ran_load_stage(None)
 
 
 # --- the fake against the real module ----------------------------------------------------------

@@ -194,7 +194,7 @@ def _job(
 ) -> tuple[ProbeResult, ProbeResult]:
     """The job, and the topology with the PCIe links as they were while it ran."""
     from ddp_doctor.probes.job.launch import StageWatcher
-    from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, with_load_samples
+    from ddp_doctor.probes.job.pcie_load import PcieLoadSampler, ran_load_stage, with_load_samples
     from ddp_doctor.run.jobplan import job_config, run_job_probe
 
     nccl_missing = plan.backend == "nccl" and torch is not None and not torch.nccl_available
@@ -210,7 +210,8 @@ def _job(
         return job(None), topology
     with PcieLoadSampler() as sampler:
         result = job(sampler.on_stage)
-    facts = with_load_samples(topology.facts, sampler.best, sampler.note())
+    note = sampler.note(job_ran_load_stage=ran_load_stage(result.facts))
+    facts = with_load_samples(topology.facts, sampler.best, note)
     return result, dataclasses.replace(topology, facts=facts)
 
 

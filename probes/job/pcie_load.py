@@ -16,6 +16,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from ddp_doctor.facts.job import JobFacts
 from ddp_doctor.facts.topology import PcieSample, TopologyFacts, normal_bus_id
 from ddp_doctor.probes.base import ProbeSkipped
 from ddp_doctor.probes.nvml import import_pynvml
@@ -94,7 +95,9 @@ class PcieLoadSampler:
             gen, width = max(gen, seen.gen if seen else 0), max(width, seen.width if seen else 0)
             self.best[bus_id] = PcieSample(gen=gen, width=width, samples=count)
 
-    def note(self) -> str:
+    def note(self, job_ran_load_stage: bool = False) -> str:
+        """`job_ran_load_stage`: the finished job's journal shows rank 0 in the bandwidth stage,
+        which can start and end between two polls of the wait loop (50 ms apart)."""
         if self.best:
             counts = {sample.samples for sample in self.best.values()}
             return f"sampled {max(counts)} times while the bandwidth stage ran"
@@ -102,7 +105,15 @@ class PcieLoadSampler:
             return f"not sampled: {self.error}"
         if self.saw_load_stage:
             return "not sampled: the bandwidth stage ended before the first sample"
+        if job_ran_load_stage:
+            return "not sampled: the bandwidth stage started and ended between two polls of the job"
         return "not sampled: the job did not reach the bandwidth stage"
+
+
+def ran_load_stage(job: JobFacts | None) -> bool:
+    """Whether any rank of a finished job entered the bandwidth stage (None: no job facts)."""
+    ranks = job.ranks if isinstance(job, JobFacts) else ()
+    return any(rank.stage(LOAD_STAGE) is not None for rank in ranks)
 
 
 def with_load_samples(
