@@ -27,7 +27,9 @@ positive for that (file, code), with all its lines listed. Findings within +-2 l
 labelled line are reported as "on the line"; the others as "elsewhere in the file".
 A finding that `check` reports on an entry point for a cause in a helper module (evidence
 `related`) is scored at the helper's line, where the label sits. Every miss and false positive
-is listed with file:line. The exit code is always 0.
+is listed with file:line. Each table's totals are printed twice: every DDP1 code (the corpus
+runs with `--select DDP1`), and the default selection, the same findings without the opinion
+codes that a plain `ddp-doctor check` leaves out (DDP119, DDP122). The exit code is always 0.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from github_corpus import TREE as GITHUB_TREE
 from github_corpus import halves
 from single_corpus import TREE as SINGLE_TREE
 from single_corpus import load_single
+
+from ddp_doctor.script.runner import OPINION_CODES
 
 NEAR = 2  # a finding this many lines from a labelled line counts as on it
 CHECK_TIMEOUT_S = 600
@@ -168,6 +172,19 @@ def ratio(value: float | None) -> str:
     return "   -" if value is None else f"{value:.2f}"
 
 
+def default_selection(outcome: Outcome) -> RuleScore:
+    """The totals over the codes a plain `ddp-doctor check` selects (the opinions left out)."""
+    total = RuleScore()
+    for code, rule in outcome.scores.items():
+        if code not in OPINION_CODES:
+            total.tp, total.fp, total.fn = (
+                total.tp + rule.tp,
+                total.fp + rule.fp,
+                total.fn + rule.fn,
+            )
+    return total
+
+
 def report(outcome: Outcome, entries: list[Entry], title: str) -> None:
     labels = sum(len(entry.fire) for entry in entries)
     projects = len({entry.project for entry in entries})
@@ -187,6 +204,12 @@ def report(outcome: Outcome, entries: list[Entry], title: str) -> None:
     print(
         f"overall (micro): TP {total.tp}, FP {total.fp}, FN {total.fn}; "
         f"precision {ratio(total.precision)}, recall {ratio(total.recall)}"
+    )
+    default = default_selection(outcome)
+    print(
+        f"default selection (without the opinions {', '.join(OPINION_CODES)}): "
+        f"TP {default.tp}, FP {default.fp}, FN {default.fn}; "
+        f"precision {ratio(default.precision)}, recall {ratio(default.recall)}"
     )
     weak = [
         c
