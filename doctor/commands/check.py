@@ -10,6 +10,7 @@ import click
 from ddp_doctor import exitcodes
 from ddp_doctor.cli import DoctorError, ReportOptions, emit, report_options
 from ddp_doctor.model import Finding, Report
+from ddp_doctor.rules.common import plural
 
 if TYPE_CHECKING:
     from ddp_doctor.script.fixes import FindingFix
@@ -98,7 +99,7 @@ def _show_diff(findings: list[Finding], unsafe: bool, redact: bool) -> int:
             text = Redactor().text(text)
         click.echo(visible(text), nl=False)
     count = sum(len(fix.fixed) for fix in planned)
-    click.echo(f"Would fix {count} finding(s) in {len(planned)} file(s).", err=True)
+    click.echo(f"Would fix {plural(count, 'finding')} in {plural(len(planned), 'file')}.", err=True)
     return 1 if planned else 0
 
 
@@ -134,7 +135,7 @@ def _apply_fixes(
     count = write_fixes(planned)
     if not planned:
         return outcome
-    click.echo(f"Fixed {count} finding(s) in {len(planned)} file(s).", err=True)
+    click.echo(f"Fixed {plural(count, 'finding')} in {plural(len(planned), 'file')}.", err=True)
     return check_paths(paths, options)
 
 
