@@ -10,7 +10,7 @@ import click
 from ddp_doctor import exitcodes
 from ddp_doctor.cli import DoctorError, ReportOptions, emit, report_options
 from ddp_doctor.model import Finding, Report
-from ddp_doctor.rules.common import plural
+from ddp_doctor.render.text import plural
 
 if TYPE_CHECKING:
     from ddp_doctor.script.fixes import FindingFix

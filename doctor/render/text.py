@@ -52,5 +52,10 @@ def summary(findings: tuple[Finding, ...] | list[Finding], checked_files: int | 
     return f"Found {len(findings)} finding{_s(len(findings))}{files}: " + ", ".join(counts) + "."
 
 
+def plural(count: int, word: str) -> str:
+    """`1 file`, `2 files`."""
+    return f"{count} {word}{_s(count)}"
+
+
 def _s(count: int) -> str:
     return "" if count == 1 else "s"

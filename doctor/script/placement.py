@@ -63,8 +63,8 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
 def assembled_from_placed(facts: ScriptFacts, module: ast.expr, wrap: CallSite) -> bool:
     """`heads[name] = head.cuda()` (or `head = head.cuda(); heads[name] = head`), then
     `model = AllHeads(heads)`: a module built, in the wrap's function, around a container
-    whose members were placed one by one (dinov2's linear probes). Its parameters are on the
-    GPU already."""
+    whose members were placed one by one (dinov2's linear probes), or around modules each
+    placed first (`G_D(G, D)`). Its parameters are on the GPU already."""
     function = wrap.ctx.function
     text = names.dotted(module)
     if function is None or text is None:
@@ -72,12 +72,30 @@ def assembled_from_placed(facts: ScriptFacts, module: ast.expr, wrap: CallSite) 
     parts = {
         names.dotted(arg)
         for assignment in facts.assignments_by_target.get(text, ())
-        if assignment.ctx.function is function and isinstance(assignment.value, ast.Call)
+        if assignment.ctx.function is function
+        and isinstance(assignment.value, ast.Call)
+        and _ends_before(assignment.node, wrap.node)
         for arg in [*assignment.value.args, *(kw.value for kw in assignment.value.keywords)]
-    } - {None}
-    return bool(parts) and any(
-        _stores_placed(facts, node, parts, function) for node in ast.walk(function.node)
-    )
+    } - {None, text}
+    if not parts:
+        return False
+    if _all_placed_modules(facts, parts, function):
+        return True
+    return any(_stores_placed(facts, node, parts, function) for node in ast.walk(function.node))
+
+
+def _all_placed_modules(facts: ScriptFacts, parts: set[str | None], function: Function) -> bool:
+    """`G = Generator().to(device)`, `D = Discriminator().to(device)`, then `GD = G_D(G, D)`:
+    a module built around modules that were each placed first (BigGAN's G_D). Every
+    argument the function builds as a module (placed or fresh) must be placed."""
+    states = [
+        _state_of_value(facts, assignment.value, part)
+        for part in parts
+        for assignment in facts.assignments_by_target.get(part or "", ())
+        if assignment.ctx.function is function and not assignment.element
+    ]
+    modules = [state for state in states if state in (MOVED, FRESH)]
+    return bool(modules) and all(state == MOVED for state in modules)
 
 
 def _stores_placed(

@@ -64,7 +64,8 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
         id (a list of several, or list(range(...)), directly or through a name), or the
-        global rank; DDP whose output_device is not device_ids[0]. DataParallel's device_ids
+        global rank; DDP whose output_device is not device_ids[0] (a conditional id, `[device
+        if device else local_rank]`, agrees when one of its arms is the output device). DataParallel's device_ids
         and output_device are its own business (several GPUs, any output device, are legal).
     Why it matters:
         Each DDP process drives exactly one GPU, its local rank. device_ids=[0] puts every
@@ -125,7 +126,8 @@ def _output_device_mismatch(facts: ScriptFacts, site: CallSite) -> Iterator[Hit]
     first = ids.elts[0]
     if isinstance(output, ast.Constant) and output.value is None:
         return
-    if ast.dump(first) != ast.dump(output):
+    arms = (first.body, first.orelse) if isinstance(first, ast.IfExp) else (first,)
+    if all(ast.dump(arm) != ast.dump(output) for arm in arms):
         yield hit(
             facts,
             output,
@@ -187,7 +189,8 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         a program that builds its modules with a CUDA default (torch.set_default_device,
         torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)), and a module built around
         a container whose members were each placed first (`heads[k] = head.cuda()`, then
-        `DDP(AllHeads(heads))`).
+        `DDP(AllHeads(heads))`) or around modules each placed first (`G = Gen().cuda()`,
+        `D = Disc().cuda()`, then `nn.DataParallel(G_D(G, D))`).
     Why it matters:
         DDP registers the parameters and their gradient hooks at construction. A CPU module
         with device_ids fails ("module parameters ... on device cpu"); without device_ids the
@@ -221,7 +224,9 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
         module = site.argument(0, "module")
         if module is None or device_state_before(facts, module, site) != FRESH:
             continue
-        if not _moved_anywhere(facts, site, module):
+        if not _moved_anywhere(facts, site, module) and not assembled_from_placed(
+            facts, module, site
+        ):
             yield hit(
                 facts,
                 site.node,
