@@ -248,8 +248,8 @@ def eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
         yield hit(
             facts,
             site.node,
-            f"{text_of(site.node)} builds an evaluation loader with {factory.name}(), which "
-            "pads it with a DistributedSampler: metrics count some samples twice",
+            f"{text_of(site.node)} splits evaluation data with {factory.name}(), which pads "
+            "it with a DistributedSampler: metrics count some samples twice",
             {"factory": factory.qualname},
             cause="evaluation sampler",
         )
