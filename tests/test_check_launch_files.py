@@ -11,6 +11,7 @@ import pytest
 from ddp_doctor.script.files import MAX_LAUNCH_SCRIPT_BYTES, launch_scripts_beside
 from ddp_doctor.script.ignore import IgnoreRules
 from ddp_doctor.script.runner import CheckOptions, check_paths
+from ddp_doctor.script.shellvars import expand_variables
 
 LAUNCH_FILES = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "launch_files"
 SHELL = LAUNCH_FILES / "legacy_launch_in_shell_script"
@@ -93,3 +94,43 @@ def test_ddp103_fires_on_a_file_alone_started_from_a_scripts_folder(tmp_path: Pa
     run.mkdir(parents=True)
     (run / "train.sh").write_text("python -m torch.distributed.launch --nproc_per_node=8 main.py\n")
     assert _places(tmp_path / "main.py") == {("main.py", 11)}
+
+
+THROUGH_VARIABLE = LAUNCH_FILES / "legacy_launch_through_variable"
+UNKNOWN_VARIABLE = LAUNCH_FILES / "launch_through_unknown_variable"
+
+
+@pytest.mark.parametrize(
+    "target", [THROUGH_VARIABLE, THROUGH_VARIABLE / "main.py"], ids=["folder", "file alone"]
+)
+def test_a_launch_line_naming_the_script_through_a_shell_variable_counts(target: Path) -> None:
+    """UniMatch's scripts/train.sh: `method='unimatch'` then `... launch ... $method.py`."""
+    assert _places(target) == {("main.py", 13)}
+
+
+@pytest.mark.parametrize(
+    "target", [UNKNOWN_VARIABLE, UNKNOWN_VARIABLE / "main.py"], ids=["folder", "file alone"]
+)
+def test_a_variable_the_launch_file_does_not_assign_names_no_script(target: Path) -> None:
+    assert _places(target) == set()
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["m='train'", "torchrun $m.py"], "torchrun train.py"),
+        (['export M="train"', "torchrun ${M}.py"], "torchrun train.py"),
+        (["m=train  # the script", "torchrun $m.py"], "torchrun train.py"),
+        (["m=train", "m=eval", "torchrun $m.py"], "torchrun $m.py"),  # assigned twice
+        (["m=$1", "torchrun $m.py"], "torchrun $m.py"),  # a positional argument
+        (["m=$(basename $0)", "torchrun $m.py"], "torchrun $m.py"),  # a command's output
+        (["torchrun $m.py"], "torchrun $m.py"),  # never assigned
+    ],
+)
+def test_only_simple_literal_shell_variables_are_expanded(lines: list[str], expected: str) -> None:
+    assert expand_variables("run.sh", lines)[-1] == expected
+
+
+def test_makefile_variables_are_left_alone() -> None:
+    lines = ["M=train", "run:\n\ttorchrun $M.py"]
+    assert expand_variables("Makefile", lines) == lines

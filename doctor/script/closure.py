@@ -103,6 +103,8 @@ def star_definition(project: Project, facts: ScriptFacts, expr: ast.expr) -> obj
     """What a called name stands for when the package it is imported from re-exports it with
     a star import (`from .utils import setup` with utils/__init__.py holding `from .gen import
     *`): the function or class of that name in one of the re-exported modules."""
+    if isinstance(expr, ast.Name) and expr.id not in facts.imports.refs:
+        return _star_imported(project, facts, expr.id)  # `from utils import *` in the file
     package, name = _package_and_name(project, facts, expr)
     if package is None or name is None:
         return None
@@ -115,6 +117,14 @@ def star_definition(project: Project, facts: ScriptFacts, expr: ast.expr) -> obj
         if following is None or os.path.basename(following.path) != "__init__.py":
             break
         package = following
+    return None
+
+
+def _star_imported(project: Project, facts: ScriptFacts, name: str) -> object | None:
+    for module in _star_sources(facts):
+        found = project.top_level(module, name)
+        if found is not None and not isinstance(found, ScriptFacts):
+            return found
     return None
 
 

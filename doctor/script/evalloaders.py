@@ -12,18 +12,28 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from ddp_doctor.registry import Hit
 from ddp_doctor.script import names
-from ddp_doctor.script.facts import CallSite, Function, ScriptFacts
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
-from ddp_doctor.script.origins import CALL
-from ddp_doctor.script.samplers import looks_like_eval
+from ddp_doctor.script.hits import hit
+from ddp_doctor.script.origins import CALL, INSTANCE
+from ddp_doctor.script.samplers import (
+    is_own_padding_sampler,
+    is_padding_sampler_class,
+    looks_like_eval,
+)
 
 _DATA_KEYWORDS = ("dataset", "data", "split", "path", "name", "mode")
 _LOADERS = (names.DATA_LOADER, names.DISTRIBUTED_SAMPLER)
 
 
 def builds_padding_sampler(facts: ScriptFacts, site: CallSite) -> bool:
-    if site.key != "DistributedSampler" or facts.resolve(site) != names.DISTRIBUTED_SAMPLER:
+    """torch's DistributedSampler, or the tree's own of its family that pads."""
+    torch_sampler = site.key == "DistributedSampler"
+    if torch_sampler and facts.resolve(site) != names.DISTRIBUTED_SAMPLER:
+        torch_sampler = False
+    if not torch_sampler and not is_own_padding_sampler(facts, site):
         return False
     drop = site.keyword("drop_last")
     return not (isinstance(drop, ast.Constant) and drop.value is True)
@@ -76,6 +86,8 @@ def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:
                 origin.qualname in _LOADERS or "loader" in (origin.qualname or "").lower()
             ):
                 return True
+            if origin.kind == INSTANCE and origin.cls and is_padding_sampler_class(origin.cls):
+                return True  # make_data_sampler(): the tree's own padding sampler
             if origin.kind == CALL and origin.call is not None:
                 called = names.last_identifier(origin.call.func) or ""
                 if "loader" in called.lower() or called == "klass":
@@ -229,3 +241,15 @@ def _removes_duplicates(facts: ScriptFacts) -> bool:
         for site in facts.calls
         for keyword in site.node.keywords
     )
+
+
+def eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
+    for site, factory in [*evaluation_factory_calls(facts), *per_dataset_factory_calls(facts)]:
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node)} splits evaluation data with {factory.name}(), which pads "
+            "it with a DistributedSampler: metrics count some samples twice",
+            {"factory": factory.qualname},
+            cause="evaluation sampler",
+        )

@@ -32,6 +32,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.closure import imported_closure
 from ddp_doctor.script.facts import Function, ScriptFacts
 from ddp_doctor.script.frameworks import configured_trainer, starts_lightning_ranks
+from ddp_doctor.script.shellvars import expand_variables
 from ddp_doctor.script.textscan import code_lines, logical_lines
 
 if TYPE_CHECKING:
@@ -154,7 +155,8 @@ def note_launchers(project: Project, text_files: Iterable[ScriptFacts]) -> None:
     started: set[tuple[str, str]] = set()
     for facts in text_files:
         folder = os.path.dirname(os.path.abspath(facts.path))
-        lines = logical_lines(code_lines(facts.path, facts.source.splitlines()))
+        written = expand_variables(facts.path, facts.source.splitlines())
+        lines = logical_lines(code_lines(facts.path, written))
         started |= {(folder, p) for p in launched_paths(lines)}
     project.__dict__["_launched"] = frozenset(started)
 

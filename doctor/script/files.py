@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ddp_doctor.inputs import NotRegularFile, TooLarge, describe_size, open_regular, read_capped
 from ddp_doctor.script.ignore import IgnoreRules
+from ddp_doctor.script.shellvars import expand_variables
 
 PYTHON = "python"
 TEXT = "text"
@@ -117,9 +118,17 @@ def launch_scripts_beside(
     found: list[tuple[Candidate, str]] = []
     for folder, named in sorted(by_folder.items()):
         for script, text in _launch_scripts_of(folder, excludes):
-            if any(name in text for name in named):
+            if any(name in text for name in named) or _names_through_variables(script, text, named):
                 found.append((Candidate(script, TEXT), text))
     return found
+
+
+def _names_through_variables(script: str, text: str, named: set[str]) -> bool:
+    """`method='unimatch'` ... `$method.py`: the script named once its variables are read."""
+    if "$" not in text:
+        return False
+    expanded = "\n".join(expand_variables(script, text.splitlines()))
+    return any(name in expanded for name in named)
 
 
 def _launch_scripts_of(folder: str, excludes: IgnoreRules) -> Iterator[tuple[str, str]]:

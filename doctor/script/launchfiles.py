@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ddp_doctor.script.evidence import launch_names, launched_paths
 from ddp_doctor.script.facts import ScriptFacts
+from ddp_doctor.script.shellvars import expand_variables
 from ddp_doctor.script.textscan import DOCUMENT_SUFFIXES, launch_mentions, logical_lines
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def note_legacy_scripts(project: Project, text_files: Iterable[ScriptFacts]) -> 
         if facts.is_python or facts.path.lower().endswith(DOCUMENT_SUFFIXES):
             continue
         folder = os.path.dirname(os.path.abspath(facts.path))
-        lines = logical_lines(facts.source.splitlines())
+        lines = logical_lines(expand_variables(facts.path, facts.source.splitlines()))
         legacy = [lines[n - 1] for n, _, _ in launch_mentions(lines, skip_comments=True)]
         started |= {(folder, written, facts.path) for written in launched_paths(legacy)}
     project.__dict__[_RECORD] = frozenset(started)

@@ -115,19 +115,7 @@ class SamplerFlow:
         return [*self.uses, *self._uses_of(own)] if own else self.uses
 
     def _is_own_distributed_sampler(self, site: CallSite) -> bool:
-        if (
-            not site.key.endswith("Sampler")
-            or self.facts.resolve(site) == names.DISTRIBUTED_SAMPLER
-        ):
-            return False
-        cls = self.facts.project.definition(self.facts, site.node.func, site.ctx)
-        if not isinstance(cls, ClassInfo):
-            return False
-        subclass = any(base.rsplit(".", 1)[-1] == "DistributedSampler" for base in cls.bases)
-        if not (subclass or cls.name.endswith("DistributedSampler")):
-            return False
-        iterate = cls.methods.get("__iter__")
-        return pads(iterate.node) if iterate is not None else subclass
+        return is_own_padding_sampler(self.facts, site)
 
     def _uses_of(self, sites: list[CallSite]) -> list[SamplerUse]:
         found = []
@@ -304,6 +292,24 @@ class SamplerFlow:
             else set()
         )
         return any(loop.iterates in loader_names for loop in self.facts.loops)
+
+
+def is_own_padding_sampler(facts: ScriptFacts, site: CallSite) -> bool:
+    """A construction of the tree's own sampler of DistributedSampler's family: a class named
+    ...DistributedSampler defined in the tree, or subclassing torch's, whose __iter__ pads
+    (or, for a subclass, is torch's)."""
+    if not site.key.endswith("Sampler") or facts.resolve(site) == names.DISTRIBUTED_SAMPLER:
+        return False
+    cls = facts.project.definition(facts, site.node.func, site.ctx)
+    return isinstance(cls, ClassInfo) and is_padding_sampler_class(cls)
+
+
+def is_padding_sampler_class(cls: ClassInfo) -> bool:
+    subclass = any(base.rsplit(".", 1)[-1] == "DistributedSampler" for base in cls.bases)
+    if not (subclass or cls.name.endswith("DistributedSampler")):
+        return False
+    iterate = cls.methods.get("__iter__")
+    return pads(iterate.node) if iterate is not None else subclass
 
 
 def pads(iterate: ast.AST) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evalloaders import evaluation_factory_calls, per_dataset_factory_calls
+from ddp_doctor.script.evalloaders import eval_loaders_from_factories
 from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
@@ -278,7 +278,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         torch's; one that only slices `indices[rank::world]` does not pad.
         Also a call, in an evaluation context (`valid_loader = setup_loader(valid_set)`, a
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
-        the tree that builds a padding DistributedSampler a few calls down; and a call of a
+        the tree that builds a padding DistributedSampler (torch's or the tree's own) a few
+        calls down and returns the loader or the sampler (`val_sampler =
+        make_data_sampler(val_set, False, distributed)`, also star-imported); and a call of a
         factory that builds one padding sampler per dataset from a list of shuffle flags
         (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
         samplers), unless the program drops the duplicates from its results
@@ -303,19 +305,7 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
                 {"sampler": name},
                 cause="evaluation sampler",
             )
-    yield from _eval_loaders_from_factories(facts)
-
-
-def _eval_loaders_from_factories(facts: ScriptFacts) -> Iterator[Hit]:
-    for site, factory in [*evaluation_factory_calls(facts), *per_dataset_factory_calls(facts)]:
-        yield hit(
-            facts,
-            site.node,
-            f"{text_of(site.node)} builds an evaluation loader with {factory.name}(), which "
-            "pads it with a DistributedSampler: metrics count some samples twice",
-            {"factory": factory.qualname},
-            cause="evaluation sampler",
-        )
+    yield from eval_loaders_from_factories(facts)
 
 
 @rule(

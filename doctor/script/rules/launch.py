@@ -9,7 +9,7 @@ from typing import NamedTuple
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evidence import program_files
+from ddp_doctor.script.evidence import is_entry_point, program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.launchfiles import legacy_launch_file
@@ -148,7 +148,9 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         launch file is a shell or SLURM script, YAML file or Makefile of the tree, and for a
         file checked on its own the small shell and SLURM scripts that name it in its folder
         and in a `scripts` folder beside it, three levels down at most (VideoMAE's
-        scripts/<dataset>/<run>/pretrain.sh: the tree a folder check would read); a Markdown or RST code block is an example of use, not a launch file (DDP102 reports
+        scripts/<dataset>/<run>/pretrain.sh: the tree a folder check would read). A launch
+        line may name the script through a shell variable the launch file assigns a literal
+        once (`method='unimatch'` ... `$method.py`); a Markdown or RST code block is an example of use, not a launch file (DDP102 reports
         the launcher there). A DeepSpeed program (deepspeed.initialize, init_distributed or
         add_config_arguments) is left alone: the `deepspeed` launcher passes
         `--local_rank=N` itself.
@@ -221,7 +223,8 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
         the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
         other lines listed; a helper's uses of another file's option are reported only when
-        that file places nothing with it itself.
+        that file places nothing with it itself, an entry point's always (eval.py running
+        `from train import parse_args` is a program of its own).
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -238,7 +241,7 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
     declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
     values = facts.project.values
     for call, source in _placements_from_option(facts, values, declares_here):
-        if source.owner is not facts and _placements_from_option(source.owner, values, True):
+        if _reported_by_parser(facts, source, values):
             continue  # one finding per option: the file that parses it reports it
         yield hit(
             facts,
@@ -248,6 +251,15 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
             {"call": text_of(call.node)},
             cause="local_rank",
         )
+
+
+def _reported_by_parser(facts: ScriptFacts, source: _Source, values: Values) -> bool:
+    """A helper's placement from another file's option, when that file places with it: that
+    file reports it. An entry point of its own (eval.py running `from train import
+    parse_args`) is another program and reports its own placements."""
+    if source.owner is facts or is_entry_point(facts):
+        return False
+    return bool(_placements_from_option(source.owner, values, True))
 
 
 def _started_by_deepspeed(facts: ScriptFacts) -> bool:

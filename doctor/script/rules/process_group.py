@@ -22,6 +22,7 @@ from ddp_doctor.script.facts import (
     text_of,
 )
 from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.gpuflags import guarded_by_gpu_flag
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.region import fake_group
 
@@ -107,7 +108,10 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         requirement stated before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
         early exit `if not torch.cuda.is_available(): return`, also as one arm of an
         if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
-        needs GPUs. An init in a helper module's function that nothing in the program calls
+        needs GPUs. So does a flag guarding the init that is off without CUDA, followed by
+        the data flow whatever its name: set false under an availability check (`else:
+        args.distributed = False` of `if torch.cuda.is_available()`, maskrcnn-benchmark's
+        entry points) or stored from one (`distributed = torch.cuda.device_count() > 1`). An init in a helper module's function that nothing in the program calls
         or names, beside another init that runs, never runs: not judged.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
@@ -127,6 +131,8 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         if never_runs_in_program(facts, init.ctx.function) or _gloo_beside(flow, init):
             continue
         if _chosen_by_check(facts, init.ctx) or _checked_before(facts, init):
+            continue
+        if guarded_by_gpu_flag(facts, init.ctx):
             continue
         if _checked_in_callers(facts, init):
             continue
@@ -255,6 +261,8 @@ def _checked_in_callers(facts: ScriptFacts, init: CallSite, depth: int = DEPTH) 
         for owner, ctx in frontier:
             for edge in graph.callers(graph.unit(owner, ctx)):
                 if _chosen_by_check(edge.facts, edge.site.ctx):
+                    return True
+                if guarded_by_gpu_flag(edge.facts, edge.site.ctx):
                     return True
                 if _checked_before(edge.facts, edge.site):
                     return True
