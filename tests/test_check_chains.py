@@ -92,3 +92,19 @@ def test_fix_leaves_a_helper_finding_alone(tree: Path) -> None:
     before = (tree / "train.py").read_text()
     CliRunner().invoke(cli, ["check", "--fix", "--unsafe-fixes", "train.py"])
     assert (tree / "train.py").read_text() == before
+
+
+@pytest.mark.parametrize("output", ["text", "json", "sarif"])
+def test_another_files_path_is_spelled_as_the_user_gave_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
+    """DDP104 names the file that parses --local_rank (read by absolute path as an import):
+    shown relative, like the path the user gave, so no folder of the machine is printed."""
+    project = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "projects"
+    for name in ("train.py", "eval.py"):
+        source = (project / "eval_entry_imports_train_parser" / name).read_text()
+        (tmp_path / name).write_text(source, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--format", output, "eval.py"])
+    assert "DDP104" in result.stdout
+    assert str(tmp_path) not in result.stdout

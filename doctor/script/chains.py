@@ -19,6 +19,7 @@ from ddp_doctor.model import Finding, Location
 from ddp_doctor.script.callgraph import CallGraph, Edge
 from ddp_doctor.script.evidence import imported_closure
 from ddp_doctor.script.facts import Function, ScriptFacts
+from ddp_doctor.script.hits import spelled_like
 
 MAX_CHAIN = 8  # calls followed up from the helper before giving up on a chain
 
@@ -60,7 +61,7 @@ def _onto_entry(
     if chain is None:
         return None
     first = chain[0]
-    helper_path = _like(helper.path, first.facts.path)
+    helper_path = spelled_like(helper.path, first.facts.path)
     steps = " -> ".join(
         [f"{first.facts.path}:{first.site.node.lineno}"] + [f"{e.callee.qualname}()" for e in chain]
     )
@@ -68,7 +69,9 @@ def _onto_entry(
     evidence = {
         **finding.evidence,
         "related": [related],
-        "chain": [f"{_like(e.facts.path, first.facts.path)}:{e.site.node.lineno}" for e in chain],
+        "chain": [
+            f"{spelled_like(e.facts.path, first.facts.path)}:{e.site.node.lineno}" for e in chain
+        ],
     }
     return replace(
         finding,
@@ -76,14 +79,6 @@ def _onto_entry(
         location=Location(first.facts.path, first.site.node.lineno, first.site.node.col_offset + 1),
         evidence=evidence,
     )
-
-
-def _like(path: str, given: str) -> str:
-    """The helper's path spelled like the path the user gave (relative stays relative)."""
-    if os.path.isabs(given) or not os.path.isabs(path):
-        return path
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
 
 
 def _unit_at(facts: ScriptFacts, line: int) -> Function:

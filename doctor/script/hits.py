@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,16 @@ class ScriptHit(Hit):
     `.cuda()` of a script with no set_device) is one finding, the other lines listed."""
 
     cause: str | None = None
+
+
+def spelled_like(path: str, given: str) -> str:
+    """Another file's path spelled like the path the user gave: relative stays relative (the
+    files a program imports are read by absolute path; a message must not show the machine's
+    folders when the user named a relative one)."""
+    if os.path.isabs(given) or not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def location(

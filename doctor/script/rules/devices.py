@@ -20,7 +20,7 @@ from ddp_doctor.script.facts import (
     text_of,
 )
 from ddp_doctor.script.flow import candidates, flow_of
-from ddp_doctor.script.hits import hit
+from ddp_doctor.script.hits import hit, spelled_like
 from ddp_doctor.script.origins import CONSTANT, OPTION
 from ddp_doctor.script.placement import is_hard_coded_index
 
@@ -77,7 +77,9 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
             )
         elif not any(before for _, _, before in pins):
             owner, late, _ = min(pins, key=lambda pin: (pin[0] is not facts, position(pin[1])))
-            where = f"line {late.node.lineno}" + (f" of {owner.path}" if owner is not facts else "")
+            where = f"line {late.node.lineno}" + (
+                f" of {spelled_like(owner.path, facts.path)}" if owner is not facts else ""
+            )
             yield hit(
                 facts,
                 init.node,

@@ -11,7 +11,7 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import is_entry_point, program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
-from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.hits import ScriptHit, hit, location, spelled_like
 from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.origins import ATTRIBUTE, OPTION
 from ddp_doctor.script.placement import device_sources
@@ -340,7 +340,7 @@ def _local_rank_source(
                     return _Source(facts, "")
                 declared = _declared_for(owner)
                 if owner is not facts and declared and not _local_rank_from_env(owner):
-                    return _Source(owner, f" (parsed in {owner.path})")
+                    return _Source(owner, f" (parsed in {spelled_like(owner.path, facts.path)})")
             elif origin.kind == ATTRIBUTE and declares_here:
                 return _Source(facts, "")
     return None
