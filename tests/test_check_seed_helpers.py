@@ -38,3 +38,20 @@ def test_constant_through_a_helper_checked_file_by_file(target: str) -> None:
 @pytest.mark.parametrize("name", ["seed_helper_with_rank", "seed_helper_rank_worker_init"])
 def test_helper_seeds_that_differ_per_rank_are_silent(name: str) -> None:
     assert seed_findings(PROJECTS / name) == []
+
+
+def test_a_helper_seed_passed_by_its_own_keyword_is_the_finding_s_seed(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import random\n\nimport torch\nimport torch.distributed as dist\n\n\n"
+        "def fix_random(random_seed):\n    random.seed(random_seed)\n"
+        "    torch.manual_seed(random_seed)\n\n\n"
+        "def main(cfg):\n    dist.init_process_group('nccl')\n"
+        "    fix_random(random_seed=cfg.seed)\n"
+        "    model = torch.nn.parallel.DistributedDataParallel(cfg.model)\n    model.train()\n",
+        encoding="utf-8",
+    )
+    outcome = check_paths([str(script)], CheckOptions(select=("DDP122",)))
+    assert [(f.location.line, f.evidence.get("seed")) for f in outcome.findings] == [
+        (14, "cfg.seed")
+    ]

@@ -324,3 +324,14 @@ def other_draws_decide(facts: ScriptFacts) -> bool:
         or shards_a_meta_model(facts)
         or builds_tensor_parallel_groups(facts)
     )
+
+
+def seed_value(site: CallSite) -> ast.expr | None:
+    """The seed a call passes: its first argument, its `seed=`, or a helper's only keyword
+    (`fix_random(random_seed=cfg.seed)`)."""
+    if site.node.args:
+        return site.node.args[0]
+    given = site.keyword("seed")
+    if given is None and site.node.keywords:
+        return site.node.keywords[0].value
+    return given

@@ -27,6 +27,7 @@ from ddp_doctor.script.seeding import (
     other_draws_decide,
     reseeds_from_own_seed,
     reseeds_to_compare,
+    seed_value,
     seeding_calls,
     seeds_data,
 )
@@ -397,8 +398,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [s for s in seeds if seeds_data(facts, s) and not reseeds_from_own_seed(facts, s)]
     if not seeds:
         return
-    first = seeds[0]
-    seed = first.node.args[0] if first.node.args else first.keyword("seed")
+    first, seed = seeds[0], seed_value(seeds[0])
     yield hit(
         facts,
         first.node,
