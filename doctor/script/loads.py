@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from ddp_doctor.registry import Hit
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, Context, ScriptFacts, position, text_of
+from ddp_doctor.script.facts import CallSite, Context, Function, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.nodevice import without_own_gpu
@@ -95,23 +95,51 @@ def restores_state(facts: ScriptFacts, load: CallSite) -> bool:
     )
 
 
-_LIGHTNING_BASES = ("lightning.", "pytorch_lightning.", "lightning_fabric.")
+# Hooks a Trainer calls in every process it runs: Lightning's, and transformers' TrainerCallback
+# (its CallbackHandler calls on_evaluate, on_log... in each process; the library's own
+# ProgressCallback opens its bars under `if state.is_world_process_zero:`).
+_TRAINER_HOOK_BASES = ("lightning.", "pytorch_lightning.", "lightning_fabric.", "transformers.")
 
 
-def runs_as_lightning_hook(facts: ScriptFacts, ctx: Context) -> bool:
-    """A method of a class derived from one of Lightning's (a CheckpointIO plugin, a
-    Callback, a LightningModule) that rank code of the tree instantiates: the Trainer calls
-    its hooks in every process it starts (`load_checkpoint` when resuming), though no call
-    of the tree names them (donut's and nougat's CustomCheckpointIO)."""
+def runs_as_trainer_hook(facts: ScriptFacts, ctx: Context) -> bool:
+    """A method of a class derived from Lightning's (a CheckpointIO plugin, a Callback, a
+    LightningModule) or from transformers' (a TrainerCallback) that rank code instantiates or
+    registers (`trainer.add_callback(MMLUEvalCallback)`): the Trainer calls its hooks in every
+    process it starts (`load_checkpoint` when resuming, `on_evaluate`), though no call of the
+    tree names them (donut's and nougat's CustomCheckpointIO, qlora's MMLUEvalCallback)."""
+    return runs_as_framework_hook(facts, ctx, _TRAINER_HOOK_BASES)
+
+
+def runs_as_framework_hook(facts: ScriptFacts, ctx: Context, bases: tuple[str, ...]) -> bool:
     function = ctx.function
     if function is None or function.class_name is None:
         return False
-    cls = facts.classes.get(function.class_name)
-    if cls is None or not any(
-        (facts.qualname(base) or "").startswith(_LIGHTNING_BASES) for base in cls.node.bases
+    node = _class_node(facts, function.class_name, function)
+    if node is None or not any(
+        (facts.qualname(base) or "").startswith(bases) for base in node.bases
     ):
         return False
     flow = flow_of(facts)
-    return any(
-        flow.in_distributed_region(site.ctx) for site in facts.calls_by_key.get(cls.name, ())
-    )
+    return any(flow.in_distributed_region(site.ctx) for site in _naming_calls(facts, node.name))
+
+
+def _class_node(facts: ScriptFacts, name: str, method: Function) -> ast.ClassDef | None:
+    """The module-level class, or one defined inside a function (qlora's MMLUEvalCallback,
+    built in train() around the trainer it closes over)."""
+    known = facts.classes.get(name)
+    if known is not None:
+        return known.node
+    nested = facts.__dict__.get("_nested_classes")
+    if nested is None:
+        tree = facts.tree if facts.is_python else None
+        nested = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)] if tree else []
+        facts.__dict__["_nested_classes"] = nested
+    return next((n for n in nested if n.name == name and method.node in n.body), None)
+
+
+def _naming_calls(facts: ScriptFacts, name: str) -> Iterator[CallSite]:
+    """Calls of the class, and calls handed the class itself (`add_callback(Cls)`)."""
+    yield from facts.calls_by_key.get(name, ())
+    for site in facts.calls_by_key.get("add_callback", ()):
+        if any(isinstance(arg, ast.Name) and arg.id == name for arg in site.node.args):
+            yield site

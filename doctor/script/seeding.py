@@ -7,7 +7,7 @@ import ast
 
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
-from ddp_doctor.script.facts import CallSite, ScriptFacts
+from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.rankflow import mentions_rank
 
@@ -202,3 +202,136 @@ def _tensor_parallel_name(target: ast.expr) -> bool:
         return False
     words = set((names.last_identifier(target) or "").lower().strip("_").split("_"))
     return "group" in words and bool(words & {"tp", "tensor"} or {"model", "parallel"} <= words)
+
+
+def delegates_seed(facts: ScriptFacts, site: CallSite) -> bool:
+    """`def set_seed(seed): torch.manual_seed(seed)`, called from elsewhere in the tree: the
+    seed is the helper's parameter, so whether it holds a rank term is decided at the
+    helper's calls (`set_seed(args.seed)` or `set_seed(args.seed + rank)`), judged there."""
+    helper = site.ctx.function
+    if helper is None:
+        return False
+    if not any(_names_a_parameter(value, set(helper.params)) for value in _seed_values(site)):
+        return False
+    if not any(not edge.handed for edge in facts.project.graph.callers(helper)):
+        return False  # handed on (`launch(main, ...)`), or called by nothing: judged here
+    return is_seeding_helper(facts, helper)
+
+
+def _names_a_parameter(value: ast.expr, params: set[str]) -> bool:
+    """`seed`, `seed + 1`: the parameter itself. `args.seed` is not: a helper handed the whole
+    configuration picks the seed itself, and is judged where it seeds."""
+    bases = {
+        id(node.value)
+        for node in ast.walk(value)
+        if isinstance(node, (ast.Attribute, ast.Subscript))
+    }
+    return any(
+        isinstance(node, ast.Name) and node.id in params and id(node) not in bases
+        for node in ast.walk(value)
+    )
+
+
+def _seeding_helpers(facts: ScriptFacts) -> set[Function]:
+    """The file's functions that seed the data's generators with their own parameter, for
+    their callers to judge (computed once per file)."""
+    cached = facts.__dict__.get("_seeding_helpers")
+    if cached is None:
+        cached = facts.__dict__["_seeding_helpers"] = {
+            site.ctx.function
+            for site in facts.calls_to(*names.SEEDERS)
+            if site.ctx.function is not None
+            and seeds_data(facts, site)
+            and delegates_seed(facts, site)
+        }
+    return cached
+
+
+def is_seeding_helper(facts: ScriptFacts, function: Function) -> bool:
+    """A function whose work is seeding: at least half its calls seed (torchdistill's
+    set_seed, insightface's setup_seed, YOLOv5's init_seeds), not a training function
+    that seeds on its way (`def train(rank, seed): torch.manual_seed(seed); ...`)."""
+    calls = [site for site in facts.calls if site.ctx.function is function]
+    seeding = sum(1 for site in calls if facts.resolve(site) in names.SEEDERS)
+    return 2 * seeding >= len(calls)
+
+
+def seeding_helper_calls(facts: ScriptFacts) -> list[CallSite]:
+    """This file's calls of the tree's seeding helpers (functions that seed the data's
+    generators with their own parameter): torchdistill's `set_seed(args.seed)`, whose body
+    in common/main_util.py seeds random, numpy and torch with `seed`."""
+    helpers = {helper for mate in program_files(facts) for helper in _seeding_helpers(mate)}
+    if not helpers:
+        return []
+    graph = facts.project.graph
+    found = [
+        site
+        for key in {helper.name for helper in helpers}
+        for site in facts.calls_by_key.get(key, ())
+        if any(target in helpers for target in graph.targets(facts, site))
+    ]
+    return sorted(found, key=position)
+
+
+# A DataLoader worker's init function: mmcv's, BasicSR's and insightface's
+# `worker_init_fn(worker_id, num_workers, rank, seed)` seed each worker with
+# num_workers * rank + worker_id + seed.
+_WORKER_ID_PARAMS = frozenset({"worker_id", "worker_idx", "wid"})
+
+
+def seeds_workers_per_rank(facts: ScriptFacts) -> bool:
+    """The program defines a DataLoader worker init function (named worker_init*, or taking
+    `worker_id` first) that seeds with the rank: the data's random draws (crops, flips) run
+    in the loader workers, reseeded per rank, whatever the main process seeded alike. A
+    function passed as `worker_init_fn=` through functools.partial is often built where the
+    checked tree cannot see it, so its definition is the evidence. Its seeding may go
+    through a helper (`set_random_seed(num_workers * rank + worker_id + seed)`)."""
+    return any(
+        _is_worker_init(site.ctx.function)
+        and any(mentions_rank(mate, value) for value in _seed_values(site))
+        for mate in program_files(facts)
+        for site in [*mate.calls_to(*names.SEEDERS), *seeding_helper_calls(mate)]
+    )
+
+
+def _seed_values(site: CallSite) -> list[ast.expr]:
+    return [*site.node.args, *(kw.value for kw in site.node.keywords)]
+
+
+def seeding_calls(facts: ScriptFacts) -> list[CallSite]:
+    """The file's seeding calls DDP122 judges: the seeders' own (those of a seeding helper
+    the tree calls are judged at its calls instead) and the calls of the tree's seeding
+    helpers."""
+    own = [site for site in facts.calls_to(*names.SEEDERS) if not delegates_seed(facts, site)]
+    return sorted([*own, *seeding_helper_calls(facts)], key=position)
+
+
+def _is_worker_init(function: Function | None) -> bool:
+    if function is None:
+        return False
+    first = function.params[0] if function.params else ""
+    return "worker_init" in function.name.lower() or first in _WORKER_ID_PARAMS
+
+
+def other_draws_decide(facts: ScriptFacts) -> bool:
+    """The program's per-rank randomness comes from elsewhere (a generator of its own seeded
+    with the rank, loader workers reseeded per rank), or the shared seed is what makes the
+    shards of one model agree (a meta-built model sharded, tensor-parallel groups built by
+    hand: parallelize_module's work)."""
+    return (
+        seeds_a_generator_per_rank(facts)
+        or seeds_workers_per_rank(facts)
+        or shards_a_meta_model(facts)
+        or builds_tensor_parallel_groups(facts)
+    )
+
+
+def seed_value(site: CallSite) -> ast.expr | None:
+    """The seed a call passes: its first argument, its `seed=`, or a helper's only keyword
+    (`fix_random(random_seed=cfg.seed)`)."""
+    if site.node.args:
+        return site.node.args[0]
+    given = site.keyword("seed")
+    if given is None and site.node.keywords:
+        return site.node.keywords[0].value
+    return given

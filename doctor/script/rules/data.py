@@ -23,13 +23,13 @@ from ddp_doctor.script.purpose import (
 from ddp_doctor.script.samplerchecks import never_shuffled, truncates_to_dataset
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 from ddp_doctor.script.seeding import (
-    builds_tensor_parallel_groups,
     has_rank_term,
+    other_draws_decide,
     reseeds_from_own_seed,
     reseeds_to_compare,
-    seeds_a_generator_per_rank,
+    seed_value,
+    seeding_calls,
     seeds_data,
-    shards_a_meta_model,
 )
 from ddp_doctor.script.workers import in_worker, spawned_code
 
@@ -347,7 +347,12 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         Programs that train nothing (no backward, zero_grad, fit or train call:
         evaluation, sampling) are left alone too, and so are programs that set the same
         constant seed again in another function (two runs made to draw the same numbers,
-        to compare them). Reported once, at the first call.
+        to compare them). A seeding helper of the program (`def set_seed(seed):`, mostly
+        seeding calls) is judged at its calls, where the rank term belongs: `set_seed(
+        args.seed)` is reported there, `set_seed(args.seed + rank)` is not; a DataLoader
+        worker init function that seeds with the rank (mmcv's `worker_init_fn(worker_id,
+        num_workers, rank, seed)`) leaves the program alone: its workers draw the data's
+        randomness. Reported once, at the first call.
     Why it matters:
         With the same seed, every rank draws the same random crops, flips, masks and dropout
         patterns: augmentation is correlated across ranks and the effective data diversity
@@ -368,17 +373,13 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     workers = spawned_code(facts)
     seeds = [
         s
-        for s in facts.calls_to(*names.SEEDERS)
+        for s in seeding_calls(facts)
         if (in_worker(s, workers) if workers is not None else flow.in_distributed_region(s.ctx))
     ]
-    if not seeds:
-        return
     seeds = [site for site in seeds if site.node.args or site.node.keywords]
     if not seeds or any(has_rank_term(facts, site) for site in seeds):
         return
-    if seeds_a_generator_per_rank(facts) or shards_a_meta_model(facts):
-        return
-    if builds_tensor_parallel_groups(facts):  # parallelize_module's work done by hand
+    if other_draws_decide(facts):  # per-rank draws elsewhere, or shards that need one seed
         return
     if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
         return
@@ -387,8 +388,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     seeds = [s for s in seeds if seeds_data(facts, s) and not reseeds_from_own_seed(facts, s)]
     if not seeds:
         return
-    first = seeds[0]
-    seed = first.node.args[0] if first.node.args else first.keyword("seed")
+    first, seed = seeds[0], seed_value(seeds[0])
     yield hit(
         facts,
         first.node,

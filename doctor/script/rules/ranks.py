@@ -19,7 +19,7 @@ from ddp_doctor.script.loads import (
     maps_location,
     program_uses_cuda,
     restores_state,
-    runs_as_lightning_hook,
+    runs_as_trainer_hook,
 )
 from ddp_doctor.script.logsites import (
     LOG_KEYS,
@@ -192,10 +192,15 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         tensors are left alone,
         and so is the arm where the process has no GPU index of its own (`if args.gpu is
         None:`, the imagenet example's one-process-drives-the-GPUs path: the model is on
-        cuda:0 there too, which DDP127 reports), and a per-rank file (the rank in its path,
-        f"queue{rank}.pth": each rank saved it from its own GPU and reads it back there).
+        cuda:0 there too, which DDP127 reports), and a per-rank file read back as data (the
+        rank in its path, f"queue{rank}.pth": each rank saved it from its own GPU). A per-rank
+        checkpoint restored into a model or optimizer (f"checkpoint_gpu_{rank}.pt", resumed)
+        is reported: a job resumes on whatever GPUs it gets, and each rank's state goes back
+        to the GPU index that saved it ("Attempting to deserialize object on CUDA device 7 but
+        torch.cuda.device_count() is 4" with fewer GPUs per node).
         A method of a class derived from Lightning's (a CheckpointIO plugin's load_checkpoint)
-        that rank code instantiates runs in every rank: the Trainer calls it.
+        or from a transformers TrainerCallback that rank code instantiates or registers runs in
+        every rank: the Trainer calls it.
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -214,8 +219,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         if without_own_gpu(load.ctx):
             continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
         path = load.argument(0, "f")
-        if path is not None and mentions_rank(facts, path):
-            continue  # a per-rank file: the rank saved it from its own GPU
+        if path is not None and mentions_rank(facts, path) and not restores_state(facts, load):
+            continue  # a per-rank buffer: the rank saved it from its own GPU
         yield hit(
             facts,
             load.node,
@@ -227,7 +232,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
 
 
 def _runs_in_the_ranks(facts: ScriptFacts, ctx: Context) -> bool:
-    return flow_of(facts).in_distributed_region(ctx) or runs_as_lightning_hook(facts, ctx)
+    return flow_of(facts).in_distributed_region(ctx) or runs_as_trainer_hook(facts, ctx)
 
 
 @rule(
@@ -246,7 +251,11 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         `num_tries = 1; for i in range(num_tries):`, is no loop; a base class's loop
         that calls `self.hook()` runs the subclasses' own hook),
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
-        print), wandb.init/wandb.log, and tensorboard SummaryWriter().
+        print), wandb.init/wandb.log, and tensorboard SummaryWriter(). The hooks of a
+        Trainer callback that rank code registers (a transformers TrainerCallback's
+        on_evaluate, `trainer.add_callback(Cls)`; a Lightning Callback) run in every process:
+        the Trainer calls them there (its own ProgressCallback guards with
+        `state.is_world_process_zero`).
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
         suppress_output, _restrict_print_to_main_process, or print called anywhere in the program with a
@@ -293,7 +302,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
-        if opted_in_per_rank(call.ctx) or not flow.in_distributed_region(call.ctx):
+        if opted_in_per_rank(call.ctx) or not _runs_in_the_ranks(facts, call.ctx):
             continue
         if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno) or only_when_missing(
             facts, call.ctx
