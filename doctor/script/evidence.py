@@ -297,17 +297,19 @@ def never_runs_in_program(facts: ScriptFacts, function: Function | None) -> bool
     dist_backend="nccl")`: its programs start the group elsewhere). A module checked alone
     brings the files near it that import it (importers.py) and is judged with them; with none
     in view, or in a tree with no entry point (a library), it is an API: its functions run."""
-    if not _unused_helper(facts, function):
+    if not unused_helper(facts, function):
         return False  # basicsr's init_dist, the only init, may be called from out of view
     return any(
-        site.ctx.function is not function and not _unused_helper(other, site.ctx.function)
+        site.ctx.function is not function and not unused_helper(other, site.ctx.function)
         for other in facts.project.graph.files()
         if other.is_python
         for site in other.calls_to(names.INIT_PROCESS_GROUP)
     )
 
 
-def _unused_helper(facts: ScriptFacts, function: Function | None) -> bool:
+def unused_helper(facts: ScriptFacts, function: Function | None) -> bool:
+    """A function of a module an entry point of the tree imports, that nothing of the tree
+    calls or names, itself or through its callers (never an entry point's own function)."""
     if function is None or is_entry_point(facts) or not _imported_in_a_program(facts):
         return False
     graph = facts.project.graph

@@ -7,6 +7,7 @@ gets, which argument of a call binds a parameter, and a few shapes of stored val
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from ddp_doctor.script import names
 from ddp_doctor.script.facts import Assignment, Context, Function
@@ -38,6 +39,44 @@ def reaching(assignments: list[Assignment], ctx: Context, at: ast.AST | None) ->
         for a in before
         if not any(start_of(b.node) > start_of(a.node) and ctx.within(b.ctx) for b in before)
     ]
+
+
+def kept_on_a_path(assignments: Iterable[Assignment], path: str, ctx: Context, at: ast.AST) -> bool:
+    """`params.local_rank`, an attribute of a parameter, set in some arms of a condition
+    only: the caller's value is still there on the other paths to `at`."""
+    function = ctx.function
+    if function is None or path.startswith("self."):
+        return False
+    if path.split(".", 1)[0] not in function.params:
+        return False
+    local = [a for a in assignments if a.ctx.function is function]
+    return bool(local) and not on_every_path(reaching(local, ctx, at), ctx)
+
+
+def on_every_path(assignments: list[Assignment], ctx: Context) -> bool:
+    """Whether one of the assignments ran on every path to `ctx`: one runs whenever `ctx`
+    runs, or every arm of a condition `ctx` does not sit in holds one. XLM's
+    init_distributed_mode sets `params.local_rank` in the first and last arm of an if/elif/else
+    and keeps the caller's value in the middle one: not on every path."""
+    return _covers(assignments, {id(b.node): b.arm for b in ctx.branches}, 0)
+
+
+def _covers(assignments: list[Assignment], taken: dict[int, bool], depth: int) -> bool:
+    live = [
+        a for a in assignments if all(taken.get(id(b.node), b.arm) == b.arm for b in a.ctx.branches)
+    ]
+    undecided = [[b for b in a.ctx.branches if id(b.node) not in taken] for a in live]
+    if any(not rest for rest in undecided):
+        return True
+    if not live:
+        return False
+    if depth >= _SPLITS:
+        return True  # too many conditions to tell: taken as stored, as before
+    split = id(undecided[0][0].node)
+    return all(_covers(live, {**taken, split: arm}, depth + 1) for arm in (True, False))
+
+
+_SPLITS = 8
 
 
 def final(assignments: list[Assignment]) -> list[Assignment]:

@@ -287,14 +287,16 @@ class Values:
         self, facts: ScriptFacts, expr: ast.Attribute, ctx: Context, depth: int
     ) -> set[Origin]:
         path = names.access_path(expr)
+        stored: set[Origin] = set()
         if path is not None:
             stored = self._stored(facts, path, ctx, expr, depth)
-            if stored:
+            assigned = facts.assignments_by_target.get(path, ())
+            if stored and not reaching_mod.kept_on_a_path(assigned, path, ctx, expr):
                 return stored
         found: set[Origin] = set()
         for base in self.origins(facts, expr.value, ctx, depth):
             found |= self._member(base, expr, depth)
-        return found or {Origin(ATTRIBUTE, expr, facts, expr.attr)}
+        return stored | (found or {Origin(ATTRIBUTE, expr, facts, expr.attr)})
 
     def _stored(
         self, facts: ScriptFacts, path: str, ctx: Context, at: ast.AST, depth: int

@@ -4,27 +4,31 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.evidence import is_entry_point, program_files
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
-from ddp_doctor.script.hits import ScriptHit, hit, location, spelled_like
+from ddp_doctor.script.hits import ScriptHit, hit, location
 from ddp_doctor.script.launchfiles import legacy_launch_file
-from ddp_doctor.script.origins import ATTRIBUTE, OPTION
-from ddp_doctor.script.placement import device_sources
+from ddp_doctor.script.localrank import (
+    LOCAL_RANK_OPTIONS,
+    declared,
+    declared_in_tree,
+    local_rank_from_env,
+    never_runs,
+    option_strings,
+    placements_from_option,
+    reported_by_parser,
+)
 from ddp_doctor.script.textscan import (
     code_lines,
     is_launcher_path,
     launch_in_string,
     launch_mentions,
 )
-from ddp_doctor.script.values import Values
 
-_LOCAL_RANK_OPTIONS = ("--local_rank", "--local-rank")
-_PLACING_KEYS = frozenset({"set_device", "device", "cuda", "to", "DistributedDataParallel"})
 _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefile", ".mk")
 
 
@@ -105,30 +109,6 @@ def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
     )
 
 
-def _option_strings(call: CallSite) -> list[str]:
-    return [
-        a.value for a in call.node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-    ]
-
-
-def _local_rank_from_env(facts: ScriptFacts) -> bool:
-    """A read of LOCAL_RANK. `os.environ["LOCAL_RANK"] = str(proc_id % num_gpus)` sets it for
-    others (a SLURM branch) and reads nothing: the walker also lists the assigned subscript
-    as a read, and the quoted name found in the source is the one set."""
-    if facts.calls_by_key.get("get_node_local_rank"):
-        return True
-    accesses = [access for access in facts.env if access.name == "LOCAL_RANK"]
-    written = {  # `os.environ["LOCAL_RANK"] = ...`; setdefault() also reads it
-        id(access.node)
-        for access in accesses
-        if access.writes and isinstance(access.node, ast.Subscript)
-    }
-    if any(not access.writes and id(access.node) not in written for access in accesses):
-        return True
-    quoted = facts.source.count("'LOCAL_RANK'") + facts.source.count('"LOCAL_RANK"')
-    return quoted > len(written)
-
-
 @rule(
     "DDP103",
     Remediation(
@@ -163,10 +143,10 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     Fix:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
-    declared = {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
+    declared = {o for c in facts.methods_called("add_argument") for o in option_strings(c)}
     if "--local-rank" in declared or _started_by_deepspeed(facts):
         return
-    reads_env = any(_local_rank_from_env(f) for f in program_files(facts) if f.is_python)
+    reads_env = any(local_rank_from_env(f) for f in program_files(facts) if f.is_python)
     launch_file = legacy_launch_file(facts)
     if reads_env and launch_file is None:
         return
@@ -175,7 +155,7 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     started = f" ({launch_file} starts it with torch.distributed.launch)" if launch_file else ""
     evidence = {"option": "--local_rank", **({"launch_file": launch_file} if launch_file else {})}
     for call in facts.methods_called("add_argument"):
-        if "--local_rank" in _option_strings(call):
+        if "--local_rank" in option_strings(call):
             yield hit(
                 facts,
                 call.node,
@@ -196,7 +176,7 @@ def _parsed_leniently(facts: ScriptFacts) -> bool:
     declaring = {
         _receiver(call)
         for call in facts.methods_called("add_argument")
-        if "--local_rank" in _option_strings(call)
+        if "--local_rank" in option_strings(call)
     }
     strict = {_receiver(call) for call in facts.methods_called("parse_args")}
     if None in declaring or not declaring & strict:
@@ -218,13 +198,20 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         The GPU picked (set_device, torch.device, .cuda(), .to(), DDP device_ids) from an
         argparse --local_rank/--local-rank option, followed through assignments, attributes,
         arithmetic held in a name (`args.gpu = args.local_rank % torch.cuda.device_count()`)
-        and function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside), in a
+        and function parameters (`setup(args.local_rank)` then `set_device(gpu)` inside; a
+        parameter's attribute that only some arms of a condition set keeps the option's value
+        on the others: XLM's `if slurm: params.local_rank = SLURM_LOCALID elif
+        params.local_rank != -1: ... else: params.local_rank = 0`, where torchrun's -1 sends
+        every rank to GPU 0), in a
         script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
         program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
         the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
         other lines listed; a helper's uses of another file's option are reported only when
         that file places nothing with it itself, an entry point's always (eval.py running
-        `from train import parse_args` is a program of its own).
+        `from train import parse_args` is a program of its own). A placement in a helper
+        module's function that nothing of the tree calls or names (CodeT5's configs.set_dist)
+        is not reported when an entry point of its program places from the option itself:
+        that copy never runs, the entry point's line is the one the user runs.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -236,13 +223,15 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
     """
-    if _local_rank_from_env(facts) or not _declared_in_tree(facts) or _started_by_deepspeed(facts):
+    if local_rank_from_env(facts) or not declared_in_tree(facts) or _started_by_deepspeed(facts):
         return
-    declares_here = bool(_declared(facts) & set(_LOCAL_RANK_OPTIONS))
+    declares_here = bool(declared(facts) & set(LOCAL_RANK_OPTIONS))
     values = facts.project.values
-    for call, source in _placements_from_option(facts, values, declares_here):
-        if _reported_by_parser(facts, source, values):
+    for call, source in placements_from_option(facts, values, declares_here):
+        if reported_by_parser(facts, source, values):
             continue  # one finding per option: the file that parses it reports it
+        if never_runs(facts, call, values):
+            continue
         yield hit(
             facts,
             call.node,
@@ -251,15 +240,6 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
             {"call": text_of(call.node)},
             cause="local_rank",
         )
-
-
-def _reported_by_parser(facts: ScriptFacts, source: _Source, values: Values) -> bool:
-    """A helper's placement from another file's option, when that file places with it: that
-    file reports it. An entry point of its own (eval.py running `from train import
-    parse_args`) is another program and reports its own placements."""
-    if source.owner is facts or is_entry_point(facts):
-        return False
-    return bool(_placements_from_option(source.owner, values, True))
 
 
 def _started_by_deepspeed(facts: ScriptFacts) -> bool:
@@ -279,71 +259,6 @@ def _started_by_deepspeed(facts: ScriptFacts) -> bool:
 
 
 _DEEPSPEED_KEYS = ("initialize", "init_distributed", "add_config_arguments")
-
-
-def _declared_in_tree(facts: ScriptFacts) -> bool:
-    """Whether some file of the tree declares a --local_rank option at all."""
-    graph = facts.project.graph
-    cached = graph.__dict__.get("_declares_local_rank")
-    if cached is None:
-        cached = any(_declared(f) & set(_LOCAL_RANK_OPTIONS) for f in graph.files())
-        graph.__dict__["_declares_local_rank"] = cached
-    return cached
-
-
-def _declared_for(owner: ScriptFacts) -> bool:
-    """The file that parses the arguments declares --local_rank, itself or through a helper
-    of its program that adds options to the parser it is handed (`add_gpu_params(parser)`)."""
-    options = set(_LOCAL_RANK_OPTIONS)
-    return bool(_declared(owner) & options) or any(
-        _declared(f) & options for f in program_files(owner) if f.is_python
-    )
-
-
-def _declared(facts: ScriptFacts) -> set[str]:
-    return {o for c in facts.methods_called("add_argument") for o in _option_strings(c)}
-
-
-class _Source(NamedTuple):
-    owner: ScriptFacts  # the file that parses the option
-    where: str  # "" for this file's own option, " (parsed in FILE)" for another file's
-
-
-def _placements_from_option(
-    facts: ScriptFacts, values: Values, declares_here: bool
-) -> list[tuple[CallSite, _Source]]:
-    """The file's GPU placements whose index is an argparse --local_rank (once per file)."""
-    key = "_local_rank_placements" if declares_here else "_local_rank_placements_elsewhere"
-    cached = facts.__dict__.get(key)
-    if cached is None:
-        cached = [
-            (call, source)
-            for name in _PLACING_KEYS
-            for call in facts.calls_by_key.get(name, ())
-            if (source := _local_rank_source(facts, values, call, declares_here)) is not None
-        ]
-        facts.__dict__[key] = cached
-    return cached
-
-
-def _local_rank_source(
-    facts: ScriptFacts, values: Values, call: CallSite, declares_here: bool
-) -> _Source | None:
-    """Where the call's GPU comes from, when that is an argparse --local_rank."""
-    for value in [*call.node.args, *(kw.value for kw in call.node.keywords)]:
-        for origin in device_sources(facts, values, value, call.ctx):
-            if origin.name != "local_rank":
-                continue
-            if origin.kind == OPTION and origin.facts is not None:
-                owner = origin.facts
-                if owner is facts and declares_here:
-                    return _Source(facts, "")
-                declared = _declared_for(owner)
-                if owner is not facts and declared and not _local_rank_from_env(owner):
-                    return _Source(owner, f" (parsed in {spelled_like(owner.path, facts.path)})")
-            elif origin.kind == ATTRIBUTE and declares_here:
-                return _Source(facts, "")
-    return None
 
 
 @rule("DDP123", Remediation('Start processes only under `if __name__ == "__main__":`.'))

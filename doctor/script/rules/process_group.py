@@ -111,7 +111,11 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         needs GPUs. So does a flag guarding the init that is off without CUDA, followed by
         the data flow whatever its name: set false under an availability check (`else:
         args.distributed = False` of `if torch.cuda.is_available()`, maskrcnn-benchmark's
-        entry points) or stored from one (`distributed = torch.cuda.device_count() > 1`). An init in a helper module's function that nothing in the program calls
+        entry points) or stored from one (`distributed = torch.cuda.device_count() > 1`). So
+        does an init reached only where a CPU setting's test is false: the else arm of `if
+        args.local_rank == -1 or args.no_cuda:` (one disjunct switches to the CPU), a later
+        arm of an if/elif chain whose earlier arm tests `no_cuda`, `use_cpu`, `device ==
+        "cpu"` or `not args.cuda` (not a GPU setting's false arm, not `cpu_offload`). An init in a helper module's function that nothing in the program calls
         or names, beside another init that runs, never runs: not judged.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
