@@ -40,6 +40,7 @@ _GROUP_STATE = frozenset(
 )
 _WORLD_SIZES = frozenset({"world_size", "num_processes", "ddp_world_size", "nprocs", "world"})
 _LAUNCH_ENV = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "SLURM_PROCID"})
+_TRUE_IN_A_LAUNCH = _DISTRIBUTED_FLAGS | _GROUP_STATE
 
 
 def launch_of(test: ast.expr) -> str | None:
@@ -60,7 +61,7 @@ def launch_of(test: ast.expr) -> str | None:
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _launch_compare(test.left, test.ops[0], test.comparators[0])
     name = last_identifier(test)
-    if name is not None and name.lower() in _DISTRIBUTED_FLAGS | _GROUP_STATE:
+    if name is not None and name.lower() in _TRUE_IN_A_LAUNCH:
         return DISTRIBUTED
     return None
 

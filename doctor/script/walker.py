@@ -308,21 +308,25 @@ class _Walker:
         facts = self.facts
         calls = facts.calls
         stack: list[ast.AST] = [root]
-        pop, push = stack.pop, stack.append
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        known_fields = _CHILD_FIELDS
+        # the node types asked about, as locals: this loop runs once per expression node
+        Call, Constant, Name, Attribute = ast.Call, ast.Constant, ast.Name, ast.Attribute
         while stack:
             node = pop()
             kind = type(node)
-            if node is None:  # a list field's hole: {**spread} keys, kw_defaults
+            if kind is Name or node is None:  # None: a list field's hole ({**spread} keys)
                 continue
-            if kind is ast.Call:
+            if kind is Attribute:
+                push(node.value)  # type: ignore[attr-defined]  (its only child expression)
+                continue
+            if kind is Call:
                 calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
                 record_environ_call(facts, node, ctx)  # type: ignore[arg-type]
-            elif kind is ast.Constant:
+            elif kind is Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and marked(value):
                     facts.strings.append(node)  # type: ignore[arg-type]
-                continue
-            elif kind is ast.Name:
                 continue
             elif kind is ast.IfExp:
                 self.conditional(node, ctx)  # type: ignore[arg-type]
@@ -335,15 +339,15 @@ class _Walker:
             elif kind is ast.NamedExpr:
                 target = node.target.id  # type: ignore[attr-defined]
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
-            fields = _CHILD_FIELDS.get(kind)
+            fields = known_fields.get(kind)
             if fields is None:
-                fields = _CHILD_FIELDS[kind] = child_fields(kind)
+                fields = known_fields[kind] = child_fields(kind)
             for name in fields:
                 child = getattr(node, name, None)
                 if child is None:
                     continue
                 if type(child) is list:
-                    stack.extend(child)
+                    extend(child)
                 else:
                     push(child)
 
