@@ -190,7 +190,10 @@ def _returned_values(body: list[ast.stmt]) -> Iterator[ast.expr | None]:
 
 
 def flip(polarity: str | None) -> str | None:
-    return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
+    return _FLIPPED.get(polarity) if polarity else None
+
+
+_FLIPPED = {ZERO: NONZERO, NONZERO: ZERO}
 
 
 _MAIN_PROCESS_NAME = re.compile(

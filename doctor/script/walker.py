@@ -34,6 +34,7 @@ from ddp_doctor.script.walkenv import (
 from ddp_doctor.script.walkshapes import (
     child_fields,
     in_arm,
+    in_arms,
     is_main_guard,
     marked,
 )
@@ -226,13 +227,12 @@ class _Walker:
             self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
-        body = in_arm(ctx, node, node.test, arm=True)
-        orelse = in_arm(ctx, node, node.test, arm=False)
+        body, orelse = in_arms(ctx, node, node.test)
         flags = self._flags(ctx)
         polarity = guards.classify(node.test, flags)
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
-        other = false_arm_polarity(node.test, flags)
+        other = _false_arm(node.test, polarity, flags)
         if other is not None:
             orelse = orelse._replace(guard=RankGuard(other, node))
         self.body(node.body, body)
@@ -354,8 +354,7 @@ class _Walker:
     def conditional(self, node: ast.IfExp, ctx: Context) -> None:
         """`tqdm(loader) if is_master else loader`: each arm in its own context."""
         self.expr(node.test, ctx)
-        body = in_arm(ctx, node, node.test, arm=True)
-        orelse = in_arm(ctx, node, node.test, arm=False)
+        body, orelse = in_arms(ctx, node, node.test)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
@@ -382,6 +381,14 @@ _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _false_arm(test: ast.expr, polarity: str | None, flags: dict[str, str]) -> str | None:
+    """false_arm_polarity(test), given the test's own polarity: for a test other than `not`
+    and `and` it is that polarity flipped (asked of every `if`: classified once)."""
+    if type(test) is ast.UnaryOp or type(test) is ast.BoolOp:
+        return false_arm_polarity(test, flags)
+    return guards.flip(polarity)
 
 
 def _scope_of(text: str, ctx: Context) -> object:
