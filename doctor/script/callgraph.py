@@ -125,7 +125,8 @@ class CallGraph:
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into, hands)
+                if found or hands:
+                    self._add(facts, site, found, out, into, hands)
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         handed_to = self._handed_to(out)
