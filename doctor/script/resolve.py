@@ -12,6 +12,7 @@ import os
 
 from ddp_doctor.script import names
 from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Function, ScriptFacts
+from ddp_doctor.script.names import ImportRef
 from ddp_doctor.script.project import Project
 
 FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
@@ -170,6 +171,7 @@ def sorted_sites(facts: ScriptFacts, defined: frozenset[str]) -> list[tuple[Call
     where it cannot reach one (torch.save, x.to(...)). Asked of every call of the tree, so
     the look is written out here rather than made of calls."""
     found: list[tuple[CallSite, bool | None]] = []
+    refs, imported = facts.imports.refs, facts.imports.names
     for site in facts.calls:
         node = site.node
         hands = False
@@ -189,28 +191,33 @@ def sorted_sites(facts: ScriptFacts, defined: frozenset[str]) -> list[tuple[Call
                 ):
                     hands = True
                     break
-        if hands or site.key in defined or _names_the_tree(facts, site):
+        if hands or site.key in defined or _names_the_tree(refs, imported, site):
             found.append((site, hands))
         else:
             found.append((site, None))
     return found
 
 
-def _names_the_tree(facts: ScriptFacts, site: CallSite) -> bool:
+def _names_the_tree(refs: dict[str, ImportRef], imported: dict[str, str], site: CallSite) -> bool:
     """A callback handed in (`main_func(*args)`), or a call through an import of the
-    user's own modules (`utils.setup()`, `from . import dist; dist.init()`)."""
+    user's own modules (`utils.setup()`, `from . import dist; dist.init()`); `refs` and
+    `imported` are the file's import table's."""
     func = site.node.func
-    function = site.ctx.function
-    if isinstance(func, ast.Name) and function is not None and func.id in function.params:
-        return True
-    while isinstance(func, ast.Attribute):
-        func = func.value
-    if isinstance(func, ast.Name) and func.id in facts.imports.refs:
-        ref = facts.imports.refs[func.id]
-        foreign = facts.imports.names.get(func.id, "").split(".")[0] in FOREIGN_ROOTS
-        if (ref.name is None or ref.level) and not foreign:
+    kind = type(func)
+    if kind is _NAME:
+        function = site.ctx.function
+        if function is not None and func.id in function.params:  # type: ignore[attr-defined]
             return True
-    return False
+    else:
+        while kind is _ATTRIBUTE:
+            func = func.value  # type: ignore[attr-defined]
+            kind = type(func)
+        if kind is not _NAME:
+            return False
+    ref = refs.get(func.id)  # type: ignore[attr-defined]
+    if ref is None or (ref.name is not None and not ref.level):
+        return False
+    return imported.get(func.id, "").split(".")[0] not in FOREIGN_ROOTS  # type: ignore[attr-defined]
 
 
 _NAME, _ATTRIBUTE = ast.Name, ast.Attribute

@@ -312,6 +312,7 @@ class _Walker:
         known_fields = _CHILD_FIELDS
         # the node types asked about, as locals: this loop runs once per expression node
         Call, Constant, Name, Attribute = ast.Call, ast.Constant, ast.Name, ast.Attribute
+        imported = self.imports.names
         while stack:
             node = pop()
             kind = type(node)
@@ -321,7 +322,15 @@ class _Walker:
                 push(node.value)  # type: ignore[attr-defined]  (its only child expression)
                 continue
             if kind is Call:
-                calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
+                func = node.func  # type: ignore[attr-defined]
+                if type(func) is Attribute:  # the call's key, after import aliases
+                    key = func.attr
+                elif type(func) is Name:
+                    qualified = imported.get(func.id)
+                    key = qualified.rsplit(".", 1)[-1] if qualified else func.id
+                else:
+                    key = ""
+                calls.append(CallSite(node, ctx, key))  # type: ignore[arg-type]
                 record_environ_call(facts, node, ctx)  # type: ignore[arg-type]
             elif kind is Constant:
                 value = node.value  # type: ignore[attr-defined]
@@ -367,14 +376,6 @@ class _Walker:
         flags = self._flags(ctx)
         for value, polarity in zip(node.values, guards.operand_guards(node, flags), strict=True):
             self.expr(value, ctx._replace(guard=RankGuard(polarity, node)) if polarity else ctx)
-
-    def _call_key(self, func: ast.expr) -> str:
-        if isinstance(func, ast.Attribute):
-            return func.attr
-        if isinstance(func, ast.Name):
-            qualified = self.imports.names.get(func.id)
-            return qualified.rsplit(".", 1)[-1] if qualified else func.id
-        return ""
 
 
 _NO_FLAGS: dict[str, str] = {}
