@@ -59,6 +59,7 @@ class Project:
         self._at: dict[tuple[str, str], ScriptFacts | None] = {}
         self._folders: dict[tuple[str, str, int], str | None] = {}
         self._resolved: dict[tuple[int, str, int], Definition | None] = {}
+        self._top_level: dict[tuple[int, str, int], Definition | None] = {}
 
     def add(self, facts: ScriptFacts, *, context_only: bool = False) -> None:
         key = os.path.abspath(facts.path)
@@ -82,6 +83,7 @@ class Project:
         self.files.clear()
         self._owners.clear()
         self._at.clear()
+        self._top_level.clear()
 
     @property
     def functions_by_node(self) -> dict[int, Function]:
@@ -273,6 +275,15 @@ class Project:
         return self.top_level(facts, name)
 
     def top_level(self, facts: ScriptFacts, name: str, hops: int = _MAX_HOPS) -> Definition | None:
+        """What a module-level name of the file is (its imports followed `hops` deep): asked
+        three times per answer on a tree, looked up once (the modules it reads are too)."""
+        key = (id(facts), name, hops)
+        found = self._top_level.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._top_level[key] = self._find_top_level(facts, name, hops)
+        return found  # type: ignore[no-any-return]
+
+    def _find_top_level(self, facts: ScriptFacts, name: str, hops: int) -> Definition | None:
         top = facts.functions_by_qualname.get(name)
         if top is not None and top.class_name is None:
             return top
