@@ -49,7 +49,14 @@ def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
     return facts
 
 
-_MAY_GUARD_THE_REST = (ast.If, ast.Assert)  # an early exit, an assert on the launch
+_MAY_GUARD_THE_REST = frozenset({ast.If, ast.Assert})  # an early exit, an assert on the launch
+# statement kinds built once (a tuple of them was built for every statement that reached it)
+_FUNCTION_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_FOR_KINDS = frozenset({ast.For, ast.AsyncFor})
+_WITH_KINDS = frozenset({ast.With, ast.AsyncWith})
+_IMPORT_KINDS = frozenset({ast.Import, ast.ImportFrom})
+_TRY_KINDS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
+_MATCH = getattr(ast, "Match", None)
 
 
 class _Walker:
@@ -142,13 +149,13 @@ class _Walker:
                 load = ast.copy_location(ast.Name(stmt.target.id, ast.Load()), stmt.target)
                 grown = ast.copy_location(ast.BinOp(load, stmt.op, stmt.value), stmt)
                 self.target(stmt.target, grown, stmt, ctx)
-        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+        elif kind in _FUNCTION_KINDS:
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:
             self.class_definition(stmt, ctx)
         elif kind is ast.If:
             self.if_statement(stmt, ctx)
-        elif kind in (ast.For, ast.AsyncFor):
+        elif kind in _FOR_KINDS:
             self.expr(stmt.iter, ctx)
             self.loop_target(stmt.target, stmt.iter, ctx)
             loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
@@ -161,7 +168,7 @@ class _Walker:
             self.facts.loops.append(loop)
             self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
-        elif kind in (ast.With, ast.AsyncWith):
+        elif kind in _WITH_KINDS:
             self.with_statement(stmt, ctx)
         elif kind is ast.Return:
             if stmt.value is not None:
@@ -169,15 +176,15 @@ class _Walker:
                 if ctx.function is not None:
                     self.facts.returns[ctx.function.qualname].append(stmt.value)
                     self.facts.return_contexts[id(stmt.value)] = ctx
-        elif kind in (ast.Import, ast.ImportFrom):
+        elif kind in _IMPORT_KINDS:
             self.import_statement(stmt, ctx)
-        elif kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
+        elif kind in _TRY_KINDS:
             self.body(stmt.body, ctx)
             for handler in stmt.handlers:
                 self.body(handler.body, ctx)
             self.body(stmt.orelse, ctx)
             self.body(stmt.finalbody, ctx)
-        elif kind is getattr(ast, "Match", None):
+        elif kind is _MATCH:
             self.expr(stmt.subject, ctx)
             for case in stmt.cases:
                 self.body(case.body, ctx)
