@@ -27,7 +27,7 @@ from ddp_doctor.script.facts import (
     ScriptFacts,
 )
 from ddp_doctor.script.project import Project
-from ddp_doctor.script.resolve import Resolver, imported_names, may_reach_tree, passes_a_name
+from ddp_doctor.script.resolve import Resolver, imported_names, sorted_sites
 
 DEPTH = 4  # calls followed below a function: helpers of helpers of helpers
 _RANK_ZERO_DECORATORS = ("rank_zero", "main_process", "master_only", "rank0", "on_master")
@@ -115,9 +115,8 @@ class CallGraph:
             facts = ordered[index]
             index += 1
             defined = self.project.defined_names | imported_names(facts)
-            for site in facts.calls:
-                hands = passes_a_name(site, defined)
-                if not may_reach_tree(facts, site, defined, hands):
+            for site, hands in sorted_sites(facts, defined):
+                if hands is None:
                     self._targets[id(site.node)] = ()
                     continue  # torch.save, x.to(...): nothing of the tree is called
                 found = self._by_name(facts, site)
@@ -126,7 +125,8 @@ class CallGraph:
                     found = ()
                 else:
                     self._targets[id(site.node)] = found
-                self._add(facts, site, found, out, into, hands)
+                if found or hands:
+                    self._add(facts, site, found, out, into, hands)
             if len(ordered) < len(self.project.files):  # resolving read an imported module
                 ordered = list(self.project.files.values())
         handed_to = self._handed_to(out)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ddp_doctor.inputs import NotRegularFile, TooLarge, describe_size, open_regular, read_capped
 from ddp_doctor.script.ignore import IgnoreRules
 from ddp_doctor.script.shellvars import expand_variables
+from ddp_doctor.script.tokencount import ascii_token_count
 
 PYTHON = "python"
 TEXT = "text"
@@ -308,6 +309,8 @@ def too_many_tokens(text: str, limit: int = MAX_TOKENS) -> bool:
         return False
     if len(text) - text.count(" ") - text.count("\t") <= limit:  # nor is a space or tab part
         return False  # of one: a bound counted in C, before the scan
+    if text.isascii():  # nearly every file: counted in C too
+        return ascii_token_count(text) > limit
     past_limit = itertools.islice(_TOKEN.finditer(text), limit, None)
     return next(past_limit, None) is not None
 

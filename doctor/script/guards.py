@@ -10,6 +10,7 @@ Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_ra
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator, Mapping
 
@@ -189,7 +190,10 @@ def _returned_values(body: list[ast.stmt]) -> Iterator[ast.expr | None]:
 
 
 def flip(polarity: str | None) -> str | None:
-    return {ZERO: NONZERO, NONZERO: ZERO}.get(polarity) if polarity else None
+    return _FLIPPED.get(polarity) if polarity else None
+
+
+_FLIPPED = {ZERO: NONZERO, NONZERO: ZERO}
 
 
 _MAIN_PROCESS_NAME = re.compile(
@@ -202,8 +206,11 @@ _MAIN_PROCESS_NAME = re.compile(
 def is_main_process_predicate(node: ast.AST) -> bool:
     """`is_main_process()`, `accelerator.is_main_process`, `self._is_rank_zero`, `master`."""
     name = last_identifier(node)
-    if name is None:
-        return False
+    return name is not None and _names_main_process(name)
+
+
+@functools.lru_cache(maxsize=4096)  # asked of every test and flag: names repeat
+def _names_main_process(name: str) -> bool:
     lowered = name.lower().lstrip("_")
     return lowered in _MAIN_PROCESS or _MAIN_PROCESS_NAME.fullmatch(lowered) is not None
 

@@ -40,6 +40,7 @@ _GROUP_STATE = frozenset(
 )
 _WORLD_SIZES = frozenset({"world_size", "num_processes", "ddp_world_size", "nprocs", "world"})
 _LAUNCH_ENV = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "SLURM_PROCID"})
+_TRUE_IN_A_LAUNCH = _DISTRIBUTED_FLAGS | _GROUP_STATE
 
 
 def launch_of(test: ast.expr) -> str | None:
@@ -60,13 +61,16 @@ def launch_of(test: ast.expr) -> str | None:
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         return _launch_compare(test.left, test.ops[0], test.comparators[0])
     name = last_identifier(test)
-    if name is not None and name.lower() in _DISTRIBUTED_FLAGS | _GROUP_STATE:
+    if name is not None and name.lower() in _TRUE_IN_A_LAUNCH:
         return DISTRIBUTED
     return None
 
 
 def other_launch(launch: str | None) -> str | None:
-    return {DISTRIBUTED: SINGLE, SINGLE: DISTRIBUTED}.get(launch) if launch else None
+    return _OTHER_LAUNCH.get(launch) if launch else None
+
+
+_OTHER_LAUNCH = {DISTRIBUTED: SINGLE, SINGLE: DISTRIBUTED}
 
 
 def launch_of_arm(test: ast.expr, arm: bool) -> str | None:
@@ -74,8 +78,18 @@ def launch_of_arm(test: ast.expr, arm: bool) -> str | None:
     test (`if dist.is_initialized(): return`, then init) says nothing: a group not started
     yet is the normal state of a launched program before its own init."""
     launch = launch_of(test)
-    if arm or launch is None:
-        return launch
+    return launch if arm else _false_arm(test, launch)
+
+
+def launch_of_arms(test: ast.expr) -> tuple[str | None, str | None]:
+    """launch_of_arm for the true and the false arm, the test read once."""
+    launch = launch_of(test)
+    return launch, _false_arm(test, launch)
+
+
+def _false_arm(test: ast.expr, launch: str | None) -> str | None:
+    if launch is None:
+        return None
     if (last_identifier(test) or "").lower() in _GROUP_STATE:
         return None
     return other_launch(launch)

@@ -7,6 +7,7 @@ a spawned process starts afresh).
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from typing import TYPE_CHECKING
@@ -172,9 +173,7 @@ class Pins:
 def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
     """A call that pins this process's GPU by itself."""
     key = site.key
-    if key not in _PIN_KEYS | _DIST_INITS and not (
-        _SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key) or _OWN_SETUP.match(key)
-    ):
+    if not _may_pin(key):
         return False
     qualified = facts.resolve(site)
     if qualified in _CONTEXT_PINS:
@@ -203,6 +202,14 @@ def pins_device(facts: ScriptFacts, site: CallSite) -> bool:
 
 # A set-up helper of the project's own package: `setup_and_build_model(args)` (dinov2's eval
 # scripts, whose dinov2/eval/setup.py calls distributed.enable(), which sets the device).
+@functools.lru_cache(maxsize=4096)  # asked of every call of the tree: keys repeat
+def _may_pin(key: str) -> bool:
+    """A call by this name may pin the GPU (the look before resolving it)."""
+    if key in _PIN_KEYS or key in _DIST_INITS:
+        return True
+    return bool(_SETS_DEVICE.search(key) or _LIBRARY_SETUP.match(key) or _OWN_SETUP.match(key))
+
+
 _OWN_SETUP = re.compile(r"(default_)?setup(_|$)|enable(_|$)|init_(dist|env|device|process|ddp)")
 
 

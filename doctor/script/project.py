@@ -28,6 +28,7 @@ Definition = Function | ClassInfo | ScriptFacts
 _MAX_CONTEXT_FILES = 200  # modules read only for context, per check
 _FOREIGN_PACKAGES = frozenset({"torch", "numpy", "os", "typing", "collections", "logging"})
 _MAX_HOPS = 4  # re-exports followed (`from .dist import setup` in a package __init__)
+_UNKNOWN: Any = object()  # not looked up yet (None is an answer: not in the tree)
 
 
 class Analyses(NamedTuple):
@@ -58,6 +59,7 @@ class Project:
         self._at: dict[tuple[str, str], ScriptFacts | None] = {}
         self._folders: dict[tuple[str, str, int], str | None] = {}
         self._resolved: dict[tuple[int, str, int], Definition | None] = {}
+        self._top_level: dict[tuple[int, str, int], Definition | None] = {}
 
     def add(self, facts: ScriptFacts, *, context_only: bool = False) -> None:
         key = os.path.abspath(facts.path)
@@ -81,6 +83,7 @@ class Project:
         self.files.clear()
         self._owners.clear()
         self._at.clear()
+        self._top_level.clear()
 
     @property
     def functions_by_node(self) -> dict[int, Function]:
@@ -128,9 +131,10 @@ class Project:
         if here is None:
             here = importer.__dict__["_folder"] = os.path.dirname(os.path.abspath(importer.path))
         key = (here, module, level)
-        if key not in self._modules:
-            self._modules[key] = self._find_module(here, module, level)
-        return self._modules[key]
+        found = self._modules.get(key, _UNKNOWN)  # asked ~30,000 times: one look when known
+        if found is _UNKNOWN:
+            found = self._modules[key] = self._find_module(here, module, level)
+        return found  # type: ignore[return-value]
 
     def _find_module(self, here: str, module: str, level: int) -> ScriptFacts | None:
         if level:
@@ -167,9 +171,10 @@ class Project:
         """The module's file under `base`, read for context when the tree has not (once per
         base and module: asked for every import, in every folder up to the root)."""
         key = (base, module)
-        if key not in self._at:
-            self._at[key] = self._find_file_at(base, module)
-        return self._at[key]
+        found = self._at.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._at[key] = self._find_file_at(base, module)
+        return found  # type: ignore[return-value]
 
     def _find_file_at(self, base: str, module: str) -> ScriptFacts | None:
         path = os.path.join(base, *module.split(".")) if module else base
@@ -224,9 +229,10 @@ class Project:
 
     def resolve(self, facts: ScriptFacts, text: str, ctx: Context) -> Definition | None:
         key = (id(facts), text, id(ctx.function))
-        if key not in self._resolved:
-            self._resolved[key] = self._resolve(facts, text, ctx)
-        return self._resolved[key]
+        found = self._resolved.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._resolved[key] = self._resolve(facts, text, ctx)
+        return found  # type: ignore[return-value]
 
     def _resolve(self, facts: ScriptFacts, text: str, ctx: Context) -> Definition | None:
         root, *rest = text.split(".")
@@ -269,6 +275,15 @@ class Project:
         return self.top_level(facts, name)
 
     def top_level(self, facts: ScriptFacts, name: str, hops: int = _MAX_HOPS) -> Definition | None:
+        """What a module-level name of the file is (its imports followed `hops` deep): asked
+        three times per answer on a tree, looked up once (the modules it reads are too)."""
+        key = (id(facts), name, hops)
+        found = self._top_level.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._top_level[key] = self._find_top_level(facts, name, hops)
+        return found  # type: ignore[no-any-return]
+
+    def _find_top_level(self, facts: ScriptFacts, name: str, hops: int) -> Definition | None:
         top = facts.functions_by_qualname.get(name)
         if top is not None and top.class_name is None:
             return top

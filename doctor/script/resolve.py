@@ -12,6 +12,7 @@ import os
 
 from ddp_doctor.script import names
 from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Function, ScriptFacts
+from ddp_doctor.script.names import ImportRef
 from ddp_doctor.script.project import Project
 
 FOREIGN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "math", "random", "logging", "time"})
@@ -164,41 +165,62 @@ def imported_names(facts: ScriptFacts) -> frozenset[str]:
     return cached
 
 
-def may_reach_tree(
-    facts: ScriptFacts, site: CallSite, defined: frozenset[str], hands: bool | None = None
-) -> bool:
-    """A cheap look before resolving: could this call reach a function of the tree?
-    (`hands`: passes_a_name's answer, when the caller has it already.)"""
-    if site.key in defined:
-        return True
+def sorted_sites(facts: ScriptFacts, defined: frozenset[str]) -> list[tuple[CallSite, bool | None]]:
+    """Every call of the file, in order, after a cheap look before resolving it: whether it
+    hands over something named like a function of the tree (`mp.spawn(worker)`), or None
+    where it cannot reach one (torch.save, x.to(...)). Asked of every call of the tree, so
+    the look is written out here rather than made of calls."""
+    found: list[tuple[CallSite, bool | None]] = []
+    refs, imported = facts.imports.refs, facts.imports.names
+    for site in facts.calls:
+        node = site.node
+        hands = False
+        for value in node.args:
+            kind = type(value)
+            if (kind is _NAME and value.id in defined) or (  # type: ignore[attr-defined]
+                kind is _ATTRIBUTE and value.attr in defined  # type: ignore[attr-defined]
+            ):
+                hands = True
+                break
+        if not hands:
+            for keyword in node.keywords:
+                value = keyword.value
+                kind = type(value)
+                if (kind is _NAME and value.id in defined) or (  # type: ignore[attr-defined]
+                    kind is _ATTRIBUTE and value.attr in defined  # type: ignore[attr-defined]
+                ):
+                    hands = True
+                    break
+        if hands or site.key in defined or _names_the_tree(refs, imported, site):
+            found.append((site, hands))
+        else:
+            found.append((site, None))
+    return found
+
+
+def _names_the_tree(refs: dict[str, ImportRef], imported: dict[str, str], site: CallSite) -> bool:
+    """A callback handed in (`main_func(*args)`), or a call through an import of the
+    user's own modules (`utils.setup()`, `from . import dist; dist.init()`); `refs` and
+    `imported` are the file's import table's."""
     func = site.node.func
-    function = site.ctx.function
-    if isinstance(func, ast.Name) and function is not None and func.id in function.params:
-        return True  # main_func(*args): a callback handed in
-    while isinstance(func, ast.Attribute):
-        func = func.value
-    if isinstance(func, ast.Name) and func.id in facts.imports.refs:
-        ref = facts.imports.refs[func.id]
-        foreign = facts.imports.names.get(func.id, "").split(".")[0] in FOREIGN_ROOTS
-        if (ref.name is None or ref.level) and not foreign:
-            return True  # utils.setup(), from . import dist; dist.init()
-    return passes_a_name(site, defined) if hands is None else hands
-
-
-def passes_a_name(site: CallSite, defined: frozenset[str]) -> bool:
-    """Whether a call hands over something named like a function of the tree."""
-    node = site.node
-    for value in node.args:
-        if _named_in(value, defined):
+    kind = type(func)
+    if kind is _NAME:
+        function = site.ctx.function
+        if function is not None and func.id in function.params:  # type: ignore[attr-defined]
             return True
-    return any(_named_in(keyword.value, defined) for keyword in node.keywords)
+    else:
+        while kind is _ATTRIBUTE:
+            func = func.value  # type: ignore[attr-defined]
+            kind = type(func)
+        if kind is not _NAME:
+            return False
+    ref = refs.get(func.id)  # type: ignore[attr-defined]
+    if ref is None or (ref.name is not None and not ref.level):
+        return False
+    return imported.get(func.id, "").split(".")[0] not in FOREIGN_ROOTS  # type: ignore[attr-defined]
 
 
-def _named_in(value: ast.expr, defined: frozenset[str]) -> bool:
-    kind = type(value)
-    if kind is ast.Name:
-        return value.id in defined  # type: ignore[attr-defined]
-    return kind is ast.Attribute and value.attr in defined  # type: ignore[attr-defined]
+_NAME, _ATTRIBUTE = ast.Name, ast.Attribute
 
 
 def _callable(project: Project, defined: object) -> tuple[Function, ...]:

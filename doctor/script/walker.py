@@ -34,6 +34,7 @@ from ddp_doctor.script.walkenv import (
 from ddp_doctor.script.walkshapes import (
     child_fields,
     in_arm,
+    in_arms,
     is_main_guard,
     marked,
 )
@@ -48,7 +49,14 @@ def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
     return facts
 
 
-_MAY_GUARD_THE_REST = (ast.If, ast.Assert)  # an early exit, an assert on the launch
+_MAY_GUARD_THE_REST = frozenset({ast.If, ast.Assert})  # an early exit, an assert on the launch
+# statement kinds built once (a tuple of them was built for every statement that reached it)
+_FUNCTION_KINDS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_FOR_KINDS = frozenset({ast.For, ast.AsyncFor})
+_WITH_KINDS = frozenset({ast.With, ast.AsyncWith})
+_IMPORT_KINDS = frozenset({ast.Import, ast.ImportFrom})
+_TRY_KINDS = frozenset({ast.Try, getattr(ast, "TryStar", ast.Try)})
+_MATCH = getattr(ast, "Match", None)
 
 
 class _Walker:
@@ -141,13 +149,13 @@ class _Walker:
                 load = ast.copy_location(ast.Name(stmt.target.id, ast.Load()), stmt.target)
                 grown = ast.copy_location(ast.BinOp(load, stmt.op, stmt.value), stmt)
                 self.target(stmt.target, grown, stmt, ctx)
-        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef):
+        elif kind in _FUNCTION_KINDS:
             self.function(stmt, ctx)
         elif kind is ast.ClassDef:
             self.class_definition(stmt, ctx)
         elif kind is ast.If:
             self.if_statement(stmt, ctx)
-        elif kind in (ast.For, ast.AsyncFor):
+        elif kind in _FOR_KINDS:
             self.expr(stmt.iter, ctx)
             self.loop_target(stmt.target, stmt.iter, ctx)
             loop = Loop(stmt, dotted(stmt.target), dotted(stmt.iter), ctx)
@@ -160,7 +168,7 @@ class _Walker:
             self.facts.loops.append(loop)
             self.body(stmt.body, ctx._replace(loops=(*ctx.loops, loop)))
             self.body(stmt.orelse, ctx)
-        elif kind in (ast.With, ast.AsyncWith):
+        elif kind in _WITH_KINDS:
             self.with_statement(stmt, ctx)
         elif kind is ast.Return:
             if stmt.value is not None:
@@ -168,15 +176,15 @@ class _Walker:
                 if ctx.function is not None:
                     self.facts.returns[ctx.function.qualname].append(stmt.value)
                     self.facts.return_contexts[id(stmt.value)] = ctx
-        elif kind in (ast.Import, ast.ImportFrom):
+        elif kind in _IMPORT_KINDS:
             self.import_statement(stmt, ctx)
-        elif kind in (ast.Try, getattr(ast, "TryStar", ast.Try)):
+        elif kind in _TRY_KINDS:
             self.body(stmt.body, ctx)
             for handler in stmt.handlers:
                 self.body(handler.body, ctx)
             self.body(stmt.orelse, ctx)
             self.body(stmt.finalbody, ctx)
-        elif kind is getattr(ast, "Match", None):
+        elif kind is _MATCH:
             self.expr(stmt.subject, ctx)
             for case in stmt.cases:
                 self.body(case.body, ctx)
@@ -226,13 +234,12 @@ class _Walker:
             self.body(node.body, ctx._replace(main_guard=True))
             self.body(node.orelse, ctx)
             return
-        body = in_arm(ctx, node, node.test, arm=True)
-        orelse = in_arm(ctx, node, node.test, arm=False)
+        body, orelse = in_arms(ctx, node, node.test)
         flags = self._flags(ctx)
         polarity = guards.classify(node.test, flags)
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
-        other = false_arm_polarity(node.test, flags)
+        other = _false_arm(node.test, polarity, flags)
         if other is not None:
             orelse = orelse._replace(guard=RankGuard(other, node))
         self.body(node.body, body)
@@ -308,21 +315,34 @@ class _Walker:
         facts = self.facts
         calls = facts.calls
         stack: list[ast.AST] = [root]
-        pop, push = stack.pop, stack.append
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        known_fields = _CHILD_FIELDS
+        # the node types asked about, as locals: this loop runs once per expression node
+        Call, Constant, Name, Attribute = ast.Call, ast.Constant, ast.Name, ast.Attribute
+        imported = self.imports.names
         while stack:
             node = pop()
             kind = type(node)
-            if node is None:  # a list field's hole: {**spread} keys, kw_defaults
+            if kind is Name or node is None:  # None: a list field's hole ({**spread} keys)
                 continue
-            if kind is ast.Call:
-                calls.append(CallSite(node, ctx, self._call_key(node.func)))  # type: ignore[arg-type]
+            if kind is Attribute:
+                push(node.value)  # type: ignore[attr-defined]  (its only child expression)
+                continue
+            if kind is Call:
+                func = node.func  # type: ignore[attr-defined]
+                if type(func) is Attribute:  # the call's key, after import aliases
+                    key = func.attr
+                elif type(func) is Name:
+                    qualified = imported.get(func.id)
+                    key = qualified.rsplit(".", 1)[-1] if qualified else func.id
+                else:
+                    key = ""
+                calls.append(CallSite(node, ctx, key))  # type: ignore[arg-type]
                 record_environ_call(facts, node, ctx)  # type: ignore[arg-type]
-            elif kind is ast.Constant:
+            elif kind is Constant:
                 value = node.value  # type: ignore[attr-defined]
                 if type(value) is str and marked(value):
                     facts.strings.append(node)  # type: ignore[arg-type]
-                continue
-            elif kind is ast.Name:
                 continue
             elif kind is ast.IfExp:
                 self.conditional(node, ctx)  # type: ignore[arg-type]
@@ -335,23 +355,22 @@ class _Walker:
             elif kind is ast.NamedExpr:
                 target = node.target.id  # type: ignore[attr-defined]
                 facts.assignments.append(Assignment(target, node.value, node, ctx))  # type: ignore
-            fields = _CHILD_FIELDS.get(kind)
+            fields = known_fields.get(kind)
             if fields is None:
-                fields = _CHILD_FIELDS[kind] = child_fields(kind)
+                fields = known_fields[kind] = child_fields(kind)
             for name in fields:
                 child = getattr(node, name, None)
                 if child is None:
                     continue
                 if type(child) is list:
-                    stack.extend(child)
+                    extend(child)
                 else:
                     push(child)
 
     def conditional(self, node: ast.IfExp, ctx: Context) -> None:
         """`tqdm(loader) if is_master else loader`: each arm in its own context."""
         self.expr(node.test, ctx)
-        body = in_arm(ctx, node, node.test, arm=True)
-        orelse = in_arm(ctx, node, node.test, arm=False)
+        body, orelse = in_arms(ctx, node, node.test)
         polarity = guards.classify(node.test, self._flags(ctx))
         if polarity is not None:
             body = body._replace(guard=RankGuard(polarity, node))
@@ -365,19 +384,19 @@ class _Walker:
         for value, polarity in zip(node.values, guards.operand_guards(node, flags), strict=True):
             self.expr(value, ctx._replace(guard=RankGuard(polarity, node)) if polarity else ctx)
 
-    def _call_key(self, func: ast.expr) -> str:
-        if isinstance(func, ast.Attribute):
-            return func.attr
-        if isinstance(func, ast.Name):
-            qualified = self.imports.names.get(func.id)
-            return qualified.rsplit(".", 1)[-1] if qualified else func.id
-        return ""
-
 
 _NO_FLAGS: dict[str, str] = {}
 # Values that cannot be a rank test (a call can: is_main_process(); so can a name or compare).
 _NOT_TESTS = frozenset({ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _false_arm(test: ast.expr, polarity: str | None, flags: dict[str, str]) -> str | None:
+    """false_arm_polarity(test), given the test's own polarity: for a test other than `not`
+    and `and` it is that polarity flipped (asked of every `if`: classified once)."""
+    if type(test) is ast.UnaryOp or type(test) is ast.BoolOp:
+        return false_arm_polarity(test, flags)
+    return guards.flip(polarity)
 
 
 def _scope_of(text: str, ctx: Context) -> object:

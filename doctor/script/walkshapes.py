@@ -30,7 +30,16 @@ def child_fields(kind: type) -> tuple[str, ...]:
 
 def in_arm(ctx: Context, node: ast.AST, test: ast.expr, *, arm: bool) -> Context:
     """The context of one arm of a condition; a test about the launch sets `launch`."""
-    launch = launchtests.launch_of_arm(test, arm)
+    return _arm_context(ctx, node, arm, launchtests.launch_of_arm(test, arm))
+
+
+def in_arms(ctx: Context, node: ast.AST, test: ast.expr) -> tuple[Context, Context]:
+    """in_arm for the true and the false arm (the test read once)."""
+    true_launch, false_launch = launchtests.launch_of_arms(test)
+    return _arm_context(ctx, node, True, true_launch), _arm_context(ctx, node, False, false_launch)
+
+
+def _arm_context(ctx: Context, node: ast.AST, arm: bool, launch: str | None) -> Context:
     return Context(
         ctx.function,
         ctx.class_name,
