@@ -20,12 +20,16 @@ processes run without PYTHONDONTWRITEBYTECODE (whatever this shell sets), after 
 warm-up run that caches the bytecode under the package's own __pycache__ folders (git-ignored).
 One more line times `check` with the doctor's bytecode ignored (every module compiled from
 source on each run, as under PYTHONDONTWRITEBYTECODE=1 from a source checkout), so that neither
-figure is mistaken for the other.
+figure is mistaken for the other. Notebooks are included: every corpus file is also written as
+an .ipynb (bench/corpus/notebooks/, rebuilt from the files on each run, a code cell at each
+top-level definition), and `check` over those is compared with reading each notebook's JSON and
+parsing its joined code cells.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -41,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 DOWNLOADS = CORPUS / "downloads"
 FILES = CORPUS / "files"
+NOTEBOOKS = CORPUS / "notebooks"  # the same files as notebooks, built from FILES on each run
 
 # Pinned so that the corpus (and so the numbers) can be rebuilt exactly.
 PACKAGES = (
@@ -177,6 +182,54 @@ for folder, _, names in os.walk(sys.argv[1]):
 """
 
 
+AST_ONLY_NOTEBOOKS = """
+import ast, json, os, sys, warnings
+warnings.simplefilter("ignore")
+for folder, _, names in os.walk(sys.argv[1]):
+    for name in names:
+        if name.endswith(".ipynb"):
+            with open(os.path.join(folder, name), "rb") as stream:
+                cells = json.load(stream)["cells"]
+            code = [c["source"] for c in cells if c["cell_type"] == "code"]
+            try:
+                ast.parse("\\n".join("".join(lines) for lines in code))
+            except (SyntaxError, ValueError):
+                pass
+"""
+
+
+def build_notebooks() -> int:
+    """Each corpus file as a notebook (nbformat 4): a new code cell at every top-level def,
+    class, decorator or `if __name__` that follows a blank line, a Markdown cell first."""
+    if NOTEBOOKS.exists():
+        shutil.rmtree(NOTEBOOKS)
+    made = 0
+    for source in sorted(FILES.rglob("*.py")):
+        lines = source.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        cells: list[list[str]] = [[]]
+        for number, line in enumerate(lines):
+            starts = line.startswith(("def ", "class ", "@", "async def ", "if __name__"))
+            if starts and number and not lines[number - 1].strip() and cells[-1]:
+                cells.append([])
+            cells[-1].append(line)
+        notebook = {
+            "cells": [{"cell_type": "markdown", "metadata": {}, "source": [f"# {source.name}"]}]
+            + [
+                {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
+                | {"source": cell}
+                for cell in cells
+            ],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+        target = NOTEBOOKS / source.relative_to(FILES).with_suffix(".ipynb")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(notebook), encoding="utf-8")
+        made += 1
+    return made
+
+
 # `python -m ddp_doctor ...` with the doctor's cached bytecode ignored and none written: each of
 # its modules is compiled from source, as in a checkout run under PYTHONDONTWRITEBYTECODE=1.
 # The standard library's and the other packages' bytecode is read as usual.
@@ -194,6 +247,8 @@ sys.argv = ["ddp_doctor", *sys.argv[1:]]
 runpy.run_module("ddp_doctor", run_name="__main__", alter_sys=True)
 """
 UNCACHED = "check, no cached .pyc"
+NOTEBOOK_CHECK = "check, as notebooks"
+NOTEBOOK_PARSE = "ast.parse, as notebooks"
 
 
 def child_environment() -> dict[str, str]:
@@ -210,6 +265,8 @@ def tools(torchfix: str | None) -> dict[str, list[str]]:
     if torchfix:
         commands["torchfix --select ALL"] = [torchfix, "--select", "ALL", str(FILES)]
     commands[UNCACHED] = [sys.executable, "-c", WITHOUT_DOCTOR_BYTECODE, "check", str(FILES)]
+    commands[NOTEBOOK_CHECK] = [sys.executable, "-m", "ddp_doctor", "check", str(NOTEBOOKS)]
+    commands[NOTEBOOK_PARSE] = [sys.executable, "-c", AST_ONLY_NOTEBOOKS, str(NOTEBOOKS)]
     return commands
 
 
@@ -244,6 +301,7 @@ def main() -> None:
     )
     if torchfix is None:
         print("torchfix not found: pip install torchfix==0.7.0 (comparison skipped)")
+    print(f"the same files as {build_notebooks()} notebooks (cells at top-level definitions)")
     print("timed as installed: the doctor's bytecode cached (one untimed warm-up run writes it)")
 
     commands = tools(torchfix)
@@ -268,6 +326,8 @@ def main() -> None:
         f"  without cached .pyc   = {medians[UNCACHED] / parse_only:.2f}x  "
         "(the doctor's modules compiled on every run, as under PYTHONDONTWRITEBYTECODE=1)"
     )
+    notebooks = medians[NOTEBOOK_CHECK] / medians[NOTEBOOK_PARSE]
+    print(f"notebooks: check / json + ast.parse = {notebooks:.2f}x  (goal: <= 3x)")
     if "torchfix --select ALL" in medians:
         print(
             f"torchfix / check        = {medians['torchfix --select ALL'] / check:.1f}x  (goal: >= 15x)"
