@@ -70,13 +70,27 @@ def helper_loads_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         )
 
 
+# Calls that put a state dict into a model or optimizer: the module's and optimizer's own
+# method, peft's adapter restore (alpaca-lora's and StarCoder's `set_peft_model_state_dict(model,
+# adapters_weights)` after a torch.load), torch.distributed.checkpoint.state_dict's setters.
+_RESTORE_KEYS = (
+    "load_state_dict",
+    "set_peft_model_state_dict",
+    "set_model_state_dict",
+    "set_optimizer_state_dict",
+    "set_state_dict",
+)
+
+
 def restores_state(facts: ScriptFacts, load: CallSite) -> bool:
     """The loaded object is restored into a model or optimizer: `x.load_state_dict(
     torch.load(path))`, or its name (`ckpt = torch.load(path)`) is read by a later
-    load_state_dict call of the same function (`model.load_state_dict(ckpt["model"])`)."""
+    restoring call of the same function (`model.load_state_dict(ckpt["model"])`,
+    `set_peft_model_state_dict(model, adapters_weights)`)."""
     restores = [
         site
-        for site in facts.calls_by_key.get("load_state_dict", ())
+        for key in _RESTORE_KEYS
+        for site in facts.calls_by_key.get(key, ())
         if site.ctx.function is load.ctx.function
     ]
     if any(contains(site.node, load.node) for site in restores):
@@ -110,13 +124,24 @@ def runs_as_trainer_hook(facts: ScriptFacts, ctx: Context) -> bool:
     return runs_as_framework_hook(facts, ctx, _TRAINER_HOOK_BASES)
 
 
+# Plugin methods Lightning calls on global rank 0 only: Strategy.save_checkpoint and
+# remove_checkpoint call them under `if self.is_global_zero:` (Lightning-AI/pytorch-lightning,
+# src/lightning/pytorch/strategies/strategy.py); load_checkpoint runs on every rank.
+_RANK_ZERO_PLUGIN_METHODS = {"CheckpointIO": ("save_checkpoint", "remove_checkpoint")}
+
+
 def runs_as_framework_hook(facts: ScriptFacts, ctx: Context, bases: tuple[str, ...]) -> bool:
     function = ctx.function
     if function is None or function.class_name is None:
         return False
     node = _class_node(facts, function.class_name, function)
-    if node is None or not any(
-        (facts.qualname(base) or "").startswith(bases) for base in node.bases
+    qualnames = [facts.qualname(base) or "" for base in node.bases] if node else []
+    if node is None or not any(q.startswith(bases) for q in qualnames):
+        return False
+    if any(
+        q.endswith(plugin) and function.name in methods
+        for q in qualnames
+        for plugin, methods in _RANK_ZERO_PLUGIN_METHODS.items()
     ):
         return False
     flow = flow_of(facts)
@@ -138,8 +163,37 @@ def _class_node(facts: ScriptFacts, name: str, method: Function) -> ast.ClassDef
 
 
 def _naming_calls(facts: ScriptFacts, name: str) -> Iterator[CallSite]:
-    """Calls of the class, and calls handed the class itself (`add_callback(Cls)`)."""
+    """Calls of the class, and calls handed the class itself (`add_callback(Cls)`, a
+    `callbacks=[Cls]` list of a Trainer or pl.Trainer)."""
     yield from facts.calls_by_key.get(name, ())
     for site in facts.calls_by_key.get("add_callback", ()):
         if any(isinstance(arg, ast.Name) and arg.id == name for arg in site.node.args):
             yield site
+    yield from _callback_lists(facts).get(name, ())
+
+
+def _callback_lists(facts: ScriptFacts) -> dict[str, list[CallSite]]:
+    """Class name -> the calls whose `callbacks=` names it, in the list itself
+    (`Trainer(..., callbacks=[SavePeftModelCallback])`: transformers' CallbackHandler makes an
+    instance of a class it is given) or in a list a name of the same function holds
+    (`callbacks = [Cls]; Trainer(callbacks=callbacks)`). Built once per file."""
+    known = facts.__dict__.get("_callback_lists")
+    if known is not None:
+        return known
+    found: dict[str, list[CallSite]] = {}
+    for site in facts.calls:
+        given = site.keyword("callbacks")
+        if given is None:
+            continue
+        values = [given]
+        if isinstance(given, ast.Name):
+            values += [
+                a.value
+                for a in facts.assignments
+                if a.target == given.id and a.ctx.function is site.ctx.function
+            ]
+        for node in (n for value in values for n in ast.walk(value)):
+            if isinstance(node, ast.Name) and node.id != getattr(given, "id", None):
+                found.setdefault(node.id, []).append(site)
+    facts.__dict__["_callback_lists"] = found
+    return found

@@ -61,7 +61,11 @@ def weights_never_broadcast(facts: ScriptFacts) -> bool:
     if not any(mate.calls_to(names.INIT_PROCESS_GROUP) for mate in program_files(facts)):
         return False
     tree = facts.project.files.values()  # any file checked with it: a wrap may be out of view
-    if any(_unwraps(site) for other in tree for site in other.calls):
+    if any(
+        _unwraps(site) and not _data_parallel_held(other, site)
+        for other in tree
+        for site in other.calls
+    ):
         return False
     return not any(other.calls_by_key.get(key) for other in tree for key in _SYNCING_KEYS)
 
@@ -77,6 +81,17 @@ def _unwraps(site: CallSite) -> bool:
         inner = func.value
         return isinstance(inner, ast.Attribute) and inner.attr == "module"
     return is_wrapper_test(site.node)
+
+
+def _data_parallel_held(facts: ScriptFacts, unwrap: CallSite) -> bool:
+    """The unwrapped name holds an nn.DataParallel of the same file (`model =
+    torch.nn.DataParallel(model)` when several GPUs are visible, then `model.module if
+    hasattr(model, "module") else model`: CodeT5's run_defect.py): the `.module` is
+    DataParallel's, no sign of a DDP wrap out of view."""
+    node = unwrap.node
+    held = node.args[0] if is_wrapper_test(node) else node.func.value.value  # type: ignore[attr-defined]
+    wraps = {id(site.node) for site in facts.calls_to(names.DATA_PARALLEL)}
+    return any(id(a.value) in wraps and a.target == ast.unparse(held) for a in facts.assignments)
 
 
 def reads_prefixed_keys_back(facts: ScriptFacts) -> bool:

@@ -78,6 +78,10 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         writes it, the others find it and read it; and so is a dataset's file per sample,
         written where it is missing by a method its `__getitem__` reaches, to a path built
         from that method's parameter (vits' `get_audio(filename)` caching `*.spec.pt`).
+        The hooks of a Trainer callback that rank code registers or hands to the Trainer
+        (a transformers TrainerCallback's on_save, `callbacks=[Cls]`; a Lightning Callback)
+        run in every process: the Trainer calls them there (as for DDP118 and DDP119); a
+        Lightning CheckpointIO plugin's save_checkpoint runs on global rank 0 only.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -94,7 +98,7 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     for save in facts.calls_to(names.TORCH_SAVE):
-        if flow.runs_on_rank_zero_only(save.ctx) or not flow.in_distributed_region(save.ctx):
+        if flow.runs_on_rank_zero_only(save.ctx) or not _runs_in_the_ranks(facts, save.ctx):
             continue
         path = save.argument(1, "f")
         if (path is not None and mentions_rank(facts, path)) or in_memory(facts, save):
@@ -187,7 +191,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         judged at its calls. A helper module that names no CUDA itself is judged by its
         program's (CUDA, or an accelerate Accelerator, in another of its files), for the loads
         whose result is restored into a model or optimizer (`model.load_state_dict(
-        torch.load(path))`, `ckpt = torch.load(path)`, then `load_state_dict(ckpt["model"])`):
+        torch.load(path))`, `ckpt = torch.load(path)`, then `load_state_dict(ckpt["model"])`,
+        peft's `set_peft_model_state_dict(model, weights)`):
         a dataset's label cache holds no GPU tensors. Files the program saves itself from CPU
         tensors are left alone,
         and so is the arm where the process has no GPU index of its own (`if args.gpu is
@@ -199,8 +204,8 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         to the GPU index that saved it ("Attempting to deserialize object on CUDA device 7 but
         torch.cuda.device_count() is 4" with fewer GPUs per node).
         A method of a class derived from Lightning's (a CheckpointIO plugin's load_checkpoint)
-        or from a transformers TrainerCallback that rank code instantiates or registers runs in
-        every rank: the Trainer calls it.
+        or from a transformers TrainerCallback that rank code instantiates, registers or lists
+        in a Trainer's `callbacks=` runs in every rank: the Trainer calls it.
     Example:
         state = torch.load("checkpoint.pt")
     Fix:
@@ -253,7 +258,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
         print), wandb.init/wandb.log, and tensorboard SummaryWriter(). The hooks of a
         Trainer callback that rank code registers (a transformers TrainerCallback's
-        on_evaluate, `trainer.add_callback(Cls)`; a Lightning Callback) run in every process:
+        on_evaluate, `trainer.add_callback(Cls)`, `callbacks=[Cls]`; a Lightning Callback) run
+        in every process:
         the Trainer calls them there (its own ProgressCallback guards with
         `state.is_world_process_zero`).
         One finding per kind, the other lines listed. Skipped where print is overridden off
