@@ -318,6 +318,19 @@ def unused_helper(facts: ScriptFacts, function: Function | None) -> bool:
     return all(_unreferenced(unit, tree) for unit in reaching)
 
 
+def called_from_out_of_view(facts: ScriptFacts, function: Function | None) -> bool:
+    """A helper module's function, in a tree with an entry point, that nothing of the tree
+    calls or names, itself or through its callers, whether or not the module's importer is
+    in view: whoever calls it decides where it runs (a save helper's rank guard)."""
+    if function is None or is_entry_point(facts):
+        return False
+    tree = [other for other in facts.project.graph.files() if other.is_python]
+    if not any(is_entry_point(other) for other in tree):
+        return False  # a file checked alone or a library: its functions are an API
+    reaching = facts.project.graph.closure([function], up=True)
+    return all(_unreferenced(unit, tree) for unit in reaching)
+
+
 def _unreferenced(unit: Function, tree: list[ScriptFacts]) -> bool:
     """A plain function whose name the tree's files mention only where it is defined or in
     calls that the call graph places (here or in torch): an import, a registry, `__all__`, a
