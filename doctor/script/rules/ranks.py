@@ -83,8 +83,9 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         Lightning CheckpointIO plugin's save_checkpoint runs on global rank 0 only. A save
         in a helper module's function that nothing of the tree calls or names (itself or
         through its callers) is left to its callers out of view, who choose the ranks
-        (wenet's checkpoint.save_checkpoint, called under `if rank == 0:`); a file checked
-        alone, or a tree with no entry point, is an API: its functions are judged.
+        (wenet's checkpoint.save_checkpoint, called under `if rank == 0:`), also when the
+        helper is checked alone; with no entry point in view, a file that calls distributed
+        APIs itself (an init, a wrap, a collective) is judged as it is.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
