@@ -191,8 +191,13 @@ def _own_evidence(facts: ScriptFacts) -> bool:
         return True  # a launch file is judged by its own (launch-line) rules
     if LAUNCHER_VARIABLES & facts.env_names(writes=False):
         return True
+    return calls_distributed_apis(facts) or is_launched(facts)
+
+
+def calls_distributed_apis(facts: ScriptFacts) -> bool:
+    """The file calls an evidence API itself (more than reading the launcher's variables)."""
     if not any(word in facts.source for word in _EVIDENCE_WORDS):
-        return is_launched(facts)  # no name any evidence call could have
+        return False  # no name any evidence call could have
     for site in facts.calls:
         qualified = facts.resolve(site)
         if qualified is None or qualified in _NOT_EVIDENCE:
@@ -201,7 +206,7 @@ def _own_evidence(facts: ScriptFacts) -> bool:
             return True
         if configured_trainer(facts, site, qualified) or starts_lightning_ranks(facts, site):
             return True
-    return is_launched(facts)
+    return False
 
 
 def is_launched(facts: ScriptFacts) -> bool:
@@ -315,6 +320,21 @@ def unused_helper(facts: ScriptFacts, function: Function | None) -> bool:
     graph = facts.project.graph
     reaching = graph.closure([function], up=True)
     tree = [other for other in graph.files() if other.is_python]
+    return all(_unreferenced(unit, tree) for unit in reaching)
+
+
+def called_from_out_of_view(facts: ScriptFacts, function: Function | None) -> bool:
+    """A helper module's function (the file is no entry point) that nothing of the tree
+    calls or names, itself or through its callers, whether or not the module's importer is
+    in view: whoever calls it decides where it runs (a save helper's rank guard). With no
+    entry point in view, a file that calls distributed APIs itself (an init, a wrap, a
+    collective) is a program's own code, checked alone: its functions run."""
+    if function is None or is_entry_point(facts):
+        return False
+    tree = [other for other in facts.project.graph.files() if other.is_python]
+    if not any(is_entry_point(other) for other in tree) and calls_distributed_apis(facts):
+        return False  # a script's own distributed code, checked alone: judged as it is
+    reaching = facts.project.graph.closure([function], up=True)
     return all(_unreferenced(unit, tree) for unit in reaching)
 
 

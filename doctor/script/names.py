@@ -28,7 +28,6 @@ SET_DEVICE = "torch.cuda.set_device"
 TORCH_SAVE = "torch.save"
 TORCH_LOAD = "torch.load"
 TORCH_DEVICE = "torch.device"
-CONVERT_SYNC_BATCHNORM = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
 # Library launch helpers of the detectron2 family: `launch(main, num_gpus, ...)` starts one
 # process per GPU with torch.multiprocessing.start_processes and runs main in each
 # (detectron2/engine/launch.py, yolox/core/launch.py), as mp.spawn does.

@@ -116,7 +116,9 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         args.local_rank == -1 or args.no_cuda:` (one disjunct switches to the CPU), a later
         arm of an if/elif chain whose earlier arm tests `no_cuda`, `use_cpu`, `device ==
         "cpu"` or `not args.cuda` (not a GPU setting's false arm, not `cpu_offload`). An init in a helper module's function that nothing in the program calls
-        or names, beside another init that runs, never runs: not judged.
+        or names, beside another init that runs, never runs: not judged. A one-process
+        group (`world_size=1`, for FSDP's CPU offloading or SyncBatchNorm in one process)
+        is judged like any other: NCCL is loaded whatever the process count.
     Why it matters:
         On a laptop, a CPU-only CI runner, Windows or macOS the script dies with "Distributed
         package doesn't have NCCL built in" instead of running on gloo, so it cannot be
@@ -127,12 +129,12 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
         dist.init_process_group(backend=backend)
     """
-    flow = flow_of(facts)
-    for init in flow.init_calls:
+    inits = _process_groups(facts)
+    for init in inits:
         backend = init.argument(0, "backend")
         if backend is None or not _only_nccl(facts, backend, init):
             continue
-        if never_runs_in_program(facts, init.ctx.function) or _gloo_beside(flow, init):
+        if never_runs_in_program(facts, init.ctx.function) or _gloo_beside(inits, init):
             continue
         if _chosen_by_check(facts, init.ctx) or _checked_before(facts, init):
             continue
@@ -199,9 +201,15 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
     return False
 
 
-def _gloo_beside(flow, init: CallSite) -> bool:  # type: ignore[no-untyped-def]
+def _process_groups(facts: ScriptFacts) -> list[CallSite]:
+    """Every init_process_group that needs its backend, one-process groups included
+    (world_size=1 still loads NCCL); a fake group (no resources) is none."""
+    return [c for c in facts.calls_to(names.INIT_PROCESS_GROUP) if not fake_group(c)]
+
+
+def _gloo_beside(inits: list[CallSite], init: CallSite) -> bool:
     """`if gpu_id >= 0: init("nccl") else: init("gloo")`: the other arm is the fallback."""
-    for other in flow.init_calls:
+    for other in inits:
         if other is init or other.ctx.function is not init.ctx.function:
             continue
         if not _is_backend(other, "gloo") or not other.ctx.excludes(init.ctx):

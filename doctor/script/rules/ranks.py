@@ -37,7 +37,6 @@ from ddp_doctor.script.logsites import (
 from ddp_doctor.script.nodevice import without_own_gpu
 from ddp_doctor.script.purpose import (
     forwards_keywords,
-    in_memory,
     is_saved,
     loads_cpu_save,
     reads_prefixed_keys_back,
@@ -50,7 +49,6 @@ from ddp_doctor.script.rankflow import (
     mentions_rank,
     paired_collectives,
     save_calls,
-    saves_a_sample_cache,
     wrapped_model_helpers,
 )
 from ddp_doctor.script.savedvalues import (
@@ -58,6 +56,7 @@ from ddp_doctor.script.savedvalues import (
     saved_through_names,
     treated_as_fsdp,
 )
+from ddp_doctor.script.saveskips import save_left_alone
 
 
 @rule(
@@ -81,7 +80,12 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         The hooks of a Trainer callback that rank code registers or hands to the Trainer
         (a transformers TrainerCallback's on_save, `callbacks=[Cls]`; a Lightning Callback)
         run in every process: the Trainer calls them there (as for DDP118 and DDP119); a
-        Lightning CheckpointIO plugin's save_checkpoint runs on global rank 0 only.
+        Lightning CheckpointIO plugin's save_checkpoint runs on global rank 0 only. A save
+        in a helper module's function that nothing of the tree calls or names (itself or
+        through its callers) is left to its callers out of view, who choose the ranks
+        (wenet's checkpoint.save_checkpoint, called under `if rank == 0:`), also when the
+        helper is checked alone; with no entry point in view, a file that calls distributed
+        APIs itself (an init, a wrap, a collective) is judged as it is.
     Why it matters:
         N processes writing one file interleave their bytes: a truncated or corrupt checkpoint
         that fails only when it is loaded, days later.
@@ -100,13 +104,9 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     for save in facts.calls_to(names.TORCH_SAVE):
         if flow.runs_on_rank_zero_only(save.ctx) or not _runs_in_the_ranks(facts, save.ctx):
             continue
-        path = save.argument(1, "f")
-        if (path is not None and mentions_rank(facts, path)) or in_memory(facts, save):
+        if save_left_alone(facts, save):
             continue
-        if prepared_by_rank_zero_first(facts, save.ctx, save.node.lineno):
-            continue  # a cache the first rank writes when missing; the others then read it
-        if saves_a_sample_cache(facts, save):
-            continue  # a dataset's file per sample, written by the rank that loads the sample
+        path = save.argument(1, "f")
         where = f" in {save.ctx.function.qualname}()" if save.ctx.function else ""
         yield hit(
             facts,

@@ -270,8 +270,11 @@ def _moved_anywhere(facts: ScriptFacts, wrap: CallSite, module: ast.expr) -> boo
 )
 def syncbn_after_ddp(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        nn.SyncBatchNorm.convert_sync_batchnorm(x) (or apex's convert_syncbn_model) where x is
-        already the DDP-wrapped model, or the module that was passed to DDP earlier.
+        nn.SyncBatchNorm.convert_sync_batchnorm(x) where x is already the DDP-wrapped model,
+        or the module that was passed to DDP earlier. Any converter of that shape counts:
+        a library's own SyncBatchNorm class with a convert_sync_batchnorm classmethod
+        (MinkowskiEngine's MinkowskiSyncBatchNorm, timm's SyncBatchNormAct), a
+        convert_sync_batchnorm function (mmcv, mmengine) and apex's convert_syncbn_model.
     Why it matters:
         DDP has already registered the old BatchNorm parameters. The new SyncBatchNorm layers'
         gradients are not in DDP's buckets: they are not averaged across ranks, silently, or
@@ -284,8 +287,7 @@ def syncbn_after_ddp(facts: ScriptFacts) -> Iterator[Hit]:
         model = DDP(model, device_ids=[local_rank])
     """
     flow = flow_of(facts)
-    converts = facts.calls_to(names.CONVERT_SYNC_BATCHNORM, "apex.parallel.convert_syncbn_model")
-    for site in converts:
+    for site in _sync_batchnorm_converts(facts):
         module = site.argument(0, "module")
         text = names.dotted(module) if module is not None else None
         if text is None:
@@ -304,3 +306,17 @@ def syncbn_after_ddp(facts: ScriptFacts) -> Iterator[Hit]:
                 f"convert_sync_batchnorm({text}) runs after {text} was wrapped in DDP",
                 {"model": text},
             )
+
+
+_CONVERTER_NAMES = ("convert_sync_batchnorm", "convert_syncbn_model")
+
+
+def _sync_batchnorm_converts(facts: ScriptFacts) -> list[CallSite]:
+    """Calls of a SyncBatchNorm converter, by the converter's name whatever its library.
+
+    torch's classmethod, a library's own `XSyncBatchNorm.convert_sync_batchnorm`, mmcv's and
+    mmengine's `convert_sync_batchnorm(module)` function and apex's `convert_syncbn_model`
+    all return the module with its BatchNorm layers replaced.
+    """
+    found = [site for name in _CONVERTER_NAMES for site in facts.calls_by_key.get(name, ())]
+    return sorted(found, key=position)
