@@ -48,9 +48,11 @@ def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Fun
         for target in graph.targets(facts, site):
             if target not in factories or looks_like_eval(target.name):
                 continue  # construct_test_loader(): judged inside, where it calls the factory
+            if _per_dataset_flag(facts.project.owner(target), target) is not None:
+                continue  # create_sampler(datasets, [True, False]): per_dataset_factory_calls
             if not _evaluation_call(flow, site) or not _returns_a_loader(facts, target):
                 continue
-            if factories[target] == 0 and not _sampler_possible(facts, target, site):
+            if not _sampler_possible_within(facts, target, site, factories):
                 continue
             yield site, target
             break
@@ -81,7 +83,8 @@ def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:
         ctx = owner.return_contexts.get(id(value))
         if ctx is None:
             continue
-        for origin in values.origins(owner, value, ctx):
+        held = [value, *_collected(owner, target, value)]
+        for origin in (o for part in held for o in values.origins(owner, part, ctx)):
             if origin.kind == CALL and (
                 origin.qualname in _LOADERS or "loader" in (origin.qualname or "").lower()
             ):
@@ -95,35 +98,84 @@ def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:
     return False
 
 
-def _sampler_possible(facts: ScriptFacts, factory: Function, call: CallSite) -> bool:
+def _collected(owner: ScriptFacts, factory: Function, value: ast.expr) -> list[ast.expr]:
+    """What the factory appends to the list it returns: `data_loaders.append(data_loader)`,
+    then `return data_loaders` or `return data_loaders[0]` (maskrcnn-benchmark's
+    make_data_loader, one loader per test set)."""
+    if isinstance(value, ast.Subscript):
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return []
+    return [
+        call.node.args[0]
+        for call in owner.methods_called("append")
+        if call.ctx.function is factory
+        and isinstance(call.receiver, ast.Name)
+        and call.receiver.id == value.id
+        and len(call.node.args) == 1
+    ]
+
+
+# The factory that calls this one (its file, itself) and the call made of it.
+Outer = tuple[ScriptFacts, Function, CallSite] | None
+
+
+def _sampler_possible_within(
+    facts: ScriptFacts, factory: Function, call: CallSite, factories: dict[Function, int]
+) -> bool:
+    """`_sampler_possible` for a factory that builds the sampler itself, or one call down
+    (`make_data_loader(is_distributed=False)` -> `make_data_sampler(ds, shuffle,
+    is_distributed)` -> `if distributed: DistributedSampler(...)`); deeper ones may."""
+    if factories[factory] == 0:
+        return _sampler_possible(facts, factory, call)
+    if factories[factory] > 1:
+        return True
+    owner = facts.project.owner(factory)
+    graph = facts.project.graph
+    inner = [
+        (target, site)
+        for site in owner.calls
+        if site.ctx.function is factory
+        for target in graph.targets(owner, site)
+        if factories.get(target) == 0
+    ]
+    return not inner or any(
+        _sampler_possible(owner, target, site, (owner, factory, call)) for target, site in inner
+    )
+
+
+def _sampler_possible(
+    facts: ScriptFacts, factory: Function, call: CallSite, outer: Outer = None
+) -> bool:
     """Whether some padding sampler of the factory is built on a path this call can take."""
     owner = facts.project.owner(factory)
     sites = [
         s for s in owner.calls if s.ctx.function is factory and builds_padding_sampler(owner, s)
     ]
-    return any(_arm_possible(s, factory, call) for s in sites) if sites else True
+    return any(_arm_possible(s, factory, call, outer) for s in sites) if sites else True
 
 
-def _arm_possible(sampler: CallSite, factory: Function, call: CallSite) -> bool:
+def _arm_possible(sampler: CallSite, factory: Function, call: CallSite, outer: Outer) -> bool:
     for branch in sampler.ctx.branches:
         test = getattr(branch.node, "test", None)
-        outcome = _evaluate(test, factory, call) if test is not None else None
+        outcome = _evaluate(test, factory, call, outer) if test is not None else None
         if outcome is not None and outcome != branch.arm:
             return False
     return True
 
 
-def _evaluate(test: ast.expr, factory: Function, call: CallSite) -> bool | None:
+def _evaluate(test: ast.expr, factory: Function, call: CallSite, outer: Outer) -> bool | None:
     """The test's value for this call, when it only reads parameters the call sets to
-    constants (or leaves at constant defaults)."""
+    constants (or leaves at constant defaults), also through the parameters of the factory
+    that makes the call (`outer`)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _evaluate(test.operand, factory, call)
+        inner = _evaluate(test.operand, factory, call, outer)
         return None if inner is None else not inner
     if isinstance(test, ast.Name):
-        value = _passed(test.id, factory, call)
+        value = _passed(test.id, factory, call, outer)
         return None if value is _UNKNOWN else bool(value)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name):
-        left = _passed(test.left.id, factory, call)
+        left = _passed(test.left.id, factory, call, outer)
         right = _constant(test.comparators[0])
         if left is _UNKNOWN or right is _UNKNOWN:
             return None
@@ -138,16 +190,16 @@ def _evaluate(test: ast.expr, factory: Function, call: CallSite) -> bool | None:
 _UNKNOWN = object()
 
 
-def _passed(name: str, factory: Function, call: CallSite) -> object:
+def _passed(name: str, factory: Function, call: CallSite, outer: Outer = None) -> object:
     if name not in factory.params:
         return _UNKNOWN
     for keyword in call.node.keywords:
         if keyword.arg == name:
-            return _constant(keyword.value)
+            return _value(keyword.value, outer)
     index = factory.params.index(name) - (1 if factory.class_name else 0)
     args = call.node.args
     if 0 <= index < len(args) and not any(isinstance(a, ast.Starred) for a in args[: index + 1]):
-        return _constant(args[index])
+        return _value(args[index], outer)
     arguments = factory.node.args
     positional = arguments.posonlyargs + arguments.args
     offset = len(positional) - len(arguments.defaults)
@@ -158,6 +210,17 @@ def _passed(name: str, factory: Function, call: CallSite) -> object:
         if argument.arg == name and default is not None:
             return _constant(default)
     return _UNKNOWN
+
+
+def _value(node: ast.expr, outer: Outer) -> object:
+    """A constant, or a parameter of the calling factory never rebound in it: its value there."""
+    if outer is None or not isinstance(node, ast.Name):
+        return _constant(node)
+    owner, factory, outer_call = outer
+    stores = owner.assignments_by_target.get(node.id, ())
+    if any(a.ctx.function is factory for a in stores):
+        return _UNKNOWN
+    return _passed(node.id, factory, outer_call)
 
 
 def _constant(node: ast.expr) -> object:

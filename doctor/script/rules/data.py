@@ -164,7 +164,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         loop with a seed from the loop variable (`DistributedSampler(ds, seed=seed + epoch)`:
         a new order each epoch). A loader handed to a library call that
         replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
-        data_loader=loader)`) is that library's: its sampler is not the one iterated.
+        data_loader=loader)`) is that library's: its sampler is not the one iterated. A
+        helper's loader factory checked alone, with no importer in view, is not judged: the
+        loop and the set_epoch belong to its caller, out of view (a folder check judges it).
     Why it matters:
         DistributedSampler seeds its shuffle with seed + epoch. Without set_epoch every epoch
         replays the first epoch's order on every rank, silently: worse convergence that no
@@ -280,7 +282,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         `val_dataloader()` method, a `split=cfg.TEST.SPLIT` argument), of a loader factory of
         the tree that builds a padding DistributedSampler (torch's or the tree's own) a few
         calls down and returns the loader or the sampler (`val_sampler =
-        make_data_sampler(val_set, False, distributed)`, also star-imported); and a call of a
+        make_data_sampler(val_set, False, distributed)`, also star-imported), or a list it
+        fills with loaders (`data_loaders.append(data_loader)`; `return data_loaders`,
+        `return data_loaders[0]`: maskrcnn-benchmark's make_data_loader); and a call of a
         factory that builds one padding sampler per dataset from a list of shuffle flags
         (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
         samplers), unless the program drops the duplicates from its results
