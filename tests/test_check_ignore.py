@@ -89,3 +89,26 @@ def test_only_plain_folder_names_skip_pathspec(tmp_path: Path) -> None:
     assert isinstance(IgnoreRules.of(list(DEFAULT_EXCLUDES), str(tmp_path)).groups[0], FolderNames)
     for patterns in (["build/", "!build/keep/"], ["/build/"], ["b?ild/"], ["src/build/"], ["x"]):
         assert not isinstance(IgnoreRules.of(patterns, str(tmp_path)).groups[0], FolderNames)
+
+
+def test_a_dist_folder_of_python_source_is_walked(tmp_path: Path) -> None:
+    """Build tools write wheels, archives and executables into dist/, never a .py file directly
+    in it: a `dist` folder holding one is the package's own code (DGL's
+    examples/pytorch/graphsage/dist/train_dist.py, dmlc/dgl), a folder walk or a file named
+    alone. build/ stays out (setuptools copies the sources into build/lib)."""
+    from ddp_doctor.script.files import discover
+
+    for name in ("src/dist/train_dist.py", "dist/app/_internal/bundled.py", "build/lib/x.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("import torch\n")
+    (tmp_path / "dist/pkg-1.0-py3-none-any.whl").write_bytes(b"PK")
+    rules = IgnoreRules.defaults(str(tmp_path))
+    found = {
+        Path(c.path).relative_to(tmp_path).as_posix() for c in discover([str(tmp_path)], rules)
+    }
+    assert found == {"src/dist/train_dist.py"}
+    assert rules.ignored(str(tmp_path / "dist"), is_folder=True)
+    assert not rules.ignored(str(tmp_path / "src/dist/train_dist.py"), is_folder=False)
+    assert IgnoreRules.of(["dist/"], str(tmp_path)).ignored(
+        str(tmp_path / "src/dist/train_dist.py"), is_folder=False
+    )  # an explicit `dist/` pattern (--exclude, a .gitignore) keeps git's meaning

@@ -11,6 +11,7 @@ such patterns, so a run with no other pattern does not import pathspec (7 ms of 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -37,6 +38,13 @@ DEFAULT_EXCLUDES = (
     "dist/",
 )
 
+# Build tools write `dist/` with wheels, archives and executables, never Python source directly
+# in it: a default-excluded `dist` folder that holds a .py file is the package's own code (DGL's
+# examples/pytorch/graphsage/dist, tests/dist), so it is walked. `build/` is not: setuptools
+# copies the sources into build/lib.
+SOURCE_WHEN_PYTHON = frozenset({"dist"})
+MAX_SNIFFED_ENTRIES = 4096
+
 # Each pattern is a compiled regex tried on every path: real .gitignore files are a few KiB.
 MAX_GITIGNORE_BYTES = 64 * 1024
 
@@ -49,11 +57,15 @@ class FolderNames:
     """A group of plain folder names: a path is matched when one of its folders has one of the
     names (or ends with one of the suffixes), as git matches `name/` and `*suffix/`."""
 
-    def __init__(self, lines: Sequence[str], base: str) -> None:
+    def __init__(
+        self, lines: Sequence[str], base: str, source_names: frozenset[str] = frozenset()
+    ) -> None:
         matches = [FOLDER_NAME.fullmatch(line) for line in lines]
         self.names = frozenset(m.group(2) for m in matches if m and not m.group(1))
         self.suffixes = tuple(m.group(2) for m in matches if m and m.group(1))
         self.base = base  # absolute
+        self.source_names = source_names  # names not matched on a folder that holds a .py file
+        self._holds_python: dict[str, bool] = {}
 
     @staticmethod
     def covers(lines: Sequence[str]) -> bool:
@@ -62,8 +74,20 @@ class FolderNames:
     def verdict(self, relative: str, is_folder: bool) -> bool | None:
         parts = relative.split("/")
         folders = parts if is_folder else parts[:-1]
-        hit = any(part in self.names or part.endswith(self.suffixes) for part in folders)
-        return True if hit else None
+        for depth, part in enumerate(folders):
+            if part.endswith(self.suffixes):
+                return True
+            if part in self.names and not self._is_source(parts[: depth + 1]):
+                return True
+        return None
+
+    def _is_source(self, parts: list[str]) -> bool:
+        if parts[-1] not in self.source_names:
+            return False
+        folder = os.path.join(self.base, *parts)
+        if folder not in self._holds_python:
+            self._holds_python[folder] = _holds_python(folder)
+        return self._holds_python[folder]
 
 
 class PatternGroup:
@@ -97,6 +121,12 @@ class IgnoreRules:
         kind = FolderNames if FolderNames.covers(lines) else PatternGroup
         return cls((kind(lines, os.path.abspath(base)),))
 
+    @classmethod
+    def defaults(cls, base: str) -> IgnoreRules:
+        """DEFAULT_EXCLUDES relative to `base`, a `dist` folder of Python source left in."""
+        group = FolderNames(DEFAULT_EXCLUDES, os.path.abspath(base), SOURCE_WHEN_PYTHON)
+        return cls((group,))
+
     def plus(self, other: IgnoreRules) -> IgnoreRules:
         return IgnoreRules(self.groups + other.groups) if other.groups else self
 
@@ -123,6 +153,16 @@ class IgnoreRules:
             if verdict is not None:
                 ignored = verdict
         return ignored
+
+
+def _holds_python(folder: str) -> bool:
+    """Whether a .py file lies directly in the folder (its first MAX_SNIFFED_ENTRIES entries)."""
+    try:
+        with os.scandir(folder) as entries:
+            listed = itertools.islice(entries, MAX_SNIFFED_ENTRIES)
+            return any(e.name.endswith(".py") and e.is_file() for e in listed)
+    except OSError:
+        return False
 
 
 def _relative(path: str, base: str) -> str | None:

@@ -24,7 +24,7 @@ from ddp_doctor.script.files import (
     launch_scripts_beside,
     read_text,
 )
-from ddp_doctor.script.ignore import DEFAULT_EXCLUDES, IgnoreRules
+from ddp_doctor.script.ignore import IgnoreRules
 from ddp_doctor.script.importers import HOPS as IMPORTER_HOPS
 from ddp_doctor.script.importers import importers_of, is_helper_module
 from ddp_doctor.script.launchfiles import note_legacy_scripts
@@ -201,7 +201,7 @@ def _roots(paths: Sequence[str]) -> list[str]:
 
 
 def _excludes(paths: Sequence[str], options: CheckOptions, configs: ConfigFinder) -> IgnoreRules:
-    rules = IgnoreRules.of(list(DEFAULT_EXCLUDES), os.getcwd())
+    rules = IgnoreRules.defaults(os.getcwd())
     rules = rules.plus(IgnoreRules.of(list(options.exclude), os.getcwd()))
     roots: set[str] = set()
     for path in paths:

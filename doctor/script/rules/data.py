@@ -52,6 +52,8 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         In a script that wraps a model in DDP, a DataLoader that looks like the training one
         (shuffle=True, or a name with "train") and has neither sampler= nor batch_sampler=.
+        A loader in the other arm of an `if` whose first arm builds a DistributedSampler (DGL's
+        `if n_gpus > 1: ... else: DataLoader(..., shuffle=True)`) is the one-process path.
     Why it matters:
         Without a DistributedSampler each rank iterates the whole dataset. An "epoch" then
         shows every sample world_size times, silently: the run is slower per epoch and the
@@ -72,6 +74,8 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
         target = flow.target_of(loader.node)
         if not flow.in_distributed_region(loader.ctx) or _handed_on(facts, target):
             continue
+        if any(use.site.ctx.excludes(loader.ctx) for use in _samplers(facts).uses):
+            continue  # `if n_gpus > 1: DistributedSampler ... else: DataLoader(shuffle=True)`
         dataset = loader.argument(0, "dataset")
         dataset_text = names.dotted(dataset) if dataset is not None else None
         shuffle = loader.argument(3, "shuffle")
