@@ -112,3 +112,56 @@ def test_a_dist_folder_of_python_source_is_walked(tmp_path: Path) -> None:
     assert IgnoreRules.of(["dist/"], str(tmp_path)).ignored(
         str(tmp_path / "src/dist/train_dist.py"), is_folder=False
     )  # an explicit `dist/` pattern (--exclude, a .gitignore) keeps git's meaning
+
+
+SHUFFLED_NO_SET_EPOCH = """
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+
+
+def train(dataset):
+    dist.init_process_group("nccl")
+    sampler = DistributedSampler(dataset)
+    for epoch in range(3):
+        for batch in DataLoader(dataset, sampler=sampler):
+            pass
+"""
+
+
+def test_a_file_named_on_the_command_line_is_read_inside_a_default_excluded_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build/ and .venv/ are left out of folder walks; a file the user names is read (issue 20:
+    every file a user points at is read or reported), as ruff reads a path given directly."""
+    from ddp_doctor.script.runner import check_paths
+
+    for name in ("build/train.py", ".venv/train.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(SHUFFLED_NO_SET_EPOCH)
+    monkeypatch.chdir(tmp_path)
+    named = check_paths(["build/train.py", ".venv/train.py"])
+    assert named.checked == 2 and named.excluded == 0
+    assert {f.location.path for f in named.findings if f.location} == {
+        "build/train.py",
+        ".venv/train.py",
+    }
+    walked = check_paths(["."])
+    assert walked.checked == 0
+
+
+def test_a_named_file_the_users_own_pattern_excludes_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--exclude (or a config's exclude, a .gitignore) still applies to a named file, as
+    pre-commit users rely on; the run says that a named file was left out, and why."""
+    from click.testing import CliRunner
+
+    from ddp_doctor.cli import cli
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old/train.py").write_text(SHUFFLED_NO_SET_EPOCH)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["check", "--exclude", "old/", "old/train.py"])
+    assert result.exit_code == 0
+    assert "DDP121" not in result.stdout  # the file's init has no destroy: not read
+    assert "1 file named on the command line left out" in result.stderr

@@ -75,7 +75,14 @@ def check_command(
     if outcome.checked == 0 and outcome.skipped:
         click.echo("ddp-doctor: error: no file could be checked", err=True)
         sys.exit(exitcodes.USAGE)
-    if outcome.checked == 0:  # a folder of data or C++: nothing this check reads is there
+    if outcome.excluded:
+        named = "1 file named" if outcome.excluded == 1 else f"{outcome.excluded} files named"
+        click.echo(
+            f"ddp-doctor: note: {named} on the command line left out: an exclude pattern "
+            "matches (--exclude, the config's exclude or a .gitignore)",
+            err=True,
+        )
+    if outcome.checked == 0 and not outcome.excluded:  # a folder of data or C++
         click.echo(
             "ddp-doctor: note: no Python, notebook, shell, YAML, Makefile or Markdown file "
             "under the paths given",

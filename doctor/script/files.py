@@ -70,6 +70,13 @@ class Unreadable:
     reason: str
 
 
+@dataclass(frozen=True)
+class Excluded:
+    """A file named on the command line that an exclude pattern of the user's matches."""
+
+    path: str
+
+
 def kind_of(path: str) -> str | None:
     name = os.path.basename(path)
     if name.endswith(".py"):
@@ -81,8 +88,12 @@ def kind_of(path: str) -> str | None:
     return None
 
 
-def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Unreadable]:
-    """Candidates in a stable order; explicit file arguments count even without a known suffix."""
+def discover(
+    paths: list[str], excludes: IgnoreRules
+) -> Iterator[Candidate | Unreadable | Excluded]:
+    """Candidates in a stable order; explicit file arguments count even without a known suffix,
+    and inside a default-excluded folder (build/, .venv/); one the user's own patterns exclude
+    (--exclude, a config's `exclude`, a .gitignore) is reported as Excluded, not read."""
     seen: set[str] = set()
     for given in paths:
         path = os.path.normpath(given)
@@ -95,8 +106,8 @@ def discover(paths: list[str], excludes: IgnoreRules) -> Iterator[Candidate | Un
                     yield found
         elif not os.path.exists(path):
             yield Unreadable(path, _broken_link_reason(path))
-        elif excludes.ignored(path, is_folder=False):
-            continue
+        elif excludes.chosen().ignored(path, is_folder=False):
+            yield Excluded(path)
         elif path not in seen:
             seen.add(path)
             yield Candidate(path, kind_of(path) or _sniff_kind(path))

@@ -58,13 +58,18 @@ class FolderNames:
     names (or ends with one of the suffixes), as git matches `name/` and `*suffix/`."""
 
     def __init__(
-        self, lines: Sequence[str], base: str, source_names: frozenset[str] = frozenset()
+        self,
+        lines: Sequence[str],
+        base: str,
+        source_names: frozenset[str] = frozenset(),
+        built_in: bool = False,
     ) -> None:
         matches = [FOLDER_NAME.fullmatch(line) for line in lines]
         self.names = frozenset(m.group(2) for m in matches if m and not m.group(1))
         self.suffixes = tuple(m.group(2) for m in matches if m and m.group(1))
         self.base = base  # absolute
         self.source_names = source_names  # names not matched on a folder that holds a .py file
+        self.built_in = built_in  # DEFAULT_EXCLUDES, which a file named on the command line skips
         self._holds_python: dict[str, bool] = {}
 
     @staticmethod
@@ -124,8 +129,13 @@ class IgnoreRules:
     @classmethod
     def defaults(cls, base: str) -> IgnoreRules:
         """DEFAULT_EXCLUDES relative to `base`, a `dist` folder of Python source left in."""
-        group = FolderNames(DEFAULT_EXCLUDES, os.path.abspath(base), SOURCE_WHEN_PYTHON)
+        group = FolderNames(DEFAULT_EXCLUDES, os.path.abspath(base), SOURCE_WHEN_PYTHON, True)
         return cls((group,))
+
+    def chosen(self) -> IgnoreRules:
+        """The user's own groups (--exclude, configs, .gitignore files), the built-in defaults
+        left out: a file named on the command line is read even inside build/ or .venv/."""
+        return IgnoreRules(tuple(g for g in self.groups if not getattr(g, "built_in", False)))
 
     def plus(self, other: IgnoreRules) -> IgnoreRules:
         return IgnoreRules(self.groups + other.groups) if other.groups else self

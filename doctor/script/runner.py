@@ -19,6 +19,7 @@ from ddp_doctor.script.files import (
     NOTEBOOK,
     PYTHON,
     Candidate,
+    Excluded,
     Unreadable,
     discover,
     launch_scripts_beside,
@@ -53,6 +54,7 @@ class CheckOutcome:
     findings: list[Finding] = field(default_factory=list)
     checked: int = 0  # files read and analysed
     skipped: int = 0  # files or paths that could not be checked
+    excluded: int = 0  # files named on the command line that the user's excludes match
 
 
 def check_paths(paths: Sequence[str], options: CheckOptions = CheckOptions()) -> CheckOutcome:
@@ -78,6 +80,9 @@ def _check_paths(paths: Sequence[str], options: CheckOptions) -> CheckOutcome:
     prepared: list[tuple[Candidate, ScriptFacts]] = []
     notebooks: dict[str, NotebookScript] = {}
     for found in discover(list(paths), excludes):
+        if isinstance(found, Excluded):
+            outcome.excluded += 1
+            continue
         if isinstance(found, Unreadable):
             outcome.skipped += 1
             outcome.findings.append(unreadable(found.path, found.reason))
