@@ -82,12 +82,12 @@ def _evaluation_call(flow, site: CallSite) -> bool:  # type: ignore[no-untyped-d
 def _converts_every_loader(facts: ScriptFacts, flow, site: CallSite, factory: Function) -> bool:  # type: ignore[no-untyped-def]
     """`self.learner.dls.train = self._wrap_dl(self.dls.train)`, then the same for
     `.dls.valid` (PatchTST's DDP callback, after Ray Train's prepare_data_loader): one
-    converter applied to the training loader and the evaluation loader alike, both kept on an
+    converter, each loader rebuilt in place, applied to the training loader and the evaluation loader alike, both kept on an
     object for a framework's shared loop (`for batch in self.dl`). As with a helper's loader,
     the loops decide: judged only where a loop of the program iterates under an evaluation
     name."""
     stored = flow.target_of(site.node)
-    if stored is None or "." not in stored:
+    if stored is None or "." not in stored or not _rewraps(site, stored):
         return False
     graph = facts.project.graph
     twins = [
@@ -103,6 +103,14 @@ def _converts_every_loader(facts: ScriptFacts, flow, site: CallSite, factory: Fu
         for mate in program_files(facts)
         for loop in mate.loops
     )
+
+
+def _rewraps(site: CallSite, stored: str) -> bool:
+    """`dls.valid = wrap(self.dls.valid)`: the loader handed in is the one it replaces (a
+    factory given a dataset, `self.test_loader = self._prepare_dataloader(test_dataset)`,
+    as minGPT-ddp's trainer, is no converter)."""
+    given = site.node.args[0] if site.node.args else None
+    return given is not None and names.last_identifier(given) == stored.rsplit(".", 1)[-1]
 
 
 def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:

@@ -289,10 +289,11 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         factory that builds one padding sampler per dataset from a list of shuffle flags
         (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
         samplers), unless the program drops the duplicates from its results
-        (`remove_duplicate=...`). A converter applied alike to the training and the
-        evaluation loader, both kept on an object for a shared loop (`self.dls.train =
+        (`remove_duplicate=...`). A converter that rebuilds the training and the evaluation
+        loader alike, each in place on an object, for a shared loop (`self.dls.train =
         wrap(self.dls.train)`, the same for `.valid`; `for batch in self.dl`), is judged
-        only where a loop of the program iterates under an evaluation name.
+        only where a loop of the program iterates under an evaluation name (a factory
+        given the datasets, `self.test_loader = prepare(test_set)`, is judged as above).
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
