@@ -85,3 +85,12 @@ def test_documents_scanned_in_code_blocks_only() -> None:
     rst = ["Run it::", "", "    torchrun b.py", "", "Prose about torch.distributed.launch."]
     assert code_lines("docs/run.rst", rst) == ["", "", "    torchrun b.py", "", ""]
     assert code_lines("run.sh", markdown) == markdown
+
+
+def test_notebook_launcher_kernel_cells_run_once(tmp_path: Path) -> None:
+    """The cells' own print runs in the kernel; the launched function's print in every worker
+    (hf-notebooks' simple_nlp_example.ipynb: a first look at a batch in cell 43)."""
+    shutil.copy(NOTEBOOKS / "print_under_notebook_launcher.ipynb", tmp_path / "nb.ipynb")
+    outcome = check_paths([str(tmp_path)], CheckOptions(select=("ALL",)))
+    found = [(f.code, f.location.cell, f.location.line) for f in outcome.findings if f.location]
+    assert [place for place in found if place[0] == "DDP119"] == [("DDP119", 4, 5)]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from ddp_doctor.registry import Hit
 from ddp_doctor.script import names
+from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, text_of
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
@@ -52,6 +53,8 @@ def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Fun
                 continue  # create_sampler(datasets, [True, False]): per_dataset_factory_calls
             if not _evaluation_call(flow, site) or not _returns_a_loader(facts, target):
                 continue
+            if _converts_every_loader(facts, flow, site, target):
+                continue
             if not _sampler_possible_within(facts, target, site, factories):
                 continue
             yield site, target
@@ -74,6 +77,40 @@ def _evaluation_call(flow, site: CallSite) -> bool:  # type: ignore[no-untyped-d
             if isinstance(node, (ast.Name, ast.Attribute)):
                 texts += (names.dotted(node) or "").split(".")
     return looks_like_eval(*texts)
+
+
+def _converts_every_loader(facts: ScriptFacts, flow, site: CallSite, factory: Function) -> bool:  # type: ignore[no-untyped-def]
+    """`self.learner.dls.train = self._wrap_dl(self.dls.train)`, then the same for
+    `.dls.valid` (PatchTST's DDP callback, after Ray Train's prepare_data_loader): one
+    converter, each loader rebuilt in place, applied to the training loader and the evaluation loader alike, both kept on an
+    object for a framework's shared loop (`for batch in self.dl`). As with a helper's loader,
+    the loops decide: judged only where a loop of the program iterates under an evaluation
+    name."""
+    stored = flow.target_of(site.node)
+    if stored is None or "." not in stored or not _rewraps(site, stored):
+        return False
+    graph = facts.project.graph
+    twins = [
+        other
+        for other in facts.calls
+        if other is not site
+        and other.ctx.function is site.ctx.function
+        and "train" in (flow.target_of(other.node) or "").lower()
+        and factory in graph.targets(facts, other)
+    ]
+    return bool(twins) and not any(
+        loop.iterates and looks_like_eval(*loop.iterates.split("."))
+        for mate in program_files(facts)
+        for loop in mate.loops
+    )
+
+
+def _rewraps(site: CallSite, stored: str) -> bool:
+    """`dls.valid = wrap(self.dls.valid)`: the loader handed in is the one it replaces (a
+    factory given a dataset, `self.test_loader = self._prepare_dataloader(test_dataset)`,
+    as minGPT-ddp's trainer, is no converter)."""
+    given = site.node.args[0] if site.node.args else None
+    return given is not None and names.last_identifier(given) == stored.rsplit(".", 1)[-1]
 
 
 def _returns_a_loader(facts: ScriptFacts, target: Function) -> bool:

@@ -51,7 +51,12 @@ _DISTRIBUTED_MARKS = frozenset(
         "horovod.torch.init",
     }
 )
-_MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS)
+# accelerate's notebook_launcher forks the workers from the notebook's kernel: the cells' own
+# code runs once, in the kernel (the parent), the function handed to it in every worker.
+_NOTEBOOK_LAUNCHERS = frozenset(
+    {"accelerate.notebook_launcher", "accelerate.launchers.notebook_launcher"}
+)
+_MARK_KEYS = frozenset(name.rsplit(".", 1)[-1] for name in _DISTRIBUTED_MARKS | _NOTEBOOK_LAUNCHERS)
 _RANK_MARKS = _DISTRIBUTED_MARKS - names.SPAWN  # what runs inside a rank
 _LIGHTNING_KEYS = frozenset({"Trainer", "from_argparse_args"})
 _RANK_QUERIES = frozenset({"torch.distributed.get_rank", "torch.distributed.get_world_size"})
@@ -107,9 +112,9 @@ def distributed_region(graph: CallGraph) -> set[Function]:
             if qualified in _RANK_MARKS and site.ctx.launch != SINGLE and not single_process(site):
                 wanted = _launch_parameters(unit, site)
                 (conditional.setdefault(unit, set()).update(wanted) if wanted else always.add(unit))
-            elif qualified in names.SPAWN:
+            elif qualified in names.SPAWN or qualified in _NOTEBOOK_LAUNCHERS:
                 parents.add(unit)
-                always |= {e.callee for e in graph.callees(unit) if e.site is site and e.spawned}
+                always |= {e.callee for e in graph.callees(unit) if e.site is site and e.handed}
 
     always |= _started_by_a_launcher(graph)
     seeds = always | set(conditional)

@@ -9,6 +9,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
+from ddp_doctor.script.purpose import _DATA_SPLITS
 from ddp_doctor.script.rankflow import mentions_rank
 
 
@@ -335,3 +336,65 @@ def seed_value(site: CallSite) -> ast.expr | None:
     if given is None and site.node.keywords:
         return site.node.keywords[0].value
     return given
+
+
+# How far down the calls after a seed a data split is looked for (training_loop seeds, then
+# calls get_dataloaders, which draws the split).
+_SPLIT_HOPS = 2
+
+
+def splits_data_below(facts: ScriptFacts, seed: CallSite) -> bool:
+    """The seeding function then calls, outside any loop of its own, a function of the tree
+    that draws a split and picks the data with it (`random_perm = np.random.permutation(n)`,
+    `random_perm[:cut]`; `random_split(...)`): accelerate's notebook seeds in training_loop
+    and splits in get_dataloaders, and every process must cut the same split. A draw in a
+    per-step helper (called in a loop) is augmentation, not a split."""
+    later = [
+        site
+        for site in facts.calls
+        if site.ctx.function is seed.ctx.function
+        and position(site) > position(seed)
+        and len(site.ctx.loops) == len(seed.ctx.loops)
+    ]
+    return _reaches_a_split(facts, later, _SPLIT_HOPS, set())
+
+
+def _reaches_a_split(
+    facts: ScriptFacts, sites: list[CallSite], hops: int, seen: set[Function]
+) -> bool:
+    if hops <= 0:
+        return False
+    for site in sites:
+        for target in facts.project.graph.targets(facts, site):
+            if target in seen:
+                continue
+            seen.add(target)
+            owner = facts.project.owner(target)
+            top = [s for s in owner.calls if s.ctx.function is target and not s.ctx.loops]
+            if any(_picks_a_split(owner, s) for s in top if owner.resolve(s) in _DATA_SPLITS):
+                return True
+            if _reaches_a_split(owner, top, hops - 1, seen):
+                return True
+    return False
+
+
+# Draws that return the parts themselves; the others return an order the data is cut with.
+_SPLITTERS = ("torch.utils.data.random_split", "sklearn.model_selection.train_test_split")
+
+
+def _picks_a_split(facts: ScriptFacts, draw: CallSite) -> bool:
+    """The draw's result cuts the data: random_split's parts, or an order that is sliced in
+    the same function (`order[:cut]`; `random.shuffle(files)` then `files[cut:]`)."""
+    if facts.resolve(draw) in _SPLITTERS:
+        return True
+    picked = {facts.assigned_to(draw.node)}
+    if draw.key == "shuffle" and draw.node.args:
+        picked.add(names.dotted(draw.node.args[0]))
+    function = draw.ctx.function
+    body = function.node if function is not None else facts.tree
+    return any(
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Slice)
+        and (node.value is draw.node or names.dotted(node.value) in picked - {None})
+        for node in ast.walk(body)
+    )

@@ -30,6 +30,7 @@ from ddp_doctor.script.seeding import (
     seed_value,
     seeding_calls,
     seeds_data,
+    splits_data_below,
 )
 from ddp_doctor.script.workers import in_worker, spawned_code
 
@@ -292,7 +293,11 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         factory that builds one padding sampler per dataset from a list of shuffle flags
         (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
         samplers), unless the program drops the duplicates from its results
-        (`remove_duplicate=...`).
+        (`remove_duplicate=...`). A converter that rebuilds the training and the evaluation
+        loader alike, each in place on an object, for a shared loop (`self.dls.train =
+        wrap(self.dls.train)`, the same for `.valid`; `for batch in self.dl`), is judged
+        only where a loop of the program iterates under an evaluation name (a factory
+        given the datasets, `self.test_loader = prepare(test_set)`, is judged as above).
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -340,7 +345,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         mp.spawn does not (the workers start afresh; a thread is no worker: it shares them). Tests are left alone (a gradient
         comparison needs the same data on every rank), so are seeds that a data split drawn
         after them in the same function needs (np.random.permutation, random_split: every
-        rank must cut the same split), and so are programs whose own sampler shards a draw
+        rank must cut the same split; also one drawn by a function called next, outside
+        loops, up to two calls down, whose result cuts the data: `order[:cut]`, as
+        accelerate's notebook seeds in training_loop and splits in get_dataloaders), and so are programs whose own sampler shards a draw
         from the global generator by rank (each rank shuffles all indices and keeps its
         share; a project sampler named for distributed use that is not in the checked tree
         may, and is not judged), and so are tensor-parallel programs
@@ -390,7 +397,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         return
     if other_draws_decide(facts):  # per-rank draws elsewhere, or shards that need one seed
         return
-    if any(splits_data_after(facts, site) for site in seeds) or shards_a_shared_draw(facts):
+    if any(splits_data_after(facts, s) or splits_data_below(facts, s) for s in seeds):
+        return
+    if shards_a_shared_draw(facts):
         return
     if reseeds_to_compare(seeds):
         return

@@ -249,7 +249,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         In a one-process-per-GPU script (an accelerate Accelerator program counts: `accelerate
         launch` runs it once per GPU; so does a Lightning Fabric given devices or a strategy,
         whose launch() runs the program in each process it starts), outside rank-0-only
-        code: print/logging inside a loop (or in a function the loop calls directly: a
+        code (in a notebook that hands a function to accelerate's notebook_launcher, the
+        cells' own code runs once, in the kernel; only the launched function runs per rank): print/logging inside a loop (or in a function the loop calls directly: a
         progress meter's display(); a pass over a mapping's entries, `for k, v in
         kwargs.items():`, a list of a config's keys or of names the body compares with
         strings, `for name in names: if name == "LASOT":`, or a retry loop of one pass,
