@@ -298,7 +298,7 @@ def is_saved(facts: ScriptFacts, call: CallSite, saves: list[CallSite]) -> bool:
 # Random draws that split or order a dataset: every rank must draw the same split, so the seed
 # before them is shared on purpose (huggingface/accelerate examples/cv_example.py: "Set the
 # seed before splitting the data", then np.random.permutation).
-_DATA_SPLITS = (
+DATA_SPLITS = (
     "numpy.random.permutation",
     "numpy.random.shuffle",
     "random.shuffle",
@@ -312,7 +312,7 @@ def splits_data_after(facts: ScriptFacts, seed: CallSite) -> bool:
     """A data split drawn after the seeding call, in the same function."""
     return any(
         split.ctx.function is seed.ctx.function and position(split) > position(seed)
-        for split in facts.calls_to(*_DATA_SPLITS)
+        for split in facts.calls_to(*DATA_SPLITS)
     )
 
 
@@ -339,7 +339,7 @@ def _draws_globally(project: Project, cls: ClassInfo) -> bool:
     for method in cls.methods.values():
         owner = project.owner(method)
         start, end = method.node.lineno, method.node.end_lineno or method.node.lineno
-        for draw in owner.calls_to(*_DATA_SPLITS):
+        for draw in owner.calls_to(*DATA_SPLITS):
             if start <= draw.node.lineno <= end and draw.keyword("generator") is None:
                 return True
     return False

@@ -9,7 +9,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
-from ddp_doctor.script.purpose import _DATA_SPLITS
+from ddp_doctor.script.purpose import DATA_SPLITS
 from ddp_doctor.script.rankflow import mentions_rank
 
 
@@ -371,7 +371,7 @@ def _reaches_a_split(
             seen.add(target)
             owner = facts.project.owner(target)
             top = [s for s in owner.calls if s.ctx.function is target and not s.ctx.loops]
-            if any(_picks_a_split(owner, s) for s in top if owner.resolve(s) in _DATA_SPLITS):
+            if any(_picks_a_split(owner, s) for s in top if owner.resolve(s) in DATA_SPLITS):
                 return True
             if _reaches_a_split(owner, top, hops - 1, seen):
                 return True
