@@ -58,3 +58,22 @@ def test_local_rank_handed_to_a_dispatched_helper_is_reported_on_the_call(target
 @pytest.mark.parametrize("target", [SILENT, SILENT / "train.py", SILENT / "utils" / "common.py"])
 def test_local_rank_read_from_the_environment_first_is_silent(target: Path) -> None:
     assert [f.code for f in check_paths([str(target)]).findings] == []
+
+
+def test_a_helper_that_reads_local_rank_itself_is_not_blamed_on_the_caller(tmp_path: Path) -> None:
+    """The helper takes the option only as a fallback to LOCAL_RANK: torchrun's value wins."""
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("", encoding="utf-8")
+    helper = (FIRING / "utils" / "common.py").read_text(encoding="utf-8")
+    helper = helper.replace(
+        "    num_gpus = torch.cuda.device_count()\n",
+        '    if "LOCAL_RANK" in os.environ:\n'
+        '        local_rank = int(os.environ["LOCAL_RANK"])\n'
+        "    num_gpus = torch.cuda.device_count()\n",
+        1,
+    )
+    assert "LOCAL_RANK" in helper
+    (tmp_path / "utils" / "common.py").write_text(helper, encoding="utf-8")
+    train = (FIRING / "train.py").read_text(encoding="utf-8")
+    (tmp_path / "train.py").write_text(train, encoding="utf-8")
+    assert "DDP104" not in {f.code for f in check_paths([str(tmp_path)]).findings}

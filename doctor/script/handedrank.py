@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ddp_doctor.script.callgraph import DEPTH
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts
-from ddp_doctor.script.localrank import PLACING_KEYS
+from ddp_doctor.script.localrank import PLACING_KEYS, local_rank_from_env
 from ddp_doctor.script.origins import OPTION, Origin
 from ddp_doctor.script.placement import device_sources
 from ddp_doctor.script.values import Values
@@ -44,7 +44,9 @@ def _handed(facts: ScriptFacts, values: Values) -> list[Handed]:
             continue
         reached = graph.closure(helpers, up=False, depth=DEPTH)
         for placement, helper in _placements_in(project, reached):
-            if helper is not facts and _from_option_of(facts, values, placement, helper):
+            if helper is facts or local_rank_from_env(helper):
+                continue  # the helper reads LOCAL_RANK itself (mmcv's init_dist shape)
+            if _from_option_of(facts, values, placement, helper):
                 found.append(Handed(site, helper, placement))
     return found
 
