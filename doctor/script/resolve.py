@@ -11,6 +11,7 @@ import ast
 import os
 
 from ddp_doctor.script import names
+from ddp_doctor.script.dispatch import dispatched, is_getattr_call
 from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Function, ScriptFacts
 from ddp_doctor.script.names import ImportRef
 from ddp_doctor.script.project import Project
@@ -32,7 +33,7 @@ class Resolver:
                 return None  # main_func(*args): a callback, whose value the data flow knows
             return found
         if not isinstance(func, ast.Attribute):
-            return ()
+            return dispatched(project, facts, site)  # getattr(module, "init_%s" % x)(...)
         base, method = func.value, func.attr
         text = names.dotted(base)
         if text in ("self", "cls") and site.ctx.class_name:
@@ -191,7 +192,12 @@ def sorted_sites(facts: ScriptFacts, defined: frozenset[str]) -> list[tuple[Call
                 ):
                     hands = True
                     break
-        if hands or site.key in defined or _names_the_tree(refs, imported, site):
+        if (
+            hands
+            or site.key in defined
+            or _names_the_tree(refs, imported, site)
+            or (not site.key and is_getattr_call(site))
+        ):
             found.append((site, hands))
         else:
             found.append((site, None))

@@ -109,7 +109,9 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         in a helper, constructor or library set-up called first (a DeviceMesh of a GPU type
         counts: it sets the device from LOCAL_RANK; so does a set-up helper of the project's
         own package whose module is not in the checked tree, `setup_and_build_model(args)`
-        from vision/eval/setup.py: what it sets up is out of view). And literal "cuda:0" /
+        from vision/eval/setup.py: what it sets up is out of view; a helper picked by name,
+        `getattr(common_utils, 'init_dist_%s' % args.launcher)(...)`, is each function of the
+        module the name can spell). And literal "cuda:0" /
         .cuda(0) there, except in code only rank 0 runs, also held in a name or a namespace
         attribute whose every GPU value is one (`args.device = torch.device("cuda:0" if
         torch.cuda.is_available() else "cpu")` in the parent, `model.to(args.device)` in

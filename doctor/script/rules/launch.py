@@ -10,7 +10,8 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
-from ddp_doctor.script.hits import ScriptHit, hit, location
+from ddp_doctor.script.handedrank import handed_to_helpers, option_owners, related
+from ddp_doctor.script.hits import ScriptHit, hit, location, spelled_like
 from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.localrank import (
     LOCAL_RANK_OPTIONS,
@@ -28,6 +29,7 @@ from ddp_doctor.script.textscan import (
     launch_in_string,
     launch_mentions,
 )
+from ddp_doctor.script.values import Values
 
 _TEXT_COMMENTS = (".sh", ".bash", ".yaml", ".yml", ".slurm", ".sbatch", "Makefile", ".mk")
 
@@ -211,7 +213,11 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         `from train import parse_args` is a program of its own). A placement in a helper
         module's function that nothing of the tree calls or names (CodeT5's configs.set_dist)
         is not reported when an entry point of its program places from the option itself:
-        that copy never runs, the entry point's line is the one the user runs.
+        that copy never runs, the entry point's line is the one the user runs. An entry point
+        that places nothing itself but hands the option to another file's helper that pins
+        with it (OpenPCDet's `getattr(common_utils, 'init_dist_%s' % args.launcher)(port,
+        args.local_rank)`, whose init_dist_pytorch runs `set_device(local_rank % num_gpus)`)
+        is reported on its call, the helper's line named.
     Why it matters:
         torchrun sets LOCAL_RANK in the environment and passes no --local-rank argument. The
         argparse default (usually 0) is then every rank's GPU: all processes share GPU 0,
@@ -227,10 +233,11 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         return
     declares_here = bool(declared(facts) & set(LOCAL_RANK_OPTIONS))
     values = facts.project.values
-    for call, source in placements_from_option(facts, values, declares_here):
+    placements = placements_from_option(facts, values, declares_here)
+    for call, source in placements:
         if reported_by_parser(facts, source, values):
             continue  # one finding per option: the file that parses it reports it
-        if never_runs(facts, call, values):
+        if never_runs(facts, call, values) or _reported_where_handed(facts, call, values):
             continue
         yield hit(
             facts,
@@ -240,6 +247,39 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
             {"call": text_of(call.node)},
             cause="local_rank",
         )
+    if declares_here and not placements:
+        yield from _handed_hits(facts, values)
+
+
+def _handed_hits(facts: ScriptFacts, values: Values) -> Iterator[Hit]:
+    """The option handed to another file's helper that pins the GPU with it (OpenPCDet's
+    `init_dist_pytorch(tcp_port, local_rank)`): reported on this file's call."""
+    for handed in handed_to_helpers(facts, values):
+        where = spelled_like(handed.helper.path, facts.path)
+        placed = text_of(handed.placement.node)
+        yield hit(
+            facts,
+            handed.call.node,
+            f"argparse's --local_rank is handed to {placed} (in {where}:"
+            f"{handed.placement.node.lineno}); torchrun passes none, so every rank gets the "
+            "default",
+            {"call": placed, "placed_in": related(handed, where)},
+            cause="local_rank",
+        )
+
+
+def _reported_where_handed(facts: ScriptFacts, call: CallSite, values: Values) -> bool:
+    """A helper's placement whose GPU is only ever an entry point's option handed to it:
+    each of those files reports it on its own call (_handed_hits)."""
+    owners = option_owners(facts, values, call)
+    return bool(owners) and all(
+        bool(declared(owner) & set(LOCAL_RANK_OPTIONS))
+        and not local_rank_from_env(owner)
+        and not _started_by_deepspeed(owner)
+        and not placements_from_option(owner, values, True)
+        and any(h.placement is call for h in handed_to_helpers(owner, values))
+        for owner in owners
+    )
 
 
 def _started_by_deepspeed(facts: ScriptFacts) -> bool:
