@@ -77,3 +77,23 @@ def test_a_helper_that_reads_local_rank_itself_is_not_blamed_on_the_caller(tmp_p
     train = (FIRING / "train.py").read_text(encoding="utf-8")
     (tmp_path / "train.py").write_text(train, encoding="utf-8")
     assert "DDP104" not in {f.code for f in check_paths([str(tmp_path)]).findings}
+
+
+def test_sarif_names_the_helpers_placement_as_a_related_location(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 20 item 2: the helper line travels as a related location in SARIF."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ddp_doctor.cli import cli
+
+    monkeypatch.chdir(FIRING)
+    result = CliRunner().invoke(cli, ["check", "--format", "sarif", "train.py"])
+    [finding] = json.loads(result.stdout)["runs"][0]["results"]
+    assert finding["ruleId"] == "DDP104"
+    [place] = finding["relatedLocations"]
+    location = place["physicalLocation"]
+    assert location["artifactLocation"]["uri"].endswith("common.py")
+    assert location["region"]["startLine"] == 10

@@ -105,17 +105,26 @@ def _result(
             place["properties"] = {"cell": where.cell}
         result["locations"] = [place]
     related = finding.evidence.get("related")
-    if isinstance(related, list) and related:
+    places = (
+        [(p, "the cause, in the helper module") for p in related or ()]
+        if isinstance(related, list)
+        else []
+    )
+    placed_in = finding.evidence.get("placed_in")  # DDP104: the helper that places with it
+    if isinstance(placed_in, dict):
+        places.append((placed_in, "where the helper places the GPU with it"))
+    if places:
         result["relatedLocations"] = [
-            _related(number, place) for number, place in enumerate(related)
+            _related(number, place, text) for number, (place, text) in enumerate(places)
         ]
     if fix is not None:
         result["fixes"] = [_fix(fix)]
     return result
 
 
-def _related(number: int, place: object) -> dict[str, Any]:
-    """Where the cause is when the finding is reported on the entry point that reaches it."""
+def _related(number: int, place: object, text: str) -> dict[str, Any]:
+    """A place in another file the finding names: the cause, when the finding is reported on
+    the entry point that reaches it, or the helper that uses what the entry point hands it."""
     spot = place if isinstance(place, dict) else {}
     region: dict[str, Any] = {"startLine": int(spot.get("line") or 1)}
     if spot.get("column"):
@@ -126,7 +135,7 @@ def _related(number: int, place: object) -> dict[str, Any]:
             "artifactLocation": {"uri": _uri(str(spot.get("path", "")))},
             "region": region,
         },
-        "message": {"text": "the cause, in the helper module"},
+        "message": {"text": text},
     }
 
 
