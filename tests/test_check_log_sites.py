@@ -46,3 +46,20 @@ def test_logging_silent_where_the_entry_point_sets_levels_per_rank() -> None:
 
 def test_logging_reported_where_the_entry_point_sets_one_level_for_all() -> None:
     assert _log_lines("logging_not_set_by_entry") == [("trainer.py", 16)]
+
+
+def test_builder_of_a_launched_library_trainer_runs_in_every_process() -> None:
+    """Mask2Former's shape: a print in the parameter loop of Trainer(DefaultTrainer)'s
+    build_optimizer, which DefaultTrainer.__init__ calls in every process of detectron2's
+    launch; build_writers, called on the main process only, stays silent."""
+    assert _log_lines("library_trainer_builder_prints") == [("train_net.py", 14)]
+
+
+def test_builder_of_a_library_trainer_in_one_process_is_silent(tmp_path: Path) -> None:
+    source = PROJECTS / "library_trainer_builder_prints" / "train_net.py"
+    text = source.read_text("utf-8").replace(
+        "    launch(main, args.num_gpus, args=(args,))", "    main(args)"
+    )
+    (tmp_path / "train_net.py").write_text(text, "utf-8")
+    outcome = check_paths([str(tmp_path)], CheckOptions(select=("ALL",)))
+    assert [f.code for f in outcome.findings if f.code == "DDP119"] == []

@@ -230,21 +230,22 @@ class Flow(Pins):
 
     # ranks and regions -----------------------------------------------------------------------
 
-    def runs_on_rank_zero_only(self, ctx: Context) -> bool:
+    def runs_on_rank_zero_only(self, ctx: Context, depth: int = 3) -> bool:
         """Only rank 0 runs it, counting only the calls made in the ranks: a function that a
-        stand-alone script of the tree also calls (`python test.py`, one process) and that
-        the trainer calls under `if rank in [-1, 0]:` runs on rank 0 of the job."""
+        stand-alone script of the tree also calls (`python test.py`, one process), or its
+        own one-process arm (`else:` of `if n_gpus > 1:`), and that the trainer calls under
+        `if rank in [-1, 0]:` runs on rank 0 of the job; so do the functions it calls."""
         if self.graph.runs_on_rank_zero_only(ctx):
             return True
-        if ctx.function is None or ctx.guard is not None:
+        if ctx.function is None or ctx.guard is not None or depth <= 0:
             return False
-        region = distributed_region(self.graph)
+        region, flags = distributed_region(self.graph), launch_flags(self.graph)
         calls = [e for e in self.graph.callers(ctx.function) if not e.handed]
-        in_ranks = [e for e in calls if e.caller in region]
-        return (
-            bool(in_ranks)
-            and len(in_ranks) < len(calls)
-            and all(self.graph.runs_on_rank_zero_only(e.site.ctx) for e in in_ranks)
+        in_ranks = [
+            e for e in calls if e.caller in region and not without_launch(e.site.ctx, flags)
+        ]
+        return bool(in_ranks) and all(
+            self.runs_on_rank_zero_only(e.site.ctx, depth - 1) for e in in_ranks
         )
 
     def runs_on_some_ranks_only(self, ctx: Context) -> bool:

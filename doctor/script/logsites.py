@@ -11,6 +11,7 @@ import os
 import re
 
 from ddp_doctor.script import names
+from ddp_doctor.script.bars import displays_once, is_progress_bar
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
 from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
@@ -371,15 +372,10 @@ def log_kind(
     qualified = facts.qualname(func) or ""
     if qualified.startswith("wandb.") and call.key in ("init", "log"):
         return "wandb"
-    if qualified.endswith(".tqdm") or qualified == "tqdm":
-        if call.keyword("disable") is not None or (_displays_once(call) and not in_loop(call.ctx)):
+    if is_progress_bar(qualified):
+        if call.keyword("disable") is not None or (displays_once(call) and not in_loop(call.ctx)):
             return None  # tqdm(None, desc=..., total=n, initial=n): a line of results, a print
         return "tqdm"
     if qualified.endswith("SummaryWriter"):
         return "tensorboard"
     return None
-
-
-def _displays_once(call: CallSite) -> bool:
-    iterable = call.argument(0, "iterable")
-    return isinstance(iterable, ast.Constant) and iterable.value is None

@@ -32,6 +32,7 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.frameworks import launches_fabric_ranks, starts_lightning_ranks
 from ddp_doctor.script.launchtests import launch_of_arm
+from ddp_doctor.script.optionflags import flag_of
 
 _DISTRIBUTED_MARKS = frozenset(
     {
@@ -282,14 +283,27 @@ def launch_flags(graph: CallGraph) -> frozenset[str]:
     for facts in graph.files():
         for site in facts.calls_to(names.INIT_PROCESS_GROUP):
             unit = graph.unit(facts, site.ctx)
-            for ctx in (site.ctx, *(edge.site.ctx for edge in graph.callers(unit))):
-                for branch in ctx.branches:
-                    name, holds = _flag(getattr(branch.node, "test", None))
-                    if name is not None:
-                        (on if branch.arm == holds else off).add(name)
+            held = _flags_of(site.ctx)
+            on |= held[0]
+            off |= held[1]
+            for edge in graph.callers(unit):  # a caller's off arm of an option the init holds
+                caller_on, caller_off = _flags_of(edge.site.ctx)  # on itself inits nothing
+                on |= caller_on
+                off |= caller_off - held[0]
     found = frozenset((on - off) | (_collective_flags(graph) - off))
     graph.__dict__["_launch_flags"] = found
     return found
+
+
+def _flags_of(ctx: Context) -> tuple[set[str], set[str]]:
+    """The options whose on arm, and those whose off arm, the code is in."""
+    on: set[str] = set()
+    off: set[str] = set()
+    for branch in ctx.branches:
+        name, holds = flag_of(getattr(branch.node, "test", None))
+        if name is not None:
+            (on if branch.arm == holds else off).add(name)
+    return on, off
 
 
 def _collective_flags(graph: CallGraph) -> set[str]:
@@ -319,7 +333,7 @@ def _flags_on(branch: Branch) -> set[str]:
         return set()  # `not (a and x)` says nothing about x
     found = set()
     for part in parts:
-        name, holds = _flag(part)
+        name, holds = flag_of(part)
         if name is not None and branch.arm == holds:
             found.add(name)
     return found
@@ -331,20 +345,10 @@ def without_launch(ctx: Context, flags: frozenset[str]) -> bool:
     if ctx.launch == SINGLE:
         return True
     for branch in ctx.branches:
-        name, holds = _flag(getattr(branch.node, "test", None))
+        name, holds = flag_of(getattr(branch.node, "test", None))
         if name in flags and branch.arm != holds:
             return True
     return False
-
-
-def _flag(test: ast.expr | None) -> tuple[str | None, bool]:
-    """`if cfg.enable_fsdp:` -> ("enable_fsdp", True); `if not ddp:` -> ("ddp", False)."""
-    holds = True
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, holds = test.operand, False
-    if isinstance(test, (ast.Name, ast.Attribute)):
-        return names.last_identifier(test), holds
-    return None, holds
 
 
 def single_process(site: CallSite) -> bool:

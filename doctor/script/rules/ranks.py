@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.bars import names_the_rank
 from ddp_doctor.script.defaults import never_taken
-from ddp_doctor.script.facts import Context, ScriptFacts, text_of
+from ddp_doctor.script.facts import ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
-from ddp_doctor.script.guards import is_rank_like
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.loads import (
     helper_loads_without_map_location,
     maps_location,
     program_uses_cuda,
     restores_state,
-    runs_as_trainer_hook,
 )
 from ddp_doctor.script.logsites import (
     LOG_KEYS,
@@ -57,6 +55,7 @@ from ddp_doctor.script.savedvalues import (
     treated_as_fsdp,
 )
 from ddp_doctor.script.saveskips import save_left_alone
+from ddp_doctor.script.trainerhooks import runs_in_the_ranks
 
 
 @rule(
@@ -102,7 +101,7 @@ def save_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     if not flow.is_multiprocess:
         return
     for save in facts.calls_to(names.TORCH_SAVE):
-        if flow.runs_on_rank_zero_only(save.ctx) or not _runs_in_the_ranks(facts, save.ctx):
+        if flow.runs_on_rank_zero_only(save.ctx) or not runs_in_the_ranks(facts, save.ctx):
             continue
         if save_left_alone(facts, save):
             continue
@@ -219,7 +218,7 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if not flow.uses_cuda and not restores_state(facts, load):
             continue  # CUDA only elsewhere in the program: only weights were saved from GPUs
-        if flow.runs_on_rank_zero_only(load.ctx) or not _runs_in_the_ranks(facts, load.ctx):
+        if flow.runs_on_rank_zero_only(load.ctx) or not runs_in_the_ranks(facts, load.ctx):
             continue
         if without_own_gpu(load.ctx):
             continue  # `if args.gpu is None:` one process drives the GPUs: nothing to miss
@@ -234,10 +233,6 @@ def load_without_map_location(facts: ScriptFacts) -> Iterator[Hit]:
         )
     if flow.uses_cuda:
         yield from helper_loads_without_map_location(facts)
-
-
-def _runs_in_the_ranks(facts: ScriptFacts, ctx: Context) -> bool:
-    return flow_of(facts).in_distributed_region(ctx) or runs_as_trainer_hook(facts, ctx)
 
 
 @rule(
@@ -256,8 +251,12 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         strings, `for name in names: if name == "LASOT":`, or a retry loop of one pass,
         `num_tries = 1; for i in range(num_tries):`, is no loop; a base class's loop
         that calls `self.hook()` runs the subclasses' own hook),
-        tqdm(...) without disable= (tqdm(None, desc=...), a line of results, counts as a
-        print), wandb.init/wandb.log, and tensorboard SummaryWriter(). The hooks of a
+        tqdm(...) or trange(...) without disable= (tqdm(None, desc=...), a line of results,
+        counts as a print; `leave=(rank == 0)` only keeps rank 0's bar once the loop ends),
+        wandb.init/wandb.log, and tensorboard SummaryWriter(). The builders of a
+        detectron2-family trainer subclass (build_optimizer, build_model: DefaultTrainer's
+        __init__ calls them in every process `launch` starts; build_writers, called on the
+        main process only, is not reported) run per rank too. The hooks of a
         Trainer callback that rank code registers (a transformers TrainerCallback's
         on_evaluate, `trainer.add_callback(Cls)`, `callbacks=[Cls]`; a Lightning Callback) run
         in every process:
@@ -309,14 +308,13 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if turns_itself_off(facts, call.ctx) or in_handler(facts, call):
             continue
-        if opted_in_per_rank(call.ctx) or not _runs_in_the_ranks(facts, call.ctx):
+        if opted_in_per_rank(call.ctx) or not runs_in_the_ranks(facts, call.ctx):
             continue
         if prepared_by_rank_zero_first(facts, call.ctx, call.node.lineno) or only_when_missing(
             facts, call.ctx
         ):
             continue  # building a missing cache (rank 0 first, or once: a download's bar)
-        given = [*call.node.args, *(kw.value for kw in call.node.keywords)]
-        if any(is_rank_like(n) for value in given for n in ast.walk(value)):
+        if names_the_rank(call):
             continue  # the rank in the message, a bar's desc= or position=: one per rank, meant
         if never_taken(facts.project.values, facts, call.ctx):
             continue  # `if enable_print:` with enable_print False wherever it comes from
