@@ -3,7 +3,8 @@
 Recognised: comparisons of a rank-like value with 0 (`rank == 0`, `args.local_rank in [-1, 0]`,
 `dist.get_rank() != 0`, `args.rank % ngpus_per_node == 0`) or with another single rank
 (`rank == world_size - 1`: one rank, treated like rank 0), main-process predicates
-(`is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`), `not`, and
+(`is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`, a backend
+layer's `distr_backend.is_root_worker()` / `is_local_root_worker()`), `not`, and
 `and`/`or` around them.
 """
 
@@ -198,7 +199,8 @@ _FLIPPED = {ZERO: NONZERO, NONZERO: ZERO}
 
 _MAIN_PROCESS_NAME = re.compile(
     r"(is_|am_)?(global_|local_|world_)?(rank_?(0|zero)|main(_process|_proc|_rank|_worker)?|master("
-    r"_process|_proc|_rank|_worker)?|root_proc(ess)?|chief|leader|primary|first_rank|rank0_process)"
+    r"_process|_proc|_rank|_worker)?|root_(proc(ess)?|worker|rank)|chief|leader|primary|first_rank|"
+    r"rank0_process)"
     r"(_only)?"
 )
 

@@ -13,7 +13,7 @@ import re
 from ddp_doctor.script import names
 from ddp_doctor.script.bars import displays_once, is_progress_bar
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
-from ddp_doctor.script.facts import SINGLE, ZERO, CallSite, Context, ScriptFacts
+from ddp_doctor.script.facts import SINGLE, ZERO, Branch, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
 from ddp_doctor.script.onceloops import dispatches_on_names, runs_once
 from ddp_doctor.script.rankflow import contains, missing_arm
@@ -26,12 +26,13 @@ def is_event_report(ctx: Context) -> bool:
     """Under `if torch.isnan(loss):` or `if p.grad is None:`, or in a branch that ends the
     process (`print("ERROR: ..."); exit(1)`): a rare event's report, printed by the rank it
     happened on."""
+    innermost = _innermost_arm(ctx)
     for branch in ctx.branches:
         test = getattr(branch.node, "test", None)
         if test is None:
             continue
         block = getattr(branch.node, "body" if branch.arm else "orelse", None)
-        if branch is ctx.branches[-1] and isinstance(block, list) and block and _stops(block[-1]):
+        if branch is innermost and isinstance(block, list) and block and _stops(block[-1]):
             return True
         if not branch.arm:
             continue
@@ -45,6 +46,15 @@ def is_event_report(ctx: Context) -> bool:
             ):
                 return True
     return False
+
+
+def _innermost_arm(ctx: Context) -> Branch | None:
+    """The innermost arm that holds the call, passing over the early exits on the way to it
+    (`if not backend.has_backend(): raise ...` before the print: its empty false arm)."""
+    for branch in reversed(ctx.branches):
+        if branch.arm or getattr(branch.node, "orelse", None):
+            return branch
+    return None
 
 
 _CALLERS_UP = 4  # download_file <- download <- iterate_examples: callers followed up
