@@ -98,11 +98,13 @@ def test_links_are_sampled_while_the_bandwidth_stage_runs(
 
 def test_every_collective_is_swept_with_its_bus_factor() -> None:
     """--ops with all five collectives on gloo; the parent sees rank 0 reach the bandwidth
-    stage (what the PCIe sampler hooks onto)."""
+    stage (what the PCIe sampler hooks onto). 60 iterations per size and collective keep the
+    stage longer than the wait loop's 50 ms poll on a loaded CI machine (with 2 it once
+    started and ended between two polls)."""
     from ddp_doctor.patient.bandwidth import OPS, bus_factor
 
     seen: list[str | None] = []
-    config = JobConfig(nproc=2, sizes="4K:64K:16", iters=2, timeout_s=60, ops=OPS)
+    config = JobConfig(nproc=2, sizes="4K:64K:16", iters=60, timeout_s=90, ops=OPS)
     job = run_job(config, preflight(config), watcher=seen.append)
     assert job.exit_code == 0 and not job.bandwidth_errors
     assert "bandwidth" in seen
