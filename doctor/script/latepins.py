@@ -33,14 +33,17 @@ class Meeting(NamedTuple):
 
 def late_pins_in_callers(facts: ScriptFacts, flow: Flow, init: CallSite) -> list[Meeting]:
     """The direct callers of the init's function that pin only after calling it (and pin
-    nothing before): one Meeting per such call. Empty for a module-level init, or when any
-    path pins before the init (then DDP107 has nothing to say)."""
+    nothing before): one Meeting per such call. Empty for a module-level init, when any
+    path pins before the init (then DDP107 has nothing to say), and when the init's own
+    function pins after it (Lumina's distributed_init: the init's line is where they meet)."""
     unit = flow.graph.unit(facts, init.ctx)
     if unit is facts.module_unit:
         return []
     pins = flow.pins_on_path(init.ctx, init.node)
     if not pins or any(before for _, _, before in pins):
         return []
+    if any(flow.graph.unit(owner, site.ctx) is unit for owner, site, _ in pins):
+        return []  # the helper pins on its own lines after the init: they meet there
     found: list[Meeting] = []
     for edge in flow.graph.callers(unit):
         if edge.spawned or edge.handed:
