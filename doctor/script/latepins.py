@@ -1,11 +1,12 @@
 """Where DDP107's late pin is reported when init_process_group sits in a helper and the pin in
-its caller: at the caller's call of the helper, where the two meet.
+its caller: on the caller's late pin, after its call of the helper, where the two meet.
 
 efficientvit's `setup_dist_env()` (apps/setup.py) calls `dist_init()`, whose
 init_process_group is in apps/utils/dist.py, and pins with `torch.cuda.set_device(...)` on the
 next lines: the mistake is the order of setup.py's two lines, not the helper's init line (the
 helper cannot pin before its own caller has chosen the device). The helper's file leaves such
-an init to its callers; each caller's file reports it on its call.
+an init to its callers; each caller's file reports it on its late pin (naming its call of
+the helper).
 """
 
 from __future__ import annotations
@@ -104,9 +105,9 @@ def late_pin_hits(facts: ScriptFacts) -> Iterator[Hit]:
         )
         yield hit(
             facts,
-            meeting.edge.site.node,
-            f"{text_of(meeting.pin.node)} (line {meeting.pin.node.lineno}) runs only after "
-            f"{text_of(meeting.edge.site.node)} started the process group "
+            meeting.pin.node,
+            f"{text_of(meeting.pin.node)} runs only after {text_of(meeting.edge.site.node)} "
+            f"(line {meeting.edge.site.node.lineno}) started the process group "
             f"(init_process_group at {where})",
             {"pin": text_of(meeting.pin.node), "init_line": init.node.lineno},
             severity=Severity.INFO,

@@ -367,7 +367,7 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         seeding calls) is judged at its calls, where the rank term belongs: `set_seed(
         args.seed)` is reported there, `set_seed(args.seed + rank)` is not; so is a helper
         whose module is out of the checked tree, taken by its name (set_seed,
-        set_random_seed, setup_seed, seed_everything, init_seeds, fix_seed) when its call
+        set_random_seed, setup_seed, seed_everything, fix_seed; not a library's) when its call
         stands as a statement (`set_random_seed(config.seed)` from the project's own
         package; `seed = init_random_seed(...)` returns a seed and seeds nothing); a DataLoader
         worker init function that seeds with the rank (mmcv's `worker_init_fn(worker_id,

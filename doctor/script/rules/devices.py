@@ -41,7 +41,7 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         in what those call, through the modules of the checked tree; or set_device only after
         init_process_group on that path (reported as info), also when the two sit in
         different functions or modules (`setup()` inits, the caller pins afterwards: reported
-        on the caller's call of the helper, where the init and the late pin meet, as in
+        on the caller's late pin after its call of the helper, where the two meet, as in
         efficientvit's `setup_dist_env`: `dist_init()`, then set_device). Placement by
         index (`model.to(rank)`, `batch.to(rank)`, `device_ids=[rank]`) pins nothing: the
         current device stays cuda:0 for `torch.cuda.synchronize()`, `.cuda()` and NCCL's
@@ -68,7 +68,7 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         if is_gloo(init) or init.ctx.launch == SINGLE:
             continue
         if late_pins_in_callers(facts, flow, init):
-            continue  # the helper inits, its caller pins afterwards: reported at that call
+            continue  # the helper inits, its caller pins afterwards: reported at that pin
         pins = flow.pins_on_path(init.ctx, init.node)
         if not pins and flow.calls_a_callback(init.ctx, init.node):
             continue  # dispatch(fn): init, then the caller's function, which may pin
