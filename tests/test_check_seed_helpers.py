@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.script.runner import CheckOptions, check_paths
+from ddp_doctor.script.unseenseeders import seeding_name
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "projects"
 
@@ -55,3 +56,34 @@ def test_a_helper_seed_passed_by_its_own_keyword_is_the_finding_s_seed(tmp_path:
     assert [(f.location.line, f.evidence.get("seed")) for f in outcome.findings] == [
         (14, "cfg.seed")
     ]
+
+
+def test_a_helper_out_of_view_is_judged_at_its_call() -> None:
+    """PixArt-alpha's shape: `set_random_seed(seed)` from the project's own package, whose
+    module is not in the checked tree: taken by its name for a seeding helper (a statement,
+    its result dropped), reported at the call; `seed = init_random_seed(...)` is no seeding."""
+    assert seed_findings(PROJECTS / "seed_helper_out_of_view") == [("train.py", 19)]
+
+
+def test_a_helper_out_of_view_given_the_process_index_is_silent() -> None:
+    assert seed_findings(PROJECTS / "seed_helper_out_of_view_with_rank") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "seeds"),
+    [
+        ("set_seed", True),
+        ("set_random_seed", True),
+        ("setup_seed", True),
+        ("seed_everything", True),
+        ("init_seeds", False),
+        ("init_random_seed", False),
+        ("fix_seed", True),
+        ("seed_worker", False),
+        ("get_seed", False),
+        ("seed", False),
+        ("init_random_generator", False),
+    ],
+)
+def test_seeding_names(name: str, seeds: bool) -> None:
+    assert seeding_name(name) is seeds

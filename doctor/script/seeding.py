@@ -11,6 +11,7 @@ from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
 from ddp_doctor.script.purpose import DATA_SPLITS
 from ddp_doctor.script.rankflow import mentions_rank
+from ddp_doctor.script.unseenseeders import unseen_seeding_calls
 
 
 def reseeds_to_compare(seeds: list[CallSite]) -> bool:
@@ -260,10 +261,9 @@ def is_seeding_helper(facts: ScriptFacts, function: Function) -> bool:
 def seeding_helper_calls(facts: ScriptFacts) -> list[CallSite]:
     """This file's calls of the tree's seeding helpers (functions that seed the data's
     generators with their own parameter): torchdistill's `set_seed(args.seed)`, whose body
-    in common/main_util.py seeds random, numpy and torch with `seed`."""
+    in common/main_util.py seeds random, numpy and torch with `seed`; and of seeding helpers
+    defined out of view (PixArt's `set_random_seed(config.seed)`: unseenseeders.py)."""
     helpers = {helper for mate in program_files(facts) for helper in _seeding_helpers(mate)}
-    if not helpers:
-        return []
     graph = facts.project.graph
     found = [
         site
@@ -271,7 +271,7 @@ def seeding_helper_calls(facts: ScriptFacts) -> list[CallSite]:
         for site in facts.calls_by_key.get(key, ())
         if any(target in helpers for target in graph.targets(facts, site))
     ]
-    return sorted(found, key=position)
+    return sorted([*found, *unseen_seeding_calls(facts)], key=position)
 
 
 # A DataLoader worker's init function: mmcv's, BasicSR's and insightface's

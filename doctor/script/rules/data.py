@@ -365,7 +365,11 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         constant seed again in another function (two runs made to draw the same numbers,
         to compare them). A seeding helper of the program (`def set_seed(seed):`, mostly
         seeding calls) is judged at its calls, where the rank term belongs: `set_seed(
-        args.seed)` is reported there, `set_seed(args.seed + rank)` is not; a DataLoader
+        args.seed)` is reported there, `set_seed(args.seed + rank)` is not; so is a helper
+        whose module is out of the checked tree, taken by its name (set_seed,
+        set_random_seed, setup_seed, seed_everything, fix_seed; not a library's) when its call
+        stands as a statement (`set_random_seed(config.seed)` from the project's own
+        package; `seed = init_random_seed(...)` returns a seed and seeds nothing); a DataLoader
         worker init function that seeds with the rank (mmcv's `worker_init_fn(worker_id,
         num_workers, rank, seed)`) leaves the program alone: its workers draw the data's
         randomness. Reported once, at the first call.

@@ -21,6 +21,7 @@ from ddp_doctor.script.facts import (
 )
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit, spelled_like
+from ddp_doctor.script.latepins import is_gloo, judged, late_pin_hits, late_pins_in_callers
 from ddp_doctor.script.origins import CONSTANT, OPTION
 from ddp_doctor.script.placement import is_hard_coded_index
 
@@ -39,7 +40,9 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         CUDA_VISIBLE_DEVICES) on its path: in its function, in the functions that call it, or
         in what those call, through the modules of the checked tree; or set_device only after
         init_process_group on that path (reported as info), also when the two sit in
-        different functions (`setup()` inits, the caller pins afterwards). Placement by
+        different functions or modules (`setup()` inits, the caller pins afterwards: reported
+        on the caller's late pin after its call of the helper, where the two meet, as in
+        efficientvit's `setup_dist_env`: `dist_init()`, then set_device). Placement by
         index (`model.to(rank)`, `batch.to(rank)`, `device_ids=[rank]`) pins nothing: the
         current device stays cuda:0 for `torch.cuda.synchronize()`, `.cuda()` and NCCL's
         barrier. An init followed by a call of a function the caller handed in
@@ -57,13 +60,15 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         torch.cuda.set_device(local_rank)
         dist.init_process_group("nccl")
     """
+    yield from late_pin_hits(facts)
     flow = flow_of(facts)
-    rpc_only = flow.is_rpc and not flow.ddp_wraps  # a DDP trainer of an RPC job still pins
-    if not flow.init_calls or not flow.uses_cuda or flow.pins_device_by_environment or rpc_only:
+    if not judged(flow):
         return
     for init in flow.init_calls:
-        if _is_gloo(init) or init.ctx.launch == SINGLE:
+        if is_gloo(init) or init.ctx.launch == SINGLE:
             continue
+        if late_pins_in_callers(facts, flow, init):
+            continue  # the helper inits, its caller pins afterwards: reported at that pin
         pins = flow.pins_on_path(init.ctx, init.node)
         if not pins and flow.calls_a_callback(init.ctx, init.node):
             continue  # dispatch(fn): init, then the caller's function, which may pin
@@ -86,11 +91,6 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
                 f"{text_of(late.node)} ({where}) runs only after init_process_group",
                 severity=Severity.INFO,
             )
-
-
-def _is_gloo(call: CallSite) -> bool:
-    backend = call.argument(0, "backend")
-    return isinstance(backend, ast.Constant) and backend.value == "gloo"
 
 
 @rule(

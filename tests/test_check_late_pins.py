@@ -1,0 +1,42 @@
+"""DDP107's late pin when the helper inits and its caller pins: reported on the caller's late
+pin after its call of the helper (where the init and the pin meet), in a folder run and file by file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.script.runner import CheckOptions, check_paths
+
+PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "projects"
+
+
+def late_pins(*paths: Path) -> list[tuple[str, int]]:
+    outcome = check_paths([str(p) for p in paths], CheckOptions(select=("DDP107",)))
+    return sorted(
+        (Path(f.location.path).name, f.location.line)
+        for f in outcome.findings
+        if f.code == "DDP107"
+    )
+
+
+@pytest.mark.parametrize("target", ["", "train.py"])
+def test_a_late_pin_after_a_helper_init_is_the_caller_s(target: str) -> None:
+    project = PROJECTS / "init_helper_pinned_late"
+    assert late_pins(project / target if target else project) == [("train.py", 12)]
+
+
+def test_the_helper_checked_alone_leaves_it_to_its_caller() -> None:
+    assert late_pins(PROJECTS / "init_helper_pinned_late" / "utils" / "dist.py") == []
+
+
+def test_the_finding_names_the_pin_and_the_helper_s_init() -> None:
+    outcome = check_paths([str(PROJECTS / "init_helper_pinned_late")])
+    (finding,) = [f for f in outcome.findings if f.code == "DDP107"]
+    assert finding.evidence["init_line"] == 10
+    assert "related" not in finding.evidence  # the cause is the caller's order of two calls
+
+
+def test_a_pin_before_the_helper_call_is_silent() -> None:
+    assert late_pins(PROJECTS / "init_helper_pinned_first") == []
