@@ -109,9 +109,10 @@ def findings_by_place(findings: list[dict[str, object]]) -> dict[tuple[str, str]
     places: dict[tuple[str, str], list[int]] = defaultdict(list)
     for finding in findings:
         location = finding.get("location") or {}
-        related = (finding.get("evidence") or {}).get("related")  # type: ignore[union-attr]
-        if related:  # reported on the entry point, caused in a helper: scored at the cause
-            location = related[0]
+        related = (finding.get("evidence") or {}).get("related") or []  # type: ignore[union-attr]
+        causes = [place for place in related if place.get("role") == "cause"]
+        if causes:  # reported on the entry point, caused in a helper: scored at the cause
+            location = causes[0]
         path = location.get("path")  # type: ignore[union-attr]
         if not path:
             continue

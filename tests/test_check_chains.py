@@ -63,7 +63,9 @@ def test_helper_cause_reported_on_the_entry_point(tree: Path) -> None:
     outcome = check_paths(["train.py"], CheckOptions(select=("DDP116",)))
     (finding,) = outcome.findings
     assert (finding.location.path, finding.location.line) == ("train.py", 15)
-    assert finding.evidence["related"] == [{"path": "utils/ckpt.py", "line": 6, "column": 5}]
+    assert finding.evidence["related"] == [
+        {"path": "utils/ckpt.py", "line": 6, "column": 5, "role": "cause"}
+    ]
     assert finding.evidence["chain"] == ["train.py:15"]
 
 

@@ -45,14 +45,14 @@ def test_a_name_with_no_constant_part_picks_nothing(expression: str) -> None:
 @pytest.mark.parametrize("target", [FIRING, FIRING / "train.py"])
 def test_local_rank_handed_to_a_dispatched_helper_is_reported_on_the_call(target: Path) -> None:
     """Folder or train.py alone: one DDP104 on train.py's call, the helper's set_device named
-    in `placed_in`; no DDP127 for the `.cuda()` after the helper pinned the GPU."""
+    as a related place; no DDP127 for the `.cuda()` after the helper pinned the GPU."""
     findings = check_paths([str(target)]).findings
     assert [(Path(f.location.path).name, f.location.line, f.code) for f in findings] == [
         ("train.py", 23, "DDP104")
     ]
-    placed = findings[0].evidence["placed_in"]
+    [placed] = findings[0].evidence["related"]
     assert (Path(str(placed["path"])).name, placed["line"]) == ("common.py", 10)
-    assert "related" not in findings[0].evidence  # the cause is the entry point's option
+    assert placed["role"] == "placement"  # the cause is the entry point's option
 
 
 @pytest.mark.parametrize("target", [SILENT, SILENT / "train.py", SILENT / "utils" / "common.py"])

@@ -34,8 +34,9 @@ def test_the_helper_checked_alone_leaves_it_to_its_caller() -> None:
 def test_the_finding_names_the_pin_and_the_helper_s_init() -> None:
     outcome = check_paths([str(PROJECTS / "init_helper_pinned_late")])
     (finding,) = [f for f in outcome.findings if f.code == "DDP107"]
-    assert finding.evidence["init_line"] == 10
-    assert "related" not in finding.evidence  # the cause is the caller's order of two calls
+    [init] = finding.evidence["related"]
+    assert (Path(str(init["path"])).name, init["line"]) == ("dist.py", 10)
+    assert init["role"] == "process-group"  # the cause is the caller's order of two calls
 
 
 def test_a_pin_before_the_helper_call_is_silent() -> None:

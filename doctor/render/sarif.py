@@ -105,30 +105,31 @@ def _result(
             place["properties"] = {"cell": where.cell}
         result["locations"] = [place]
     related = finding.evidence.get("related")
-    places = (
-        [(p, "the cause, in the helper module") for p in related or ()]
-        if isinstance(related, list)
-        else []
-    )
-    placed_in = finding.evidence.get("placed_in")  # DDP104: the helper that places with it
-    if isinstance(placed_in, dict):
-        places.append((placed_in, "where the helper places the GPU with it"))
+    places = [p for p in related if isinstance(p, dict)] if isinstance(related, list) else []
     if places:
         result["relatedLocations"] = [
-            _related(number, place, text) for number, (place, text) in enumerate(places)
+            _related(number, place) for number, place in enumerate(places)
         ]
     if fix is not None:
         result["fixes"] = [_fix(fix)]
     return result
 
 
-def _related(number: int, place: object, text: str) -> dict[str, Any]:
-    """A place in another file the finding names: the cause, when the finding is reported on
-    the entry point that reaches it, or the helper that uses what the entry point hands it."""
-    spot = place if isinstance(place, dict) else {}
+# What each role of a related place (ddp_doctor.script.hits) says in a SARIF viewer.
+_ROLE_TEXT = {
+    "cause": "the cause, in the helper module",
+    "placement": "where the helper places the GPU with it",
+    "process-group": "the init_process_group call it runs after",
+}
+
+
+def _related(number: int, spot: dict[str, Any]) -> dict[str, Any]:
+    """Another place the finding names: the cause, when the finding is reported on the entry
+    point that reaches it; the helper that uses what the entry point hands it; the init."""
     region: dict[str, Any] = {"startLine": int(spot.get("line") or 1)}
     if spot.get("column"):
         region["startColumn"] = int(spot["column"])
+    text = _ROLE_TEXT.get(str(spot.get("role")), "a related place")
     return {
         "id": number,
         "physicalLocation": {

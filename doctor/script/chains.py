@@ -12,14 +12,14 @@ the helper is checked and reported itself, so nothing here applies to it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ddp_doctor.model import Finding, Location
 from ddp_doctor.script.callgraph import CallGraph, Edge
 from ddp_doctor.script.evidence import imported_closure
 from ddp_doctor.script.facts import Function, ScriptFacts
-from ddp_doctor.script.hits import spelled_like
+from ddp_doctor.script.hits import CAUSE, spelled_like
 
 MAX_CHAIN = 8  # calls followed up from the helper before giving up on a chain
 
@@ -65,10 +65,10 @@ def _onto_entry(
     steps = " -> ".join(
         [f"{first.facts.path}:{first.site.node.lineno}"] + [f"{e.callee.qualname}()" for e in chain]
     )
-    related = {"path": helper_path, "line": where.line, "column": where.column}
+    cause = {"path": helper_path, "line": where.line, "column": where.column, "role": CAUSE}
     evidence = {
         **finding.evidence,
-        "related": [related],
+        "related": [cause, *_places(finding.evidence)],
         "chain": [
             f"{spelled_like(e.facts.path, first.facts.path)}:{e.site.node.lineno}" for e in chain
         ],
@@ -112,3 +112,8 @@ def _chain_from(graph: CallGraph, unit: Function, entries: list[ScriptFacts]) ->
         if not frontier:
             break
     return None
+
+
+def _places(evidence: Mapping[str, object]) -> list[object]:
+    places = evidence.get("related")
+    return list(places) if isinstance(places, list) else []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ddp_doctor.model import Finding
 from ddp_doctor.script.files import PYTHON, TEXT, Candidate, Unreadable, kind_of, read_text
+from ddp_doctor.script.hits import caused_elsewhere
 from ddp_doctor.script.textscan import DOCUMENT_SUFFIXES
 
 SAFE_FIXES = frozenset({"DDP102", "DDP103", "DDP104", "DDP117", "DDP118", "DDP121"})
@@ -56,7 +57,7 @@ def plan_fixes(findings: Iterable[Finding], *, unsafe: bool = False) -> list[Fil
         where = finding.location
         if where is None or where.cell is not None or not fixable(finding.code, unsafe):
             continue
-        if finding.evidence.get("related"):
+        if caused_elsewhere(finding.evidence):
             continue  # reported on the entry point, caused in a helper: the edit is not here
         by_path[where.path].append(finding)
     planned = []
@@ -92,7 +93,7 @@ def fixes_by_finding(findings: Iterable[Finding], *, unsafe: bool = False) -> di
         where = finding.location
         if where is None or where.cell is not None or not fixable(finding.code, unsafe):
             continue
-        if finding.evidence.get("related"):
+        if caused_elsewhere(finding.evidence):
             continue
         fix = _fix_file(where.path, [finding])
         if fix is not None:

@@ -7,11 +7,11 @@ places whatever it is given), so the entry point's call reports it, the helper's
 
 from __future__ import annotations
 
-import ast
 from typing import NamedTuple
 
 from ddp_doctor.script.callgraph import DEPTH
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts
+from ddp_doctor.script.hits import PLACEMENT, related_place
 from ddp_doctor.script.localrank import PLACING_KEYS, local_rank_from_env
 from ddp_doctor.script.origins import OPTION, Origin
 from ddp_doctor.script.placement import device_sources
@@ -98,11 +98,6 @@ def option_owners(facts: ScriptFacts, values: Values, placement: CallSite) -> li
     return [owner for owner in owners.values() if owner is not None and owner is not facts]
 
 
-def related(handed: Handed, path: str) -> dict[str, object]:
-    """The helper's placement as a related location (its path spelled as given)."""
-    node: ast.AST = handed.placement.node
-    return {
-        "path": path,
-        "line": getattr(node, "lineno", 1),
-        "column": getattr(node, "col_offset", 0) + 1,
-    }
+def placement_place(handed: Handed, path: str) -> dict[str, object]:
+    """The helper's placement as a related place (its path spelled as given)."""
+    return related_place(path, handed.placement.node, PLACEMENT)

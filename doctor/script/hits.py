@@ -32,6 +32,30 @@ def spelled_like(path: str, given: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+# The roles of a finding's related places (evidence["related"], SARIF relatedLocations):
+CAUSE = "cause"  # the mistake itself, in a helper; the finding sits on the entry point's call
+PLACEMENT = "placement"  # the helper line that places the GPU with what the call hands it
+PROCESS_GROUP = "process-group"  # the init_process_group call that a late pin follows
+
+
+def related_place(path: str, node: ast.AST | None, role: str) -> dict[str, object]:
+    """Another place the finding names, with its role (path spelled as the user gave it)."""
+    return {
+        "path": path,
+        "line": getattr(node, "lineno", 1),
+        "column": getattr(node, "col_offset", 0) + 1,
+        "role": role,
+    }
+
+
+def caused_elsewhere(evidence: Mapping[str, object]) -> bool:
+    """Reported on the entry point, caused in a helper: the edit that fixes it is not here."""
+    places = evidence.get("related")
+    return isinstance(places, list) and any(
+        isinstance(place, dict) and place.get("role") == CAUSE for place in places
+    )
+
+
 def location(
     facts: ScriptFacts, node: ast.AST | None = None, *, line: int = 1, column: int = 0
 ) -> Location:

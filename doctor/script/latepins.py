@@ -20,7 +20,7 @@ from ddp_doctor.registry import Hit
 from ddp_doctor.script.callgraph import Edge
 from ddp_doctor.script.facts import SINGLE, CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import Flow, flow_of
-from ddp_doctor.script.hits import hit, spelled_like
+from ddp_doctor.script.hits import PROCESS_GROUP, hit, related_place, spelled_like
 
 
 class Meeting(NamedTuple):
@@ -100,16 +100,18 @@ def late_pin_hits(facts: ScriptFacts) -> Iterator[Hit]:
         init, owner = meeting.init, meeting.init_facts
         if not judged(flow_of(owner)) or is_gloo(init) or init.ctx.launch == SINGLE:
             continue
-        where = f"line {init.node.lineno}" + (
-            f" of {spelled_like(owner.path, facts.path)}" if owner is not facts else ""
-        )
+        owner_path = spelled_like(owner.path, facts.path)
+        where = f"line {init.node.lineno}" + (f" of {owner_path}" if owner is not facts else "")
         yield hit(
             facts,
             meeting.pin.node,
             f"{text_of(meeting.pin.node)} runs only after {text_of(meeting.edge.site.node)} "
             f"(line {meeting.edge.site.node.lineno}) started the process group "
             f"(init_process_group at {where})",
-            {"pin": text_of(meeting.pin.node), "init_line": init.node.lineno},
+            {
+                "pin": text_of(meeting.pin.node),
+                "related": [related_place(owner_path, init.node, PROCESS_GROUP)],
+            },
             severity=Severity.INFO,
         )
 

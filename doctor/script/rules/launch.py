@@ -10,7 +10,7 @@ from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
-from ddp_doctor.script.handedrank import handed_to_helpers, option_owners, related
+from ddp_doctor.script.handedrank import handed_to_helpers, option_owners, placement_place
 from ddp_doctor.script.hits import ScriptHit, hit, location, spelled_like
 from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.localrank import (
@@ -263,7 +263,7 @@ def _handed_hits(facts: ScriptFacts, values: Values) -> Iterator[Hit]:
             f"argparse's --local_rank is handed to {placed} (in {where}:"
             f"{handed.placement.node.lineno}); torchrun passes none, so every rank gets the "
             "default",
-            {"call": placed, "placed_in": related(handed, where)},
+            {"call": placed, "related": [placement_place(handed, where)]},
             cause="local_rank",
         )
 
