@@ -60,7 +60,7 @@ def load_single(path: Path = MANIFEST) -> list[SingleEntry]:
 def git_dir(clones: Path, repository: str) -> Path | None:
     owner, name = repository.split("/", 1)
     for base in (clones / f"{owner}+{name}", clones / owner / name):
-        for candidate in (base, base / ".git", base / "repo"):
+        for candidate in (base, base / ".git", base / "repo", base / "repo" / ".git"):
             if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
                 return candidate
     return None
