@@ -7,10 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
-from ddp_doctor.model import Finding, Location, Report
+from ddp_doctor.model import Finding, Location, Report, Severity
 from ddp_doctor.render.github import annotation
 from ddp_doctor.render.sarif import sarif_document
-from ddp_doctor.script.notebook import notebook_script
+from ddp_doctor.script.notebook import notebook_script, without_broken_cells
 from ddp_doctor.script.runner import CheckOptions, check_paths
 from ddp_doctor.script.textscan import code_lines
 
@@ -94,3 +94,46 @@ def test_notebook_launcher_kernel_cells_run_once(tmp_path: Path) -> None:
     outcome = check_paths([str(tmp_path)], CheckOptions(select=("ALL",)))
     found = [(f.code, f.location.cell, f.location.line) for f in outcome.findings if f.location]
     assert [place for place in found if place[0] == "DDP119"] == [("DDP119", 4, 5)]
+
+
+def test_a_cell_that_is_no_python_is_left_out_and_the_others_checked(tmp_path: Path) -> None:
+    """A shell line pasted into a code cell (no `!`) would stop the whole notebook from
+    parsing: that cell is reported as left out (info), the other cells are judged."""
+    shutil.copy(NOTEBOOKS / "snippets_with_shell_cell.ipynb", tmp_path / "nb.ipynb")
+    findings = _findings(tmp_path)
+    left_out = [f for f in findings if f.code == "DDP910"]
+    assert [(f.location.cell, f.location.line, f.severity) for f in left_out if f.location] == [
+        (6, 1, Severity.INFO)
+    ]
+    assert {"DDP106", "DDP113", "DDP121"} <= {f.code for f in findings}
+    sampler = next(f for f in findings if f.code == "DDP113").location
+    assert sampler is not None and (sampler.cell, sampler.line) == (3, 1)
+
+
+def test_the_left_out_cell_keeps_every_other_location_true() -> None:
+    text = (NOTEBOOKS / "snippets_with_shell_cell.ipynb").read_text(encoding="utf-8")
+    script = notebook_script(text)
+    assert not isinstance(script, str)
+    repaired = without_broken_cells(script)
+    assert len(repaired.source.splitlines()) == len(script.source.splitlines())
+    assert [line for line, _ in repaired.left_out] == [script.starts[-1]]
+    assert without_broken_cells(repaired) == repaired  # nothing left to leave out
+
+
+def test_a_notebook_whose_cells_all_parse_is_not_touched() -> None:
+    text = (NOTEBOOKS / "set_epoch_missing.ipynb").read_text(encoding="utf-8")
+    script = notebook_script(text)
+    assert not isinstance(script, str)
+    assert without_broken_cells(script) is script
+
+
+def test_an_unbound_torch_counts_as_torch_only_in_a_notebook(tmp_path: Path) -> None:
+    """A notebook's kernel may hold `torch` from a cell no longer there; a .py file that uses
+    torch without importing it fails at once, so nothing is assumed there."""
+    cell = "torch.distributed.init_process_group(backend='nccl')\n"
+    notebook = {"cells": [{"cell_type": "code", "source": [cell]}], "nbformat": 4}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "plain.py").write_text(cell, encoding="utf-8")
+    found = {(Path(str(path)).name, code) for code, path, _ in places(tmp_path)}
+    assert ("nb.ipynb", "DDP106") in found
+    assert not any(name == "plain.py" for name, _ in found)

@@ -12,13 +12,14 @@ import traceback
 import warnings
 from collections.abc import Sequence
 
-from ddp_doctor.model import Finding, Location
+from ddp_doctor.model import Finding, Location, Severity
 from ddp_doctor.registry import Hit, RuleSpec, rules_judged, spec_for
 from ddp_doctor.script.evidence import NEEDS_DISTRIBUTED, PER_RANK_OPINIONS, runs_distributed
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import PYTHON, Candidate, read_text
 from ddp_doctor.script.hits import merge_causes
 from ddp_doctor.script.kinds import rpc_only
+from ddp_doctor.script.notebook import NotebookScript, without_broken_cells
 from ddp_doctor.script.program import project_of
 from ddp_doctor.script.rules.doctor import FILE_UNREADABLE, SYNTAX_ERROR
 from ddp_doctor.script.suppress import is_suppressed, suppressions, without_suppressed
@@ -57,6 +58,31 @@ def prepare(path: str, source: str, kind: str) -> ScriptFacts | Finding:
         return build_facts(path, source, parsed)
     except RecursionError:
         return unreadable(path, "nested too deeply to analyse")
+
+
+def prepare_notebook(
+    path: str, script: NotebookScript
+) -> tuple[ScriptFacts | Finding, NotebookScript, list[Finding]]:
+    """A notebook's facts. When a cell that is no Python (a shell line pasted without `!`)
+    stops it from parsing, the facts of the other cells, and an info for each cell left out."""
+    prepared = prepare(path, script.source, PYTHON)
+    if not (isinstance(prepared, Finding) and prepared.code == SYNTAX_ERROR):
+        return prepared, script, []
+    repaired = without_broken_cells(script)
+    if not repaired.left_out:
+        return prepared, script, []
+    notes = [
+        spec_for(SYNTAX_ERROR).finding(
+            Hit(
+                f"cell left out: it does not parse as Python ({why}); the other cells were checked",
+                {"left_out": True},
+                severity=Severity.INFO,
+                location=Location(path, line, 1),
+            )
+        )
+        for line, why in repaired.left_out
+    ]
+    return prepare(path, repaired.source, PYTHON), repaired, notes
 
 
 def judge(facts: ScriptFacts, rules: Sequence[RuleSpec]) -> list[Finding]:

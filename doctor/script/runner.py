@@ -10,14 +10,20 @@ from typing import TYPE_CHECKING
 
 from ddp_doctor.model import Finding
 from ddp_doctor.registry import RuleSpec, Selector
-from ddp_doctor.script.analyze import judge, load_for_context, prepare, script_rules, unreadable
+from ddp_doctor.script.analyze import (
+    judge,
+    load_for_context,
+    prepare,
+    prepare_notebook,
+    script_rules,
+    unreadable,
+)
 from ddp_doctor.script.chains import helper_findings
 from ddp_doctor.script.config import Config, ConfigFinder
 from ddp_doctor.script.evidence import note_launchers
 from ddp_doctor.script.facts import ScriptFacts
 from ddp_doctor.script.files import (
     NOTEBOOK,
-    PYTHON,
     Candidate,
     Excluded,
     Unreadable,
@@ -171,17 +177,18 @@ def _prepare_file(
         outcome.skipped += 1
         outcome.findings.append(unreadable(text.path, text.reason))
         return None
-    kind = candidate.kind
-    if kind == NOTEBOOK:
+    if candidate.kind == NOTEBOOK:
         script = notebook_script(text)
         if isinstance(script, str):
             outcome.skipped += 1
             outcome.findings.append(unreadable(candidate.path, script))
             return None
-        notebooks[candidate.path] = script
-        text, kind = script.source, PYTHON
-    outcome.checked += 1
-    prepared = prepare(candidate.path, text, kind)
+        outcome.checked += 1
+        prepared, notebooks[candidate.path], left_out = prepare_notebook(candidate.path, script)
+        outcome.findings.extend(left_out)
+    else:
+        outcome.checked += 1
+        prepared = prepare(candidate.path, text, candidate.kind)
     if isinstance(prepared, Finding):
         outcome.findings.append(prepared)
         return None

@@ -25,6 +25,7 @@ from ddp_doctor.script.facts import (
     TorchImport,
 )
 from ddp_doctor.script.names import TORCH_LOADING_ROOTS, access_path, dotted, last_identifier
+from ddp_doctor.script.notebook import kernel_names
 from ddp_doctor.script.walkenv import (
     add_module_aliases,
     opens_devnull,
@@ -44,6 +45,7 @@ _NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
 def build_facts(path: str, source: str, tree: ast.Module) -> ScriptFacts:
     facts = ScriptFacts(path=path, source=source, tree=tree)
+    facts.imports.names.update(kernel_names(path, source))
     _Walker(facts).body(tree.body, MODULE)
     add_module_aliases(facts)
     return facts

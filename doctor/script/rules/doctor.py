@@ -13,7 +13,10 @@ describe(
     Remediation("Fix the syntax error; the other rules could not look at this file."),
     """What it finds:
         A .py file given to `check` (or found under a directory) that Python's parser rejects,
-        with the parser's message, line and column.
+        with the parser's message, line and column. In a notebook, a code cell that does not
+        parse on its own (a shell line pasted without `!`) is left out as info, at its cell,
+        and the other cells are checked; only a notebook that still does not parse without
+        such cells is an error.
     Why it matters:
         The file would fail at import on every rank anyway, and none of the DDP1xx rules could
         look at it: a clean report would mean nothing for this file.
