@@ -18,6 +18,16 @@ import resolver then decides whether it really names the helper. A file read thi
 import names another module of the same name (a sibling project's own utils/dist.py) still
 joins the tree, and its calls may count as references to the helper's functions: that is why
 the search starts only one folder up (two let fixtures/scripts/projects/*/train.py in).
+
+A package's entry points often sit beside the package rather than in it (SlowFast's
+tools/train_net.py next to slowfast/, importing `slowfast.utils.distributed`): the folders
+that the helper's full dotted name resolves from (<base> for
+<base>/slowfast/utils/distributed.py, folder names that are identifiers) are searched too,
+nearest first, for that full name only: at most PACKAGE_UP folders above the helper's, never
+above the check's root, stopping at the first that has importers. A helper that starts a
+process group also brings the modules beside it that start one (SlowFast's
+utils/multiprocessing.py beside utils/distributed.py): the package's other way in, which a
+folder check sees (group_starters_beside).
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ddp_doctor.inputs import open_regular
 from ddp_doctor.script.ignore import IgnoreRules
@@ -37,6 +47,7 @@ MAX_SCANNED = 300
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IMPORTERS = 8
 MAX_FOLDER_ENTRIES = 1000
+PACKAGE_UP = 3  # slowfast/utils/distributed.py -> the folder holding slowfast/
 
 
 def is_helper_module(source: str) -> bool:
@@ -60,16 +71,100 @@ def importers_of(helper: str, root: str, excludes: IgnoreRules) -> list[str]:
         top = os.path.dirname(top)
     inside = _import_pattern(stem, package)
     beside = re.compile(_import_pattern(stem, None).pattern + b"|" + inside.pattern, re.MULTILINE)
+    found = _scan(
+        top,
+        pattern_for=lambda path: beside if _folder(path) == folder else inside,
+        skip=(helper,),
+        excludes=excludes,
+    )
+    for base, dotted in _import_roots(folder, stem, top, root):
+        if len(found) >= MAX_IMPORTERS:
+            break
+        named = _dotted_pattern(dotted)
+        more = _scan(
+            base, pattern_for=lambda path, named=named: named, skip=(helper, top), excludes=excludes
+        )
+        found += [path for path in more if path not in found][: MAX_IMPORTERS - len(found)]
+        if more:
+            break
+    return found
+
+
+def _folder(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+def _scan(
+    top: str,
+    pattern_for: Callable[[str], re.Pattern[bytes]],
+    skip: tuple[str, ...],
+    excludes: IgnoreRules,
+) -> list[str]:
+    """The files under `top` (bounded) whose head matches their pattern; `skip` holds the
+    helper and a folder already searched."""
+    helper, *searched = (os.path.abspath(p) for p in skip)
     found: list[str] = []
     for path in itertools.islice(_python_files(top, excludes), MAX_SCANNED):
-        if os.path.abspath(path) == os.path.abspath(helper):
+        absolute = os.path.abspath(path)
+        if absolute == helper or any(absolute.startswith(s + os.sep) for s in searched):
             continue
-        pattern = beside if os.path.dirname(os.path.abspath(path)) == folder else inside
-        if _imports(path, pattern):
+        head = _head(path)
+        if head is not None and pattern_for(path).search(head) is not None:
             found.append(path)
             if len(found) >= MAX_IMPORTERS:
                 break
     return found
+
+
+def _import_roots(folder: str, stem: str, top: str, root: str) -> Iterator[tuple[str, str]]:
+    """(base, dotted name) for the folders above the first search, nearest first, from which
+    the helper's full dotted name resolves: <base>/slowfast/utils/distributed.py is
+    `slowfast.utils.distributed` from <base>; at most PACKAGE_UP folders up, not above
+    `root`, only through folders whose names are identifiers."""
+    parts = folder.split(os.sep)
+    for depth in range(2, PACKAGE_UP + 1):
+        base = os.sep.join(parts[:-depth])
+        if len(parts) <= depth or not all(part.isidentifier() for part in parts[-depth:]):
+            return
+        if not (base == root or base.startswith(root + os.sep)):
+            return
+        if top.startswith(base + os.sep):
+            yield base, ".".join([*parts[-depth:], stem])
+
+
+def _dotted_pattern(dotted: str) -> re.Pattern[bytes]:
+    """`import a.b.stem`, `from a.b.stem import`, `from a.b import stem`."""
+    package, stem = (re.escape(p) for p in dotted.rsplit(".", 1))
+    forms = [
+        rf"import[ \t]+{package}\.{stem}\b",
+        rf"from[ \t]+{package}\.{stem}[ \t]+import\b",
+        rf"from[ \t]+{package}[ \t]+import[^\n]*\b{stem}\b",
+    ]
+    return re.compile(rb"^[ \t]*(?:" + "|".join(forms).encode() + rb")", re.MULTILINE)
+
+
+def group_starters_beside(helper: str, source: str, excludes: IgnoreRules) -> list[str]:
+    """The modules in the helper's own folder that start a process group themselves, for a
+    helper that starts one: in a folder check they are in view, and an init of the helper
+    that nothing calls, beside one of theirs that may run, never runs (evidence.py)."""
+    if "init_process_group" not in source:
+        return []
+    folder = os.path.dirname(os.path.abspath(helper))
+    found: list[str] = []
+    for path, is_folder in _entries(folder):
+        if is_folder or not path.endswith(".py") or excludes.ignored(path, is_folder=False):
+            continue
+        if os.path.abspath(path) == os.path.abspath(helper):
+            continue
+        head = _head(path)
+        if head is not None and _STARTS_A_GROUP.search(head) is not None:
+            found.append(path)
+            if len(found) >= MAX_IMPORTERS:
+                break
+    return found
+
+
+_STARTS_A_GROUP = re.compile(rb"\binit_process_group[ \t]*\(")
 
 
 def _import_pattern(stem: str, package: str | None) -> re.Pattern[bytes]:
@@ -92,13 +187,12 @@ def _import_pattern(stem: str, package: str | None) -> re.Pattern[bytes]:
     return re.compile(rb"^[ \t]*(?:" + "|".join(forms).encode() + rb")", re.MULTILINE)
 
 
-def _imports(path: str, pattern: re.Pattern[bytes]) -> bool:
+def _head(path: str) -> bytes | None:
     try:
         with open_regular(path) as stream:  # a fifo or device is refused, never blocks
-            head = stream.read(MAX_HEAD_BYTES)
+            return stream.read(MAX_HEAD_BYTES)
     except (OSError, ValueError):
-        return False
-    return pattern.search(head) is not None
+        return None
 
 
 def _python_files(top: str, excludes: IgnoreRules) -> Iterator[str]:

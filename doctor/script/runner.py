@@ -33,7 +33,11 @@ from ddp_doctor.script.files import (
 )
 from ddp_doctor.script.ignore import IgnoreRules
 from ddp_doctor.script.importers import HOPS as IMPORTER_HOPS
-from ddp_doctor.script.importers import importers_of, is_helper_module
+from ddp_doctor.script.importers import (
+    group_starters_beside,
+    importers_of,
+    is_helper_module,
+)
 from ddp_doctor.script.launchfiles import note_legacy_scripts
 from ddp_doctor.script.notebook import NotebookScript, in_cells, notebook_script
 from ddp_doctor.script.program import new_project, project_of
@@ -152,16 +156,27 @@ def _add_importers(
         for found, facts in prepared
         if facts.is_python and found.path in named and is_helper_module(facts.source)
     ]
+    for helper in frontier:  # the package's other group starters, beside it: context only
+        for path in group_starters_beside(helper.path, helper.source, excludes):
+            _add_context(project, path)
     for _ in range(IMPORTER_HOPS):
         loaded = []
         for helper in frontier:
             for path in importers_of(helper.path, _root_of(project, helper.path), excludes):
-                if os.path.abspath(path) not in project.files:
-                    context = load_for_context(path)
-                    if context is not None:
-                        project.add(context, context_only=True)
-                        loaded.append(context)
+                context = _add_context(project, path)
+                if context is not None:
+                    loaded.append(context)
         frontier = [facts for facts in loaded if is_helper_module(facts.source)]
+
+
+def _add_context(project: Project, path: str) -> ScriptFacts | None:
+    """Read a file for context only (never reported on), unless the project has it."""
+    if os.path.abspath(path) in project.files:
+        return None
+    context = load_for_context(path)
+    if context is not None:
+        project.add(context, context_only=True)
+    return context
 
 
 def _root_of(project: Project, path: str) -> str:
