@@ -137,3 +137,32 @@ def test_an_unbound_torch_counts_as_torch_only_in_a_notebook(tmp_path: Path) -> 
     found = {(Path(str(path)).name, code) for code, path, _ in places(tmp_path)}
     assert ("nb.ipynb", "DDP106") in found
     assert not any(name == "plain.py" for name, _ in found)
+
+
+def test_snippets_with_one_top_level_step_and_no_loop_need_no_set_epoch(tmp_path: Path) -> None:
+    """A tutorial notebook shows a sampler and one training step, with no loop anywhere: no
+    epochs are in view, so no DDP113 (the same sampler iterated per epoch is the fixture's)."""
+    cells = [
+        "import torch.distributed as dist\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        "dist.init_process_group('nccl')\n",
+        "sampler = DistributedSampler(dataset)\nloader = DataLoader(dataset, sampler=sampler)\n"
+        "print(len(loader))\n",
+        "loss = criterion(model(images), target)\nloss.backward()\noptimizer.step()\n",
+    ]
+    notebook = {"cells": [{"cell_type": "code", "source": [c]} for c in cells], "nbformat": 4}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    assert "DDP113" not in {code for code, _, _ in places(tmp_path)}
+    looped = dict(
+        notebook,
+        cells=[
+            *notebook["cells"][:2],
+            {
+                "cell_type": "code",
+                "source": [
+                    "for epoch in range(3):\n    loss = criterion(model(images), target)\n    loss.backward()\n"
+                ],
+            },
+        ],
+    )
+    (tmp_path / "nb.ipynb").write_text(json.dumps(looped), encoding="utf-8")
+    assert "DDP113" in {code for code, _, _ in places(tmp_path)}

@@ -282,9 +282,14 @@ class SamplerFlow:
 
     @cached_property
     def has_manual_training_loop(self) -> bool:
-        """A loop over a loader or a backward() call (anywhere in the tree): the project
-        drives the epochs itself."""
-        if any(f.methods_called("backward") for f in self.flow.graph.files()):
+        """A loop over a loader or a backward() call that can repeat (anywhere in the tree:
+        in a loop or a function): the project drives the epochs itself. A backward() at the
+        top of a module, in no loop, is one step (a notebook of snippets)."""
+        if any(
+            call.ctx.loops or not call.ctx.module_level
+            for f in self.flow.graph.files()
+            for call in f.methods_called("backward")
+        ):
             return True
         loader_names = (
             set().union(*(u.loader_names | u.returned_to for u in self.uses))

@@ -154,7 +154,8 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         A DistributedSampler (shuffle not False, not an evaluation sampler) whose loader is
         iterated once per epoch of an outer loop (or, when no loop over it is in view, in a
-        script that runs its own training loop), with no set_epoch reaching it: not on the
+        script that runs its own training loop: a backward() in a loop or a function; one at
+        the top of a notebook of snippets is a single step), with no set_epoch reaching it: not on the
         sampler, not through loader.sampler, not on `self.sampler` in another method, not in
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument where the loader is iterated per epoch or the call repeats (not `set_epoch(0)`
