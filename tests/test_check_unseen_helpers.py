@@ -5,8 +5,13 @@ SLURM_LOCALID CUDA_VISIBLE_DEVICES (DDP127)."""
 
 from __future__ import annotations
 
+import ast
+import shutil
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from ddp_doctor.cli import cli
 from ddp_doctor.model import Severity
 from ddp_doctor.script.runner import CheckOptions, check_paths
 
@@ -45,3 +50,21 @@ def test_resume_through_a_helper_out_of_view_expects_the_prefix() -> None:
     assert _found("resume_through_unseen_helper", "DDP117") == []
     unwrapped = _found("resume_unwrapped_through_unseen_helper", "DDP117")
     assert unwrapped == [("train.py", 23, Severity.WARNING)]
+
+
+def test_fix_ends_a_group_started_out_of_view_with_torch_distributed(tmp_path: Path) -> None:
+    """The fix ends the group with torch.distributed's destroy, not `utils.destroy_...`."""
+    script = tmp_path / "train.py"
+    shutil.copy(PROJECTS / "group_started_out_of_view" / "train.py", script)
+    CliRunner().invoke(cli, ["check", "--select", "ALL", "--fix", str(tmp_path)])
+    after = script.read_text(encoding="utf-8")
+    calls = [n for n in ast.walk(ast.parse(after)) if isinstance(n, ast.Call)]
+    ends = [
+        ast.unparse(c.func) for c in calls if ast.unparse(c.func).endswith("destroy_process_group")
+    ]
+    assert ends == ["torch.distributed.destroy_process_group"]
+    assert _found_in(tmp_path, "DDP121") == []
+
+
+def _found_in(folder: Path, code: str) -> list[int]:
+    return [f.location.line for f in check_paths([str(folder)], ALL).findings if f.code == code]
