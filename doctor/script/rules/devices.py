@@ -368,7 +368,7 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
             facts,
             write.node,
             f"CUDA_VISIBLE_DEVICES is set after torch is imported (line "
-            f"{imported[0].node.lineno})"
+            f"{imported[0].node.lineno}{_through(facts, imported[0])})"
             + (
                 f", in {inside.qualname}(): it works only if nothing touched CUDA yet"
                 if inside
@@ -376,6 +376,15 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
             ),
             severity=Severity.INFO if inside else None,
         )
+
+
+def _through(facts: ScriptFacts, imported: TorchImport) -> str:
+    """`, through src.utils.distributed` when torch comes with a module of the tree."""
+    if imported in facts.torch_imports:
+        return ""
+    node = imported.node
+    module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+    return f", through {module}" if module else ""
 
 
 def _imported_before(imported: TorchImport, write: EnvAccess) -> bool:
