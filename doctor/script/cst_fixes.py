@@ -113,8 +113,8 @@ def _plan_module_state_dict(module: Module, call: cst.Call, finding: Finding, ed
 
 
 def _plan_destroy(module: Module, call: cst.Call, finding: Finding, edits: Edits) -> bool:
-    func = call.func
-    if isinstance(func, cst.Attribute):
+    func = call.func  # the init itself, or a set-up helper (`utils.init_distributed_mode`)
+    if isinstance(func, cst.Attribute) and func.attr.value == "init_process_group":
         destroy = f"{module.code(func.value)}.destroy_process_group()"
     elif "import torch\n" in module.tree.code or "import torch " in module.tree.code:
         destroy = "torch.distributed.destroy_process_group()"

@@ -174,8 +174,8 @@ class Flow(Pins):
         )
 
     def _per_rank(self, value: ast.expr, ctx: Context) -> bool:
-        """A value that differs per rank: the rank itself, mp.spawn's index, LOCAL_RANK (not
-        a configured GPU list such as `gpu_id`)."""
+        """A value that differs per rank: the rank itself, mp.spawn's index, LOCAL_RANK or
+        SLURM's SLURM_LOCALID (not a configured GPU list such as `gpu_id`)."""
         for node in ast.walk(value):
             name = (
                 names.last_identifier(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
@@ -185,7 +185,7 @@ class Flow(Pins):
             if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
                 for origin in self.values.origins(self.facts, node, ctx):
                     if origin.kind == "spawn-index" or (
-                        origin.kind in ("env", "option") and "RANK" in origin.name.upper()
+                        origin.kind in ("env", "option") and _names_a_rank(origin.name)
                     ):
                         return True
         return False
@@ -293,3 +293,10 @@ def flow_of(facts: ScriptFacts) -> Flow:
     if cached is None:
         cached = facts.__dict__["_flow"] = Flow(facts)
     return cached
+
+
+def _names_a_rank(variable: str) -> bool:
+    """LOCAL_RANK, RANK, OMPI_COMM_WORLD_LOCAL_RANK, and SLURM's per-task SLURM_LOCALID and
+    SLURM_PROCID (V-JEPA's `CUDA_VISIBLE_DEVICES = os.environ['SLURM_LOCALID']`)."""
+    upper = variable.upper()
+    return "RANK" in upper or upper in ("SLURM_LOCALID", "SLURM_PROCID")

@@ -24,6 +24,7 @@ from ddp_doctor.script.hits import hit, spelled_like
 from ddp_doctor.script.latepins import is_gloo, judged, late_pin_hits, late_pins_in_callers
 from ddp_doctor.script.origins import CONSTANT, OPTION
 from ddp_doctor.script.placement import is_hard_coded_index
+from ddp_doctor.script.torchimporters import project_torch_imports
 
 
 @rule(
@@ -118,7 +119,7 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         every spawned rank). Branches taken only without a
         launcher (a DataParallel fallback), code shared with one when the process group is
         only started under `if args.distributed:`, and RPC scripts are left alone; a
-        per-rank CUDA_VISIBLE_DEVICES silences it. One finding per kind, the other lines
+        per-rank CUDA_VISIBLE_DEVICES (the rank, LOCAL_RANK, SLURM_LOCALID) silences it. One finding per kind, the other lines
         listed.
     Why it matters:
         "cuda" means the current device, which is cuda:0 until set_device runs. Every rank
@@ -319,7 +320,9 @@ def _always_plain_cuda(facts: ScriptFacts, device: ast.expr, site: CallSite) -> 
 def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         Assignments to CUDA_VISIBLE_DEVICES (os.environ[...] =, setdefault, putenv) that run
-        after `import torch` (or a library that imports it): an error when a torch.cuda call
+        after `import torch` (or a library that imports it, or a module of the checked tree
+        that does: `from src.utils.distributed import init_distributed` at the top of a
+        script whose spawned function sets the variable): an error when a torch.cuda call
         already ran before it in the same scope, info when it is inside a function (it works
         there only as long as nothing has touched CUDA yet).
     Why it matters:
@@ -333,7 +336,8 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
         CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node=2 train.py
     """
     writes = [e for e in facts.env if e.writes and e.name == "CUDA_VISIBLE_DEVICES"]
-    if not writes or not facts.torch_imports:
+    torch_imports = facts.torch_imports or project_torch_imports(facts) if writes else []
+    if not torch_imports:
         return
     cuda_calls = [
         c
@@ -356,7 +360,7 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
                 severity=Severity.ERROR,
             )
             continue
-        imported = [t for t in facts.torch_imports if _imported_before(t, write)]
+        imported = [t for t in torch_imports if _imported_before(t, write)]
         if not imported:
             continue
         inside = write.ctx.function
@@ -364,7 +368,7 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
             facts,
             write.node,
             f"CUDA_VISIBLE_DEVICES is set after torch is imported (line "
-            f"{imported[0].node.lineno})"
+            f"{imported[0].node.lineno}{_through(facts, imported[0])})"
             + (
                 f", in {inside.qualname}(): it works only if nothing touched CUDA yet"
                 if inside
@@ -372,6 +376,15 @@ def visible_devices_set_late(facts: ScriptFacts) -> Iterator[Hit]:
             ),
             severity=Severity.INFO if inside else None,
         )
+
+
+def _through(facts: ScriptFacts, imported: TorchImport) -> str:
+    """`, through src.utils.distributed` when torch comes with a module of the tree."""
+    if imported in facts.torch_imports:
+        return ""
+    node = imported.node
+    module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+    return f", through {module}" if module else ""
 
 
 def _imported_before(imported: TorchImport, write: EnvAccess) -> bool:

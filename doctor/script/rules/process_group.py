@@ -25,6 +25,7 @@ from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.gpuflags import guarded_by_gpu_flag
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.region import fake_group
+from ddp_doctor.script.unseeninits import unseen_group_starts
 
 
 @rule(
@@ -295,7 +296,10 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         trainer built from its configuration, `config.build()`, that the calls cannot be
         followed into). A "fake" group (`init_process_group("fake", ...)`, a FakeStore) holds nothing to end.
         An init in a function of a helper module that nothing in the program calls or
-        names, beside another init that runs, never runs: not judged.
+        names, beside another init that runs, never runs: not judged. A set-up helper out of
+        view whose name says it starts the group (`utils.init_distributed_mode(args)` of the
+        DeiT/DINO family, `init_dist`, `setup_distributed`; not a library's) counts as the
+        init, on its call, when the program ends nothing (no destroy, no cleanup-like call).
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
@@ -316,6 +320,7 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         if not fake_group(init) and not never_runs_in_program(facts, init.ctx.function)
     ]
     if not inits:
+        yield from _unseen_starts(facts)
         return
     if any(
         names.last_identifier(value) == "destroy_process_group"
@@ -382,3 +387,13 @@ def _destroys_single(facts: ScriptFacts, site: CallSite) -> bool:
 def _one_process(init: CallSite) -> bool:
     count = init.keyword("world_size") or init.argument(3, "world_size")
     return isinstance(count, ast.Constant) and count.value == 1
+
+
+def _unseen_starts(facts: ScriptFacts) -> Iterator[Hit]:
+    for site in unseen_group_starts(facts)[:1]:
+        yield hit(
+            facts,
+            site.node,
+            f"{text_of(site.node.func)}() starts the process group and nothing in the program "
+            "calls destroy_process_group()",
+        )

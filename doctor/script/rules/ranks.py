@@ -37,7 +37,6 @@ from ddp_doctor.script.purpose import (
     forwards_keywords,
     is_saved,
     loads_cpu_save,
-    reads_prefixed_keys_back,
     unwrapped_here,
 )
 from ddp_doctor.script.rankflow import (
@@ -56,6 +55,7 @@ from ddp_doctor.script.savedvalues import (
 )
 from ddp_doctor.script.saveskips import save_left_alone
 from ddp_doctor.script.trainerhooks import runs_in_the_ranks
+from ddp_doctor.script.unseenrestores import expects_prefixed_keys
 
 
 @rule(
@@ -130,13 +130,13 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
         wrapper to (`train(ddp_model, ...)`, in any module of the tree). Not in the `else` of
         `hasattr(x, "module")` / `isinstance(x, DDP)` (the `else` of a test that names only
         nn.DataParallel counts: DDP is no DataParallel, so the wrapper takes that arm), nor
-        after `x = x.module`, nor in an arm
-        that first hands x to an FSDP API (`FSDP.set_state_dict_type(x, ...)`: an FSDP module
-        there, whose full state dict has no prefix); and not in a
+        after `x = x.module`, nor in an arm that first hands x to an FSDP API (an FSDP module
+        there, `FSDP.set_state_dict_type(x, ...)`: its full state dict has no prefix); not in a
         program that expects the prefix: one that restores a state dict into the DDP-wrapped
         model (a resume reads the "module." keys back), directly or through a helper it hands
-        the wrapper to (`restart_from_checkpoint(path, state_dict=model)` that calls
-        load_state_dict on what its parameters hold).
+        the wrapper to (`restart_from_checkpoint(path, state_dict=model)` calling
+        load_state_dict on what its parameters hold, or one out of view whose name says it
+        restores a checkpoint: `utils.load_checkpoint(path, encoder=encoder)`).
     Why it matters:
         DDP's state_dict prefixes every key with "module.". Loading the checkpoint into a
         plain model (for inference, fine-tuning, or a single-GPU run) fails with "Missing
@@ -150,7 +150,7 @@ def state_dict_module_prefix(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     saves = save_calls(facts)
     calls = facts.methods_called("state_dict")
-    if not calls or reads_prefixed_keys_back(facts):
+    if not calls or expects_prefixed_keys(facts):
         return
     for call in calls:
         receiver = call.receiver
