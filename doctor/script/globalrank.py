@@ -13,8 +13,9 @@ descendants (D-FINE's src/misc/dist_utils.py among them):
     rank = get_rank()
     model = DDP(model, device_ids=[rank], output_device=rank)
 
-A getter returning the LOCAL_RANK variable, or the rank taken modulo the GPU count, is a
-local index and stays silent.
+A getter returning the LOCAL_RANK variable, the rank in a group (detectron2's comm.get_local_rank:
+`dist.get_rank(group=_LOCAL_PROCESS_GROUP)`) or the rank taken modulo the GPU count is a local
+index and stays silent.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def is_global_rank(facts: ScriptFacts, value: ast.expr, depth: int = _DEPTH) -> 
         value = value.args[0]
     if isinstance(value, ast.Call):
         if facts.qualname(value.func) == "torch.distributed.get_rank":
-            return True
+            return not value.args and not value.keywords  # a group's rank is not the global
         if depth > 0 and _returns_global_rank(facts, value, depth):
             return True
         value = (

@@ -65,7 +65,7 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
         id (a list of several, or list(range(...)), directly or through a name), or the
-        global rank (dist.get_rank(), the RANK variable, a name holding one of them, or a
+        global rank (dist.get_rank() of no group, the RANK variable, a name holding one of them, or a
         function of the tree that returns one of them after constant fallbacks: DETR's
         `get_rank()`, `return 0` before the group exists); DDP whose output_device is not device_ids[0] (a conditional id, `[device
         if device else local_rank]`, agrees when one of its arms is the output device). DataParallel's device_ids
