@@ -8,10 +8,11 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
+from ddp_doctor.script import names
 from ddp_doctor.script.evidence import is_entry_point, program_files, unused_helper
-from ddp_doctor.script.facts import CallSite, ScriptFacts
+from ddp_doctor.script.facts import CallSite, Context, ScriptFacts
 from ddp_doctor.script.hits import spelled_like
-from ddp_doctor.script.origins import ATTRIBUTE, OPTION
+from ddp_doctor.script.origins import ATTRIBUTE, CALL, OPTION, Origin
 from ddp_doctor.script.placement import device_sources
 from ddp_doctor.script.values import Values
 
@@ -98,7 +99,44 @@ def _declared_for(owner: ScriptFacts) -> bool:
 
 
 def declared(facts: ScriptFacts) -> set[str]:
-    return {o for c in facts.methods_called("add_argument") for o in option_strings(c)}
+    return {o for d in declarations(facts) for o in option_strings(d.call)}
+
+
+class Declaration(NamedTuple):
+    call: CallSite  # `parser.add_argument(...)`, or `arg(...)` after `arg = parser.add_argument`
+    parser: ast.expr | None  # the parser the option is added to, as written
+
+
+def declarations(facts: ScriptFacts) -> list[Declaration]:
+    """The file's add_argument calls (once per file), also through a bound method held in a
+    name of the same function: `arg = parser.add_argument`, then `arg("--local_rank", ...)`
+    (selimsef's dfdc_deepfake_challenge and the Kaggle pipelines built on it)."""
+    cached = facts.__dict__.get("_argument_declarations")
+    if cached is None:
+        found = [Declaration(c, c.receiver) for c in facts.methods_called("add_argument")]
+        seen = {id(d.call) for d in found}
+        for alias, parser, scope in _bound_add_argument(facts):
+            for call in facts.calls_by_key.get(alias, ()):
+                func = call.node.func
+                named = isinstance(func, ast.Name) and func.id == alias
+                if named and call.ctx.function is scope and id(call) not in seen:
+                    seen.add(id(call))
+                    found.append(Declaration(call, parser))
+        cached = facts.__dict__["_argument_declarations"] = found
+    return cached
+
+
+def _bound_add_argument(facts: ScriptFacts) -> list[tuple[str, ast.expr, object]]:
+    """`arg = parser.add_argument`: the name, the parser and the function it is bound in."""
+    return [
+        (a.target, a.value.value, a.ctx.function)
+        for a in facts.assignments
+        if isinstance(a.value, ast.Attribute)
+        and a.value.attr == "add_argument"
+        and a.target.isidentifier()
+        and not a.index
+        and not a.element
+    ]
 
 
 class Source(NamedTuple):
@@ -140,4 +178,68 @@ def _local_rank_source(
                     return Source(owner, f" (parsed in {spelled_like(owner.path, facts.path)})")
             elif origin.kind == ATTRIBUTE and declares_here:
                 return Source(facts, "")
+        for origin in device_sources(facts, values, value, call.ctx):
+            if declares_here and _config_copy(facts, values, origin, call.ctx):
+                return Source(facts, "")
     return None
+
+
+_NAMESPACE_PARSERS = frozenset({"parse_args", "parse_known_args"})
+
+
+def _config_copy(facts: ScriptFacts, values: Values, origin: Origin, ctx: Context) -> bool:
+    """`config.LOCAL_RANK` of a config built by a call handed the parsed namespace
+    (`config = get_config(args)`), in a program that reads LOCAL_RANK nowhere: the builder
+    copies the option into the attribute spelled like it (Swin Transformer's config.py:
+    `config.LOCAL_RANK = args.local_rank`; SimMIM, RepVGG, InternImage). The lower-case
+    spelling is the option's own name and counts anyway (an ATTRIBUTE origin above)."""
+    if origin.kind != ATTRIBUTE or origin.name == "local_rank":
+        return False
+    if origin.name.lower() != "local_rank" or not isinstance(origin.node, ast.Attribute):
+        return False
+    if any(local_rank_from_env(f) for f in program_files(facts) if f.is_python):
+        return False
+    if _copied_in_view(facts, values, origin.name):
+        return True
+    return any(
+        base.kind == CALL and base.call is not None and _handed_namespace(values, base)
+        for base in values.origins(facts, origin.node.value, ctx)
+    )
+
+
+def _copied_in_view(facts: ScriptFacts, values: Values, attribute: str) -> bool:
+    """A builder of the program stores the option under that attribute itself
+    (`config.LOCAL_RANK = args.local_rank` in a config.py that is in view), once per file."""
+    known = facts.__dict__.setdefault("_local_rank_copies", {})
+    if attribute not in known:
+        known[attribute] = _stores_option(facts, values, attribute)
+    return known[attribute]
+
+
+def _stores_option(facts: ScriptFacts, values: Values, attribute: str) -> bool:
+    return any(
+        assignment.target.rsplit(".", 1)[-1] == attribute
+        and any(
+            o.kind == OPTION and o.name == "local_rank"
+            for o in values.origins(other, assignment.value, assignment.ctx)
+        )
+        for other in program_files(facts)
+        if other.is_python
+        for assignment in other.assignments
+    )
+
+
+def _handed_namespace(values: Values, built: Origin) -> bool:
+    """The config-building call takes the namespace argparse parsed as an argument."""
+    owner, call = built.facts, built.call
+    site = owner.site_of.get(id(call)) if owner is not None and call is not None else None
+    if site is None:
+        return False
+    arguments = [*site.node.args, *(kw.value for kw in site.node.keywords)]
+    return any(
+        parsed.kind == CALL
+        and parsed.call is not None
+        and names.last_identifier(parsed.call.func) in _NAMESPACE_PARSERS
+        for argument in arguments
+        for parsed in values.origins(owner, argument, site.ctx)
+    )

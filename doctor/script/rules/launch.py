@@ -15,6 +15,7 @@ from ddp_doctor.script.hits import ScriptHit, hit, location, spelled_like
 from ddp_doctor.script.launchfiles import legacy_launch_file
 from ddp_doctor.script.localrank import (
     LOCAL_RANK_OPTIONS,
+    declarations,
     declared,
     declared_in_tree,
     local_rank_from_env,
@@ -120,7 +121,9 @@ def _launch_hit(facts: ScriptFacts, text: str, where: object) -> Hit:
 )
 def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        parser.add_argument("--local_rank", ...) with no "--local-rank" spelling, no
+        parser.add_argument("--local_rank", ...) (also through the bound method held in a
+        name, `arg = parser.add_argument` then `arg("--local_rank", ...)`) with no
+        "--local-rank" spelling, no
         parse_known_args on that parser (a config parser's parse_known_args before the
         declaring parser's strict parse_args(remaining) does not count), and no read of the
         LOCAL_RANK environment variable anywhere in the program (the script and the modules of
@@ -145,8 +148,7 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
     Fix:
         local_rank = int(os.environ["LOCAL_RANK"])
     """
-    declared = {o for c in facts.methods_called("add_argument") for o in option_strings(c)}
-    if "--local-rank" in declared or _started_by_deepspeed(facts):
+    if "--local-rank" in declared(facts) or _started_by_deepspeed(facts):
         return
     reads_env = any(local_rank_from_env(f) for f in program_files(facts) if f.is_python)
     launch_file = legacy_launch_file(facts)
@@ -156,11 +158,11 @@ def local_rank_argparse_only(facts: ScriptFacts) -> Iterator[Hit]:
         return
     started = f" ({launch_file} starts it with torch.distributed.launch)" if launch_file else ""
     evidence = {"option": "--local_rank", **({"launch_file": launch_file} if launch_file else {})}
-    for call in facts.methods_called("add_argument"):
-        if "--local_rank" in option_strings(call):
+    for declaration in declarations(facts):
+        if "--local_rank" in option_strings(declaration.call):
             yield hit(
                 facts,
-                call.node,
+                declaration.call.node,
                 "only --local_rank is declared: 'unrecognized arguments: --local-rank=0' under "
                 f"torch >= 2.0 launchers{started}",
                 evidence,
@@ -176,9 +178,9 @@ def _parsed_leniently(facts: ScriptFacts) -> bool:
     if not lenient:
         return False
     declaring = {
-        _receiver(call)
-        for call in facts.methods_called("add_argument")
-        if "--local_rank" in option_strings(call)
+        names.dotted(d.parser) if d.parser is not None else None
+        for d in declarations(facts)
+        if "--local_rank" in option_strings(d.call)
     }
     strict = {_receiver(call) for call in facts.methods_called("parse_args")}
     if None in declaring or not declaring & strict:
@@ -207,7 +209,13 @@ def local_rank_not_from_env(facts: ScriptFacts) -> Iterator[Hit]:
         every rank to GPU 0), in a
         script that never reads the LOCAL_RANK environment variable and is no DeepSpeed
         program (the `deepspeed` launcher fills --local_rank). An option that a helper adds to
-        the parser it is handed (`add_gpu_params(parser)`) counts. One finding per option, the
+        the parser it is handed (`add_gpu_params(parser)`) counts, and so does one declared
+        through a bound method (`arg = parser.add_argument`). The option copied into a
+        config attribute spelled like it counts in a program that reads LOCAL_RANK nowhere:
+        `config.LOCAL_RANK` where a builder of the tree stores `config.LOCAL_RANK =
+        args.local_rank`, or where the config comes from a call handed the parsed namespace
+        (`config = get_config(args)`, the builder out of view: Swin Transformer's family,
+        SimMIM, RepVGG, InternImage). One finding per option, the
         other lines listed; a helper's uses of another file's option are reported only when
         that file places nothing with it itself, an entry point's always (eval.py running
         `from train import parse_args` is a program of its own). A placement in a helper

@@ -11,6 +11,7 @@ from ddp_doctor.script import names
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
+from ddp_doctor.script.globalrank import holds_global_rank
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.origins import CALL, Origin
 from ddp_doctor.script.placement import (
@@ -64,7 +65,9 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
         id (a list of several, or list(range(...)), directly or through a name), or the
-        global rank; DDP whose output_device is not device_ids[0] (a conditional id, `[device
+        global rank (dist.get_rank() of no group, the RANK variable, a name holding one of them, or a
+        function of the tree that returns one of them after constant fallbacks: DETR's
+        `get_rank()`, `return 0` before the group exists); DDP whose output_device is not device_ids[0] (a conditional id, `[device
         if device else local_rank]`, agrees when one of its arms is the output device). DataParallel's device_ids
         and output_device are its own business (several GPUs, any output device, are legal).
     Why it matters:
@@ -105,7 +108,7 @@ def _ddp_ids(facts: ScriptFacts, site: CallSite, pinned: bool) -> Iterator[Hit]:
                 {"device_ids": text_of(ids)},
             )
             return
-        if ids.elts and _holds_global_rank(facts, ids.elts[0]):
+        if ids.elts and holds_global_rank(facts, ids.elts[0]):
             yield hit(
                 facts,
                 ids,
@@ -149,27 +152,6 @@ def _is_several(node: ast.AST | None) -> bool:
     if isinstance(node, ast.Call) and names.last_identifier(node.func) == "list" and node.args:
         node = node.args[0]
     return isinstance(node, ast.Call) and names.last_identifier(node.func) == "range"
-
-
-def _holds_global_rank(facts: ScriptFacts, node: ast.expr) -> bool:
-    text = names.dotted(node)
-    if text is None:
-        return False
-    assignments = facts.assignments_by_target.get(text, [])
-    return bool(assignments) and all(_is_global_rank(facts, a.value) for a in assignments)
-
-
-def _is_global_rank(facts: ScriptFacts, value: ast.expr) -> bool:
-    if isinstance(value, ast.Call) and names.last_identifier(value.func) == "int" and value.args:
-        value = value.args[0]
-    if isinstance(value, ast.Call):
-        if facts.qualname(value.func) == "torch.distributed.get_rank":
-            return True
-        value = (
-            value.args[0] if names.last_identifier(value.func) == "get" and value.args else value
-        )
-    key = value.slice if isinstance(value, ast.Subscript) else value
-    return isinstance(key, ast.Constant) and key.value == "RANK"
 
 
 @rule(
