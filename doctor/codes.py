@@ -80,7 +80,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP119", "log-on-every-rank", INFO, "script", "script.rules.ranks", "Printing, logging, progress bars or experiment tracking run on every rank."),
     Code("DDP120", "collective-under-rank-guard", ERROR, "script", "script.rules.ranks", "A collective runs inside `if rank == 0:` (or another rank guard): the job hangs."),
     Code("DDP121", "destroy-process-group-missing", INFO, "script", "script.rules.process_group", "init_process_group is never matched by destroy_process_group."),
-    Code("DDP122", "same-seed-every-rank", INFO, "script", "script.rules.data", "Every rank seeds its random generators with the same constant."),
+    Code("DDP122", "same-seed-every-rank", INFO, "script", "script.rules.seeds", "Every rank seeds its random generators with the same constant."),
     Code("DDP123", "spawn-without-main-guard", ERROR, "script", "script.rules.launch", "mp.spawn runs from module-level code with no `if __name__ == \"__main__\":` guard."),
     Code("DDP124", "deprecated-nccl-env-in-code", WARNING, "script", "script.rules.nccl_env", "Code (or a launch script) sets an NCCL_* variable that torch renamed to TORCH_NCCL_*."),
     Code("DDP125", "dataparallel-loss-not-reduced", WARNING, "script", "script.rules.training", "A loss computed inside a DataParallel model's forward is back-propagated unreduced."),

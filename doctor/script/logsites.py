@@ -15,7 +15,7 @@ from ddp_doctor.script.bars import displays_once, is_progress_bar
 from ddp_doctor.script.evidence import imported_closure, is_entry_point, program_files
 from ddp_doctor.script.facts import SINGLE, ZERO, Branch, CallSite, Context, ScriptFacts
 from ddp_doctor.script.guards import classify
-from ddp_doctor.script.onceloops import dispatches_on_names, runs_once
+from ddp_doctor.script.onceloops import dispatches_on_names, runs_once, splits_a_setting
 from ddp_doctor.script.rankflow import contains, missing_arm
 from ddp_doctor.script.region import distributed_region
 
@@ -120,6 +120,8 @@ def over_entries(loop: ast.For | ast.AsyncFor | ast.While, scope: ast.AST | None
     if _of_configuration_keys(source):
         return True
     if isinstance(source, ast.Name) and scope is not None and _bound_to_keys(source.id, scope):
+        return True
+    if splits_a_setting(loop, _CONFIGURATION):
         return True
     return _keys_looked_up(loop) or dispatches_on_names(loop)
 

@@ -1,9 +1,11 @@
 """Loops that run once per configured item rather than once per step (DDP119): a pass over
-a list of names that the body dispatches on, and a retry loop of one pass."""
+a list of names that the body dispatches on, over a configured list written as one string,
+and a retry loop of one pass."""
 
 from __future__ import annotations
 
 import ast
+import re
 
 from ddp_doctor.script import names
 
@@ -20,6 +22,37 @@ def dispatches_on_names(loop: ast.For | ast.AsyncFor) -> bool:
         for statement in loop.body
         for node in ast.walk(statement)
     )
+
+
+def splits_a_setting(loop: ast.For | ast.AsyncFor, configuration: re.Pattern[str]) -> bool:
+    """`for checkpoint_key in args.checkpoint_key.split(','):`: a list of configured items
+    given as one option string (DINO's and iBOT's evaluation scripts evaluate each key in
+    turn); a pass per item, as many as the user typed, never one per step. Only a string
+    split of a setting itself counts (`args.x.split(",")`, `cfg["names"].split()`), not of
+    what a setting names (`open(args.list).read().split()`: a file's lines are items)."""
+    source = loop.iter
+    if not isinstance(source, ast.Call) or names.last_identifier(source.func) != "split":
+        return False
+    if not isinstance(source.func, ast.Attribute):
+        return False
+    root = _setting_root(source.func.value)
+    return root is not None and configuration.fullmatch(root) is not None
+
+
+def _setting_root(value: ast.expr) -> str | None:
+    """`args` of `args.checkpoint_key`, `cfg` of `self.cfg["names"]`; None for a call."""
+    chain: list[str] = []
+    while isinstance(value, ast.Attribute | ast.Subscript):
+        if isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name) or not chain:
+        return None
+    chain.append(value.id)
+    chain.reverse()
+    if chain[0] == "self":
+        chain = chain[1:]
+    return chain[0] if len(chain) > 1 else None
 
 
 def _names_compared(test: ast.expr, target: str) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
-from ddp_doctor.script.availability import asks_availability
+from ddp_doctor.script.availability import asks_availability, tests_a_cuda_device
 from ddp_doctor.script.callgraph import DEPTH, CallGraph
 from ddp_doctor.script.defaults import with_defaults
 from ddp_doctor.script.evidence import is_entry_point, never_runs_in_program, program_files
@@ -108,8 +108,11 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         config["use_cpu"] else 'nccl'`, `args.cpu`, `args.no_cuda`). A GPU
         requirement stated before the call (`assert torch.cuda.is_available()`, an assert on device_count(), an
         early exit `if not torch.cuda.is_available(): return`, also as one arm of an
-        if/elif chain, a test skipped without GPUs) counts as the choice: the script says it
-        needs GPUs. So does a flag guarding the init that is off without CUDA, followed by
+        if/elif chain, a test skipped without GPUs; an assert on a name holding the count,
+        `device_count() if torch.cuda.is_available() else 0` included; a test of the
+        configured device against a CUDA one around the init or in an early exit before it,
+        `if self.device != f"cuda:{local_rank}": raise`) counts as the choice: the script
+        says it needs GPUs. So does a flag guarding the init that is off without CUDA, followed by
         the data flow whatever its name: set false under an availability check (`else:
         args.distributed = False` of `if torch.cuda.is_available()`, maskrcnn-benchmark's
         entry points) or stored from one (`distributed = torch.cuda.device_count() > 1`). So
@@ -138,6 +141,8 @@ def nccl_without_fallback(facts: ScriptFacts) -> Iterator[Hit]:
         if never_runs_in_program(facts, init.ctx.function) or _gloo_beside(inits, init):
             continue
         if _chosen_by_check(facts, init.ctx) or _checked_before(facts, init):
+            continue
+        if _on_a_cuda_device(init.ctx):
             continue
         if guarded_by_gpu_flag(facts, init.ctx):
             continue
@@ -200,6 +205,15 @@ def _chosen_by_check(facts: ScriptFacts, ctx: Context) -> bool:
         if test is not None and asks_availability(test):
             return True
     return False
+
+
+def _on_a_cuda_device(ctx: Context) -> bool:
+    """A condition around the init, or an early exit before it, tests the configured device
+    against a CUDA one (`if self.device != f"cuda:{local_rank}": raise ...`)."""
+    return any(
+        (test := getattr(branch.node, "test", None)) is not None and tests_a_cuda_device(test)
+        for branch in ctx.branches
+    )
 
 
 def _process_groups(facts: ScriptFacts) -> list[CallSite]:

@@ -248,7 +248,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         cells' own code runs once, in the kernel; only the launched function runs per rank): print/logging inside a loop (or in a function the loop calls directly: a
         progress meter's display(); a pass over a mapping's entries, `for k, v in
         kwargs.items():`, a list of a config's keys or of names the body compares with
-        strings, `for name in names: if name == "LASOT":`, or a retry loop of one pass,
+        strings, `for name in names: if name == "LASOT":`, a setting split into the items
+        listed, `for key in args.checkpoint_key.split(","):`, or a retry loop of one pass,
         `num_tries = 1; for i in range(num_tries):`, is no loop; a base class's loop
         that calls `self.hook()` runs the subclasses' own hook),
         tqdm(...) or trange(...) without disable= (tqdm(None, desc=...), a line of results,
@@ -259,8 +260,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         main process only, is not reported) run per rank too. The hooks of a
         Trainer callback that rank code registers (a transformers TrainerCallback's
         on_evaluate, `trainer.add_callback(Cls)`, `callbacks=[Cls]`; a Lightning Callback) run
-        in every process:
-        the Trainer calls them there (its own ProgressCallback guards with
+        in every process: the Trainer calls them there (its own ProgressCallback guards with
         `state.is_world_process_zero`).
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
