@@ -76,7 +76,7 @@ CODES: tuple[Code, ...] = (
     Code("DDP115", "syncbn-after-ddp", ERROR, "script", "script.rules.wrapping", "convert_sync_batchnorm runs after the DDP wrap."),
     Code("DDP116", "save-on-every-rank", ERROR, "script", "script.rules.ranks", "torch.save runs on every rank: all ranks write the same checkpoint file at once."),
     Code("DDP117", "state-dict-module-prefix", WARNING, "script", "script.rules.ranks", "The DDP wrapper's state_dict() is saved: every key starts with \"module.\"."),
-    Code("DDP118", "load-without-map-location", WARNING, "script", "script.rules.ranks", "torch.load without map_location in a multi-GPU script: every rank loads onto cuda:0."),
+    Code("DDP118", "load-without-map-location", WARNING, "script", "script.rules.loading", "torch.load without map_location in a multi-GPU script: every rank loads onto cuda:0."),
     Code("DDP119", "log-on-every-rank", INFO, "script", "script.rules.ranks", "Printing, logging, progress bars or experiment tracking run on every rank."),
     Code("DDP120", "collective-under-rank-guard", ERROR, "script", "script.rules.ranks", "A collective runs inside `if rank == 0:` (or another rank guard): the job hangs."),
     Code("DDP121", "destroy-process-group-missing", INFO, "script", "script.rules.process_group", "init_process_group is never matched by destroy_process_group."),

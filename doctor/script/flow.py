@@ -14,6 +14,7 @@ from functools import cached_property
 
 from ddp_doctor.script import names
 from ddp_doctor.script.callgraph import CallGraph
+from ddp_doctor.script.devicemaps import places_by_device_map
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import (
     Assignment,
@@ -197,12 +198,16 @@ class Flow(Pins):
             return True
         if any(wrap.argument(1, "device_ids") is not None for wrap in self.ddp_wraps):
             return True
-        return any(
-            (name := facts.qualname(site.node.func)) is not None
-            and name.startswith(("torch.cuda.", "torch.accelerator."))
-            for site in facts.calls
-            if site.key in _DEVICE_API_KEYS
-        ) or any(self.is_cuda_device_literal(site) for site in facts.calls_by_key.get("to", ()))
+        return (
+            any(
+                (name := facts.qualname(site.node.func)) is not None
+                and name.startswith(("torch.cuda.", "torch.accelerator."))
+                for site in facts.calls
+                if site.key in _DEVICE_API_KEYS
+            )
+            or any(self.is_cuda_device_literal(site) for site in facts.calls_by_key.get("to", ()))
+            or places_by_device_map(facts)
+        )
 
     def is_cuda_device_literal(self, site: CallSite) -> bool:
         for arg in site.node.args[:1]:

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ddp_doctor.script import names
+from ddp_doctor.script.callbacks import handed_functions
 from ddp_doctor.script.callgraph import DEPTH, CallGraph, Edge
 from ddp_doctor.script.facts import CallSite, Context, Function, ScriptFacts, position
 
@@ -138,9 +139,19 @@ class Pins:
             and site.node.func.id in function.params
             and position(site) > start
             and not _rebound_before(function.node, site.node.func.id, site)
+            and self._handed_may_pin(function, site.node.func.id)
             for site in self.facts.calls
             if site.ctx.function is function
         )
+
+    def _handed_may_pin(self, function: Function, param: str) -> bool:
+        """The function handed in as `param` may pin: unknown (a caller out of view, or one
+        handing in something else), or a known one that pins (callbacks.py)."""
+        handed = handed_functions(self.graph, function, param)
+        if handed is None:
+            return True
+        reach = self.graph.reaching("pins-device", pins_device)
+        return any(callee in reach for callee in handed)
 
     def pins_on_path(
         self, ctx: Context, at: ast.AST, depth: int = DEPTH

@@ -47,8 +47,12 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         index (`model.to(rank)`, `batch.to(rank)`, `device_ids=[rank]`) pins nothing: the
         current device stays cuda:0 for `torch.cuda.synchronize()`, `.cuda()` and NCCL's
         barrier. An init followed by a call of a function the caller handed in
-        (`dispatch(fn)`) is not judged (that function may pin), unless the parameter was
-        rebound first (`model = DistributedDataParallel(model.to(rank))`, then `model(x)`).
+        (`dispatch(fn)`) is judged through that function when every call in view names it
+        (the tutorial's `Process(target=init_processes, args=(rank, size, run))`, a direct
+        call, `mp.spawn(helper, args=(...))`): a pin in it counts; a caller out of view or
+        one handing in something else leaves the init unjudged (that function may pin),
+        unless the parameter was rebound first (`model = DistributedDataParallel(
+        model.to(rank))`, then `model(x)`).
     Why it matters:
         Until set_device runs, every rank's current device is cuda:0. NCCL's barrier and
         anything placed with "cuda" or .cuda() then creates contexts on GPU 0 for every rank:
@@ -103,7 +107,9 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
 )
 def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        .cuda(), .to("cuda"), torch.device("cuda") (or a name or argparse option that only
+        .cuda(), .to("cuda"), torch.device("cuda") (also as the GPU arm of a conditional,
+        `torch.device("cuda" if torch.cuda.is_available() else "cpu")`; or a name or argparse
+        option that only
         ever holds "cuda": `--device` defaulting to it) in code that runs in a process group or
         under DDP, where no set_device ran before it on the way there: not earlier in its
         function outside the other arms of a condition, not in a caller before the call, not
