@@ -54,7 +54,7 @@ def test_an_uncalled_seeding_helper_of_another_file_gives_the_program_no_rank_te
     """Oscar's shape: utils/misc.py's set_seed(seed, n_gpu) is called by nothing of the tree;
     the entry point seeds inline with args.seed, reported at its first seeding call."""
     assert seed_findings(PROJECTS / "seed_inline_beside_unused_helper") == [
-        ("train.py", 19, "args.seed")
+        ("train.py", 20, "args.seed")
     ]
 
 
