@@ -55,6 +55,35 @@ def test_builder_of_a_launched_library_trainer_runs_in_every_process() -> None:
     assert _log_lines("library_trainer_builder_prints") == [("train_net.py", 14)]
 
 
+def test_builder_of_a_project_copy_of_default_trainer_out_of_view_prints_per_rank() -> None:
+    """OneFormer's calc_throughput.py shape: `class Trainer(TPDefaultTrainer)`, the base the
+    project's own copy of detectron2's DefaultTrainer, not in view; its build_optimizer's print
+    is reported, a method DefaultTrainer's __init__ does not call (summarize) is not."""
+    assert _log_lines("copied_trainer_builder_prints") == [("train_throughput.py", 16)]
+
+
+def test_a_default_trainer_named_base_outside_the_detectron2_family_is_not_read_so() -> None:
+    assert _log_lines("copied_trainer_builder_prints_other_family") == []
+
+
+def test_a_default_trainer_named_base_defined_in_the_tree_is_not_taken_by_name(
+    tmp_path: Path,
+) -> None:
+    """With the base in view its own __init__ decides (here it calls no builder)."""
+    source = PROJECTS / "copied_trainer_builder_prints" / "tools" / "train_throughput.py"
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "train_throughput.py").write_text(source.read_text("utf-8"), "utf-8")
+    (tmp_path / "tools" / "trainers").mkdir()
+    (tmp_path / "tools" / "trainers" / "__init__.py").write_text("", "utf-8")
+    (tmp_path / "tools" / "trainers" / "trainer.py").write_text(
+        "class TPDefaultTrainer:\n    def __init__(self, cfg):\n        self.cfg = cfg\n\n"
+        "    def train(self):\n        return None\n",
+        "utf-8",
+    )
+    outcome = check_paths([str(tmp_path)], CheckOptions(select=("ALL",)))
+    assert [f.code for f in outcome.findings if f.code == "DDP119"] == []
+
+
 def test_builder_of_a_library_trainer_in_one_process_is_silent(tmp_path: Path) -> None:
     source = PROJECTS / "library_trainer_builder_prints" / "train_net.py"
     text = source.read_text("utf-8").replace(

@@ -50,6 +50,18 @@ def test_without_the_program_rule_the_per_epoch_seed_would_be_reported(
     ]
 
 
+def test_an_uncalled_seeding_helper_of_another_file_gives_the_program_no_rank_term() -> None:
+    """Oscar's shape: utils/misc.py's set_seed(seed, n_gpu) is called by nothing of the tree;
+    the entry point seeds inline with args.seed, reported at its first seeding call."""
+    assert seed_findings(PROJECTS / "seed_inline_beside_unused_helper") == [
+        ("train.py", 20, "args.seed")
+    ]
+
+
+def test_the_same_helper_called_with_the_rank_decides_for_the_program() -> None:
+    assert seed_findings(PROJECTS / "seed_inline_beside_called_helper") == []
+
+
 def test_a_module_imported_by_a_single_process_script_is_not_reported(tmp_path: Path) -> None:
     (tmp_path / "data.py").write_text("import numpy as np\n\nnp.random.seed(1)\n", encoding="utf-8")
     (tmp_path / "train.py").write_text(

@@ -26,9 +26,10 @@ def reseeds_to_compare(seeds: list[CallSite]) -> bool:
     return any(len(functions) > 1 for functions in by_value.values())
 
 
-def has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
+def has_rank_term(facts: ScriptFacts, site: CallSite, callers_decide: bool = True) -> bool:
     """seed + rank, directly or through a name (`seed_offset = rank; manual_seed(1337 +
-    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`)."""
+    seed_offset)`), or through a helper's parameter (`init_seeds(opt.seed + 1 + RANK)`); a
+    helper nobody in the tree calls counts as apart only where `callers_decide`."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
     specific = site.keyword("device_specific")  # accelerate's set_seed adds process_index
     if isinstance(specific, ast.Constant) and specific.value is True:
@@ -44,8 +45,8 @@ def has_rank_term(facts: ScriptFacts, site: CallSite) -> bool:
                 and helper is not None
                 and origin.node is helper.node
                 and not facts.project.graph.callers(helper)
-            ):
-                return True  # a seeding helper nobody in the tree calls: its callers decide
+            ):  # a seeding helper nobody in the tree calls: its callers decide, if any
+                return callers_decide
             if origin.kind == SPAWN_INDEX:
                 return True
             if origin.kind == PARAM:

@@ -64,18 +64,20 @@ def _is_fresh_source(facts: ScriptFacts, call: ast.Call) -> bool:
     return qualified in _FRESH_SOURCES
 
 
-def seeds_apart(facts: ScriptFacts, site: CallSite) -> bool:
+def seeds_apart(facts: ScriptFacts, site: CallSite, callers_decide: bool = True) -> bool:
     """The seed differs per rank: a rank term, or a seed drawn fresh in each process."""
-    return has_rank_term(facts, site) or draws_a_fresh_seed(facts, site)
+    return has_rank_term(facts, site, callers_decide) or draws_a_fresh_seed(facts, site)
 
 
 def program_seeds_apart(facts: ScriptFacts) -> bool:
     """Another file of the program seeds with the rank (or a fresh seed): AutoFormer's
     supernet_train.py seeds torch and numpy with `args.seed + utils.get_rank()`, so the
     `random.seed(epoch)` of its supernet_engine.py is the program's shared stream on
-    purpose (every rank samples the same sub-network), not its only seed."""
+    purpose (every rank samples the same sub-network), not its only seed. A seeding helper
+    of another file that nothing of the tree calls (Oscar's utils/misc.py `set_seed(seed,
+    n_gpu)`, while the entry point seeds inline) seeds nothing here: it is no rank term."""
     return any(
-        seeds_apart(mate, site)
+        seeds_apart(mate, site, callers_decide=False)
         for mate in program_files(facts)
         if mate is not facts and mate.is_python
         for site in seeding_calls(mate)

@@ -186,7 +186,9 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         wandb.init/wandb.log, and tensorboard SummaryWriter(). The builders of a
         detectron2-family trainer subclass (build_optimizer, build_model: DefaultTrainer's
         __init__ calls them in every process `launch` starts; build_writers, called on the
-        main process only, is not reported) run per rank too. The hooks of a
+        main process only, is not reported) run per rank too, also where the base is out of
+        view and named like it in a detectron2 program (`Trainer(TPDefaultTrainer)`, the
+        project's own copy: its __init__'s builders only). The hooks of a
         Trainer callback that rank code registers (a transformers TrainerCallback's
         on_evaluate, `trainer.add_callback(Cls)`, `callbacks=[Cls]`; a Lightning Callback) run
         in every process: the Trainer calls them there (its own ProgressCallback guards with

@@ -39,7 +39,8 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         In a one-process-per-GPU script (an accelerate Accelerator program counts), seeding
         calls (torch.manual_seed, random.seed, np.random.seed, set_seed, seed_everything)
         whose seed has no rank term, when no seeding call of the program (the script and
-        the modules of the tree it imports, or that import it) uses the rank (accelerate's
+        the modules of the tree it imports, or that import it; not the body of a seeding
+        helper that nothing of the tree calls) uses the rank (accelerate's
         `set_seed(s, device_specific=True)` adds the process index; a seed drawn anew in
         each process, `set_seed(torch.seed() % 10**9)` or from os.urandom, differs per rank
         as well; a
