@@ -10,6 +10,7 @@ A factory that builds the sampler only on a path the call rules out (`rank=-1`,
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from ddp_doctor.registry import Hit
@@ -34,10 +35,39 @@ def builds_padding_sampler(facts: ScriptFacts, site: CallSite) -> bool:
     torch_sampler = site.key == "DistributedSampler"
     if torch_sampler and facts.resolve(site) != names.DISTRIBUTED_SAMPLER:
         torch_sampler = False
-    if not torch_sampler and not is_own_padding_sampler(facts, site):
+    if not (torch_sampler or is_own_padding_sampler(facts, site) or _sampler_maker(facts, site)):
         return False
     drop = site.keyword("drop_last")
     return not (isinstance(drop, ast.Constant) and drop.value is True)
+
+
+_MAKER = re.compile(r"^_?(create|build|make|get)_(\w+_)?sampler$")
+
+
+def _sampler_maker(facts: ScriptFacts, site: CallSite) -> bool:
+    """`sampler = utils.create_sampler(dataset, shuffle, cfg)`, then `DataLoader(...,
+    sampler=sampler)`, in a module that imports torch's DistributedSampler: a helper out of
+    view, named for making a sampler, whose sampler is torch's (TimeSformer's loader.py,
+    whose datasets/utils.py builds it; the module tests `isinstance(sampler,
+    DistributedSampler)` to call set_epoch on it)."""
+    if not _MAKER.match(site.key) or not _imports_distributed_sampler(facts):
+        return False
+    if facts.project.definition(facts, site.node.func, site.ctx) is not None:
+        return False  # in view: judged by what it builds
+    held = flow_of(facts).target_of(site.node)
+    return held is not None and any(
+        loader.ctx.function is site.ctx.function
+        and names.dotted(loader.argument(2, "sampler")) == held  # type: ignore[arg-type]
+        for loader in facts.calls_to(names.DATA_LOADER)
+        if loader.argument(2, "sampler") is not None
+    )
+
+
+def _imports_distributed_sampler(facts: ScriptFacts) -> bool:
+    return any(
+        names.fold(qualname) == names.DISTRIBUTED_SAMPLER
+        for qualname in facts.imports.names.values()
+    )
 
 
 def evaluation_factory_calls(facts: ScriptFacts) -> Iterator[tuple[CallSite, Function]]:

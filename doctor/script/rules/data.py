@@ -12,6 +12,7 @@ from ddp_doctor.script.evalloaders import eval_loaders_from_factories
 from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
+from ddp_doctor.script.loaderreads import read_in_one_pass, reads_one_batch
 from ddp_doctor.script.samplerchecks import never_shuffled, truncates_to_dataset
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -36,6 +37,8 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
         (shuffle=True, or a name with "train") and has neither sampler= nor batch_sampler=.
         A loader in the other arm of an `if` whose first arm builds a DistributedSampler (DGL's
         `if n_gpus > 1: ... else: DataLoader(..., shuffle=True)`) is the one-process path.
+        A loader read for one batch only (every loop over it left by an unconditional `break`
+        in its first pass, or `next(iter(loader))`) is a sanity check, not the training one.
     Why it matters:
         Without a DistributedSampler each rank iterates the whole dataset. An "epoch" then
         shows every sample world_size times, silently: the run is slower per epoch and the
@@ -58,6 +61,8 @@ def distributed_sampler_missing(facts: ScriptFacts) -> Iterator[Hit]:
             continue
         if any(use.site.ctx.excludes(loader.ctx) for use in _samplers(facts).uses):
             continue  # `if n_gpus > 1: DistributedSampler ... else: DataLoader(shuffle=True)`
+        if target is not None and reads_one_batch(facts, loader.ctx, target):
+            continue  # `for batch in loader: show(batch); break`: a sanity check, no training
         dataset = loader.argument(0, "dataset")
         dataset_text = names.dotted(dataset) if dataset is not None else None
         shuffle = loader.argument(3, "shuffle")
@@ -141,7 +146,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument where the loader is iterated per epoch or the call repeats (not `set_epoch(0)`
         once before one pass: peft's EVA init), and set_epoch called once before the epoch loop.
-        A single pass over the data needs no set_epoch: nor does a loader that nothing iterates
+        A single pass over the data needs no set_epoch (one `batches = iter(loader)` made in
+        no loop, then `next(batches)` at every step; not an iterator made again when the data
+        runs out, `except StopIteration: batches = iter(loader)`): nor does a loader that nothing iterates
         (a training loader an evaluation script builds and never reads), one iterated only
         under an evaluation name (`test_loader = subset_loader(...)`, then `for batch in
         test_loader` once per seed), or a sampler built in a helper from a `shuffle`
@@ -183,6 +190,8 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         epochs = flow.runs_epochs(use)
         if epochs is False or (epochs is None and not flow.has_manual_training_loop):
             continue
+        if epochs is None and _read_in_one_pass(facts, use):
+            continue  # `batches = iter(loader)` once, then next(batches) per step
         calls = flow.set_epoch_for(use)
         if not calls:
             yield _missing(facts, use)
@@ -194,6 +203,16 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
             if problem and id(call) not in reported_calls:
                 reported_calls.add(id(call))
                 yield hit(facts, call.node, problem, {"call": text_of(call.node)})
+
+
+def _read_in_one_pass(facts: ScriptFacts, use: SamplerUse) -> bool:
+    """Every name that holds the loader is bound here and read once through (loaderreads)."""
+    held = use.loader_names | use.returned_to
+    bound = {name: facts.assignments_by_target.get(name, ()) for name in held}
+    if not held or not all(bound.values()):
+        return False
+    stores = [(assignment.ctx, name) for name, found in bound.items() for assignment in found]
+    return read_in_one_pass(facts, stores, handed=bool(use.returned_to))
 
 
 def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
@@ -271,7 +290,10 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         calls down and returns the loader or the sampler (`val_sampler =
         make_data_sampler(val_set, False, distributed)`, also star-imported), or a list it
         fills with loaders (`data_loaders.append(data_loader)`; `return data_loaders`,
-        `return data_loaders[0]`: maskrcnn-benchmark's make_data_loader); and a call of a
+        `return data_loaders[0]`: maskrcnn-benchmark's make_data_loader). A sampler that a
+        helper out of view makes, named for it (`sampler = utils.create_sampler(dataset,
+        shuffle, cfg)`; build_, make_, get_...sampler), handed to the loader as sampler= in a
+        module that imports torch's DistributedSampler, counts as torch's. And a call of a
         factory that builds one padding sampler per dataset from a list of shuffle flags
         (`create_sampler(datasets, [True, False], ...)`, the False ones being evaluation
         samplers), unless the program drops the duplicates from its results
