@@ -41,3 +41,9 @@ def test_the_finding_names_the_pin_and_the_helper_s_init() -> None:
 
 def test_a_pin_before_the_helper_call_is_silent() -> None:
     assert late_pins(PROJECTS / "init_helper_pinned_first") == []
+
+
+def test_a_constructor_that_pins_after_the_caller_s_init_is_reported_on_the_init() -> None:
+    """The other way round (BYOL's run_task): the init's function meets the late pin at its
+    init line; the constructor's set_device is not where the order goes wrong."""
+    assert late_pins(PROJECTS / "pin_late_in_a_constructor") == [("main.py", 14)]

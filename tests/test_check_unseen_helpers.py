@@ -46,6 +46,16 @@ def test_group_started_out_of_view_ended_by_cleanup_or_a_library() -> None:
     assert _found("group_started_out_of_view_ended", "DDP121") == []
 
 
+def test_helper_in_view_under_a_sys_path_hack_is_judged_at_its_own_init() -> None:
+    """`import _init_paths` then `from utils.dist import init_distributed`: lib/utils/dist.py
+    of the tree is the helper (CvT); the finding is its init line, not the entry point's call."""
+    assert _found("group_helper_on_a_path_hack", "DDP121") == [("dist.py", 11, Severity.INFO)]
+
+
+def test_helper_in_view_under_a_sys_path_hack_ended_by_its_cleanup() -> None:
+    assert _found("group_helper_on_a_path_hack_ended", "DDP121") == []
+
+
 def test_resume_through_a_helper_out_of_view_expects_the_prefix() -> None:
     assert _found("resume_through_unseen_helper", "DDP117") == []
     unwrapped = _found("resume_unwrapped_through_unseen_helper", "DDP117")

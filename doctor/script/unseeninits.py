@@ -5,6 +5,7 @@ read from the program in view: no destroy_process_group, no cleanup-like call an
 
 from __future__ import annotations
 
+import os
 import re
 
 from ddp_doctor.script import names
@@ -58,4 +59,22 @@ def _starts_group_out_of_view(facts: ScriptFacts, site: CallSite) -> bool:
         return False
     qualified = facts.resolve(site)
     # imported from a module (`utils.init_distributed_mode`), not a local name nor a library
-    return qualified is not None and "." in qualified and not qualified.startswith(_LIBRARIES)
+    if qualified is None or "." not in qualified or qualified.startswith(_LIBRARIES):
+        return False
+    return not _defined_in_tree(facts, qualified)
+
+
+def _defined_in_tree(facts: ScriptFacts, qualified: str) -> bool:
+    """The helper is in view under a search path the imports cannot follow: CvT's
+    `import _init_paths` (it puts lib/ on sys.path) then `from utils.utils import
+    init_distributed`, defined in lib/utils/utils.py of the tree. The tree's own def is
+    judged where it sits (its init_process_group, or none: then it starts nothing)."""
+    module, _, name = qualified.rpartition(".")
+    tail = os.sep + os.path.join(*module.split("."))
+    tails = (tail, tail + os.sep + "__init__")
+    for path, mate in facts.project.files.items():
+        if os.path.splitext(path)[0].endswith(tails) and any(
+            f.name == name and f.class_name is None for f in mate.functions
+        ):
+            return True
+    return False

@@ -43,7 +43,10 @@ def set_device_missing(facts: ScriptFacts) -> Iterator[Hit]:
         init_process_group on that path (reported as info), also when the two sit in
         different functions or modules (`setup()` inits, the caller pins afterwards: reported
         on the caller's late pin after its call of the helper, where the two meet, as in
-        efficientvit's `setup_dist_env`: `dist_init()`, then set_device). Placement by
+        efficientvit's `setup_dist_env`: `dist_init()`, then set_device; the other way
+        round, the init's function calling after its init one that pins, BYOL's `run_task`:
+        init, then `BYOLTrainer(config)` whose constructor pins, is reported on the init,
+        where the two meet). Placement by
         index (`model.to(rank)`, `batch.to(rank)`, `device_ids=[rank]`) pins nothing: the
         current device stays cuda:0 for `torch.cuda.synchronize()`, `.cuda()` and NCCL's
         barrier. An init followed by a call of a function the caller handed in

@@ -313,7 +313,10 @@ def destroy_process_group_missing(facts: ScriptFacts) -> Iterator[Hit]:
         names, beside another init that runs, never runs: not judged. A set-up helper out of
         view whose name says it starts the group (`utils.init_distributed_mode(args)` of the
         DeiT/DINO family, `init_dist`, `setup_distributed`; not a library's) counts as the
-        init, on its call, when the program ends nothing (no destroy, no cleanup-like call).
+        init, on its call, when the program ends nothing (no destroy, no cleanup-like call);
+        a helper the tree defines in a module the import names under a search path the
+        imports cannot follow (CvT's `import _init_paths`, then `from utils.utils import
+        init_distributed`, in lib/utils/utils.py) is in view: judged at its own init.
     Why it matters:
         Since torch 2.4 the process group left open at exit prints "process group has NOT been
         destroyed before we destruct ProcessGroupNCCL" on every rank, and NCCL resources may be
