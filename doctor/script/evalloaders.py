@@ -231,6 +231,15 @@ def _arm_possible(sampler: CallSite, factory: Function, call: CallSite, outer: O
     return True
 
 
+def _either(test: ast.BoolOp, parts: list[bool | None]) -> bool | None:
+    """`distributed and is_train` with is_train=False is False whatever `distributed` is;
+    `a or b` with one part True is True; otherwise known only when every part is."""
+    decisive = not isinstance(test.op, ast.And)
+    if decisive in parts:
+        return decisive
+    return None if None in parts else not decisive
+
+
 def _evaluate(test: ast.expr, factory: Function, call: CallSite, outer: Outer) -> bool | None:
     """The test's value for this call, when it only reads parameters the call sets to
     constants (or leaves at constant defaults), also through the parameters of the factory
@@ -238,6 +247,8 @@ def _evaluate(test: ast.expr, factory: Function, call: CallSite, outer: Outer) -
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _evaluate(test.operand, factory, call, outer)
         return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        return _either(test, [_evaluate(v, factory, call, outer) for v in test.values])
     if isinstance(test, ast.Name):
         value = _passed(test.id, factory, call, outer)
         return None if value is _UNKNOWN else bool(value)

@@ -3,6 +3,10 @@
 Imports are resolved inside the tree only, the way Python would find them with the checked
 file's folder (or one of its parents up to the checked root) on sys.path: `from utils.dist
 import setup` in train.py finds utils/dist.py beside it; relative imports climb packages. A
+file that imports `_init_paths` (the tools/_init_paths.py idiom of HRNet, CvT and their kin,
+which puts the tree's `lib` folder on sys.path) also finds its modules in `lib` folders of
+those folders: `import _init_paths; from dataset import build_dataloader` in tools/train.py
+finds lib/dataset/. A
 module imported by a checked file but not itself given to `check` is read for context (its
 functions and assignments answer questions), and reported on never. Nothing is imported.
 """
@@ -29,6 +33,15 @@ _MAX_CONTEXT_FILES = 200  # modules read only for context, per check
 _FOREIGN_PACKAGES = frozenset({"torch", "numpy", "os", "typing", "collections", "logging"})
 _MAX_HOPS = 4  # re-exports followed (`from .dist import setup` in a package __init__)
 _UNKNOWN: Any = object()  # not looked up yet (None is an answer: not in the tree)
+
+
+_LIB_PATHS = "\0lib"  # marks a folder whose file imports _init_paths (never in a real path)
+
+
+def _adds_lib_path(facts: ScriptFacts) -> bool:
+    """`import _init_paths`: the HRNet idiom whose module puts `../lib` on sys.path."""
+    ref = facts.imports.refs.get("_init_paths")
+    return ref is not None and ref.name is None and ref.module == "_init_paths"
 
 
 class Analyses(NamedTuple):
@@ -130,6 +143,8 @@ class Project:
         here = importer.__dict__.get("_folder")
         if here is None:
             here = importer.__dict__["_folder"] = os.path.dirname(os.path.abspath(importer.path))
+        if not level and _adds_lib_path(importer):
+            here = here + _LIB_PATHS
         key = (here, module, level)
         found = self._modules.get(key, _UNKNOWN)  # asked ~30,000 times: one look when known
         if found is _UNKNOWN:
@@ -153,10 +168,17 @@ class Project:
         return None
 
     def _search_bases(self, here: str) -> list[str]:
-        """The folder and those above it up to its root (once per folder)."""
+        """The folder and those above it up to its root (once per folder); with their `lib`
+        folders after them for a file that imports `_init_paths` (`here` marked so)."""
         bases = self._bases.get(here)
         if bases is None:
-            bases = self._bases[here] = self._folders_up_to_root(here)
+            folder = here.removesuffix(_LIB_PATHS)
+            bases = self._folders_up_to_root(folder)
+            if folder != here:
+                bases = bases + [
+                    os.path.join(base, "lib") for base in bases if "lib" in self._listing(base)
+                ]
+            self._bases[here] = bases
         return bases
 
     def _folders_up_to_root(self, here: str) -> list[str]:
@@ -329,6 +351,8 @@ class Project:
 
     def _package_folder(self, facts: ScriptFacts, package: str, level: int) -> str | None:
         here = facts.__dict__.get("_folder") or os.path.dirname(os.path.abspath(facts.path))
+        if not level and _adds_lib_path(facts):
+            here = here + _LIB_PATHS
         key = (here, package, level)
         if key not in self._folders:
             self._folders[key] = self._find_folder(here, package, level)

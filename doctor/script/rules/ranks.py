@@ -26,6 +26,7 @@ from ddp_doctor.script.logsites import (
     print_setup_files,
     turns_itself_off,
 )
+from ddp_doctor.script.printfamily import references_family_silences_print
 from ddp_doctor.script.purpose import (
     is_saved,
     unwrapped_here,
@@ -196,8 +197,12 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         One finding per kind, the other lines listed. Skipped where print is overridden off
         rank 0 (builtins.print replaced, or a helper named for it called: setup_for_distributed,
         suppress_output, _restrict_print_to_main_process, or print called anywhere in the program with a
-        keyword the builtin print does not take: `print(..., force=True)`; for a helper that no
-        entry point of the tree reaches, the files that import it count as its program),
+        keyword the builtin print does not take: `print(..., force=True)`, or a module out of
+        view of torchvision's references utils.py family, copied as util/misc.py by DETR,
+        DeiT and MAE, whose init_distributed_mode the program calls and whose MetricLogger or
+        SmoothedValue it uses: that init_distributed_mode calls setup_for_distributed; for a
+        helper that no entry point of the tree reaches, the files that import it count as
+        its program),
         for print where a Python launcher of the tree starts one interpreter per process
         with a `stdout=` of its own (tacotron2's multiproc.py sends ranks > 0 to log files),
         for messages that include the rank (a tqdm's desc= or position= too), for reports
@@ -225,12 +230,16 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not flow.is_multiprocess:
         return
-    quiet_print = launcher_redirects_stdout(facts) or any(
-        f.print_overridden
-        or print_replaced(f)
-        or any(SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
-        for f in print_setup_files(facts)
-        if f.is_python
+    setup_files = [f for f in print_setup_files(facts) if f.is_python]
+    quiet_print = (
+        launcher_redirects_stdout(facts)
+        or any(
+            f.print_overridden
+            or print_replaced(f)
+            or any(SILENCES_PRINT.fullmatch(key) for key in f.calls_by_key)
+            for f in setup_files
+        )
+        or references_family_silences_print(setup_files)
     )
     quiet_logging = logging_quiet(facts)
     for call in (c for key in LOG_KEYS for c in facts.calls_by_key.get(key, ())):
