@@ -13,6 +13,7 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.loaderreads import read_in_one_pass, reads_one_batch
+from ddp_doctor.script.oneworld import one_process_world
 from ddp_doctor.script.samplerchecks import never_shuffled, truncates_to_dataset
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -156,7 +157,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
         by evaluation loaders that pass shuffle=False), or a sampler built inside the epoch
         loop with a seed from the loop variable (`DistributedSampler(ds, seed=seed + epoch)`:
-        a new order each epoch). A loader handed to a library call that
+        a new order each epoch). A retry loop of one pass is no epoch loop: its body, or
+        the `try` in it, ends with an unconditional break (`while bs > 0: try: evaluate(bs);
+        break; except RuntimeError: bs //= 2`). A loader handed to a library call that
         replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
         data_loader=loader)`) is that library's: its sampler is not the one iterated. A
         helper's loader factory checked alone, with no importer in view, is not judged: the
@@ -302,6 +305,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         wrap(self.dls.train)`, the same for `.valid`; `for batch in self.dl`), is judged
         only where a loop of the program iterates under an evaluation name (a factory
         given the datasets, `self.test_loader = prepare(test_set)`, is judged as above).
+        A program whose every process group that can start has one process
+        (`init_process_group(..., world_size=1, rank=0)`, a multi-GPU arm that exits before
+        its own init) is not judged: a sampler of one replica pads nothing.
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -311,6 +317,8 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         Evaluate on rank 0 with a plain DataLoader, or all_reduce correct and total counts and
         truncate to len(val_set).
     """
+    if one_process_world(facts):
+        return  # one replica: the sampler pads nothing
     samplers = _samplers(facts)
     for use in samplers.padding_uses:
         if samplers.for_eval(use) and not use.drops_last and not truncates_to_dataset(facts, use):
