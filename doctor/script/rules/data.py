@@ -147,6 +147,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument where the loader is iterated per epoch or the call repeats (not `set_epoch(0)`
         once before one pass: peft's EVA init), and set_epoch called once before the epoch loop.
+        A constant set_epoch after a `set_epoch(epoch)` of the same sampler in the same loop
+        only fixes the order of an extra pass (`set_epoch(0)` before an evaluation over the
+        training loader).
         A single pass over the data needs no set_epoch (one `batches = iter(loader)` made in
         no loop, then `next(batches)` at every step; not an iterator made again when the data
         runs out, `except StopIteration: batches = iter(loader)`): nor does a loader that nothing iterates
@@ -233,6 +236,8 @@ def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
 def _misplaced(facts: ScriptFacts, call: CallSite, per_epoch: bool) -> str | None:
     argument = call.node.args[0] if call.node.args else call.keyword("epoch")
     if isinstance(argument, ast.Constant):
+        if _set_per_epoch_in_the_same_loop(facts, call):
+            return None  # set_epoch(epoch) first, then set_epoch(0) for a fixed-order pass
         repeated = bool(call.ctx.loops) or flow_of(facts).called_in_loop(call.ctx.function)
         if not (per_epoch or repeated):  # per_epoch: its loader is iterated once per epoch
             return None  # set_epoch(0) once before one pass (peft's EVA initialisation)
@@ -258,6 +263,24 @@ def _misplaced(facts: ScriptFacts, call: CallSite, per_epoch: bool) -> str | Non
             f"{later_loops[0].node.lineno}: move it into the loop"
         )
     return None
+
+
+def _set_per_epoch_in_the_same_loop(facts: ScriptFacts, call: CallSite) -> bool:
+    """Another set_epoch of the same sampler, with a varying argument, runs in a loop around
+    this constant one (`sampler.set_epoch(epoch)` at the top of the epoch, `set_epoch(0)`
+    before an evaluation pass over the training loader: flow_matching's image train.py)."""
+    if call.receiver is None or not call.ctx.loops:
+        return False
+    receiver, loops = text_of(call.receiver), {id(loop.node) for loop in call.ctx.loops}
+    for other in facts.calls_by_key.get("set_epoch", ()):
+        argument = other.node.args[0] if other.node.args else other.keyword("epoch")
+        if other is call or argument is None or isinstance(argument, ast.Constant):
+            continue
+        earlier = other.node.lineno < call.node.lineno
+        same = earlier and other.receiver is not None and text_of(other.receiver) == receiver
+        if same and loops & {id(loop.node) for loop in other.ctx.loops}:
+            return True
+    return False
 
 
 def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
