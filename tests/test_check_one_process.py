@@ -76,3 +76,57 @@ def test_one_pass_is_an_unconditional_break() -> None:
     )
     assert isinstance(retry, ast.While) and isinstance(epochs, ast.While)
     assert one_pass(retry) and not one_pass(epochs)
+
+
+TRAIN_LOOP = """\
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def train_one_epoch(model, loader, optimizer):
+    for step, batch in enumerate(loader):
+        model(batch).sum().backward()
+        optimizer.step()
+        logger.info(f"step {step}")
+"""
+ENTRY = """\
+import logging
+
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from train_loop import train_one_epoch
+
+
+def main(model, loader, optimizer):
+    logging.basicConfig(level={level})
+    dist.init_process_group("nccl")
+    model = DistributedDataParallel(model)
+    for epoch in range(3):
+        train_one_epoch(model, loader, optimizer)
+
+
+if __name__ == "__main__":
+    main(None, None, None)
+"""
+
+
+def _log_findings(tmp_path: Path, level: str) -> list[tuple[str, str]]:
+    (tmp_path / "train_loop.py").write_text(TRAIN_LOOP, encoding="utf-8")
+    (tmp_path / "train.py").write_text(ENTRY.replace("{level}", level), encoding="utf-8")
+    outcome = check_paths([str(tmp_path)], CheckOptions(select=("DDP119",)))
+    return [(f.code, Path(f.location.path).name) for f in outcome.findings if f.location]
+
+
+def test_a_helper_logs_on_every_rank_where_its_entry_point_configures_logging(
+    tmp_path: Path,
+) -> None:
+    """flow_matching's examples/image: train.py's basicConfig(INFO) for every rank, the
+    train loop module's logger.info per step (set W)."""
+    assert _log_findings(tmp_path, "logging.INFO") == [("DDP119", "train_loop.py")]
+
+
+def test_a_helper_whose_entry_point_levels_logging_by_rank_is_left_alone(tmp_path: Path) -> None:
+    level = "logging.INFO if dist.get_rank() == 0 else logging.WARNING"
+    assert _log_findings(tmp_path, level) == []
