@@ -13,7 +13,6 @@ from ddp_doctor.script.facts import ScriptFacts, text_of
 from ddp_doctor.script.firstrank import prepared_by_rank_zero_first
 from ddp_doctor.script.flow import flow_of
 from ddp_doctor.script.hits import hit
-from ddp_doctor.script.logsetup import logging_left_to_others
 from ddp_doctor.script.logsites import (
     LOG_KEYS,
     SILENCES_PRINT,
@@ -35,6 +34,7 @@ from ddp_doctor.script.purpose import (
 )
 from ddp_doctor.script.rankflow import (
     collective_helpers,
+    logging_quiet,
     matched_in_other_arm,
     paired_collectives,
     save_calls,
@@ -215,9 +215,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         cfg.rank_zero_only:`), for the building of a cache that rank 0 makes first (see
         DDP116: the others find it made) or that runs only where a file is missing (a
         download's progress bar), for print(..., file=f) into a file, and for logging where
-        the file does not set logging up itself (it is configured elsewhere, often per rank;
-        not where an entry point of its program in view configures it for every rank: a
-        train-loop module whose train.py calls basicConfig(level=INFO) unguarded)
+        the file does not set logging up itself (it is configured elsewhere, often per rank)
         or its program sets it up per rank (an entry point's setLevel under a rank guard, a
         basicConfig in a function only rank 0 calls). Nor in a program whose every process
         group that can start has one process (`init_process_group(..., world_size=1,
@@ -247,7 +245,7 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         )
         or references_family_silences_print(setup_files)
     )
-    quiet_logging = logging_left_to_others(facts)
+    quiet_logging = logging_quiet(facts)
     for call in (c for key in LOG_KEYS for c in facts.calls_by_key.get(key, ())):
         kind = log_kind(facts, call, quiet_print, quiet_logging)
         if kind is None or flow.runs_on_rank_zero_only(call.ctx) or is_event_report(call.ctx):
