@@ -166,3 +166,26 @@ def test_snippets_with_one_top_level_step_and_no_loop_need_no_set_epoch(tmp_path
     )
     (tmp_path / "nb.ipynb").write_text(json.dumps(looped), encoding="utf-8")
     assert "DDP113" in {code for code, _, _ in places(tmp_path)}
+
+
+def test_magic_and_shell_forms_are_comments_not_broken_cells(tmp_path: Path) -> None:
+    """A `!` line continued by a backslash, a `%%bash` and a `%%writefile` cell are IPython's
+    syntax, not broken Python (QwenLM/Qwen's fine-tuning notebook, cell 6): no DDP910; the body
+    of a `%%time` cell is still the kernel's Python and judged."""
+    shutil.copy(NOTEBOOKS / "magic_and_shell_forms.ipynb", tmp_path / "nb.ipynb")
+    findings = _findings(tmp_path)
+    assert "DDP910" not in {f.code for f in findings}
+    sampler = next(f for f in findings if f.code == "DDP113").location
+    assert sampler is not None and sampler.cell == 6
+
+
+def test_only_the_lines_a_backslash_continues_are_commented() -> None:
+    cell = {"cell_type": "code", "source": "!pip install x \\\n  y\nimport os\n%%bash\n"}
+    script = notebook_script(json.dumps({"cells": [cell]}))
+    assert not isinstance(script, str)
+    assert script.source.splitlines()[:4] == [
+        "# !pip install x \\",
+        "  # y",
+        "import os",
+        "# %%bash",
+    ]

@@ -2,7 +2,9 @@
 
 A notebook runs its cells top to bottom in one process, so the rules read the code cells
 joined into one script (one blank line between cells). IPython magics and shell escapes
-(`%matplotlib`, `!pip`) become comments, so line numbers stay true. A finding's location is
+(`%matplotlib`, `!pip`, with the lines a trailing backslash continues) and cells under a
+cell magic whose body is no Python (`%%bash`, `%%writefile`) become comments, so line numbers
+stay true. A finding's location is
 then given as ruff gives it: `nb.ipynb:cell 3:2:5` (path, cell, line in the cell, column);
 the path stays the file's own (JSON and SARIF consumers open it), the cell is in the location.
 A code cell that is no Python at all (a shell line pasted without `!`, as tutorials do) would
@@ -100,13 +102,30 @@ def _parse_problem(source: str) -> tuple[int, str] | None:
 
 
 def _without_magics(lines: list[str]) -> list[str]:
+    """The cell with IPython's own syntax commented out: a cell magic (`%%bash`,
+    `%%writefile x.py`: the cell is not Python at all), and a line magic or shell escape
+    (`%cd`, `!torchrun ... \\`) with the lines its trailing backslash continues."""
+    first = next((line.lstrip() for line in lines if line.strip()), "")
+    if first.startswith("%%") and first[2:].split(maxsplit=1)[:1] not in _PYTHON_CELL_MAGICS:
+        return [_commented(line) for line in lines]
     out = []
+    continued = False
     for line in lines:
         stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
-            line = line[: len(line) - len(stripped)] + "# " + stripped
+        if continued or stripped.startswith(("%", "!")):
+            continued = line.rstrip().endswith("\\")
+            line = _commented(line)
         out.append(line)
     return out
+
+
+# cell magics whose body is still Python the kernel runs
+_PYTHON_CELL_MAGICS = (["time"], ["timeit"], ["capture"], ["prun"])
+
+
+def _commented(line: str) -> str:
+    stripped = line.lstrip()
+    return line[: len(line) - len(stripped)] + "# " + stripped if stripped else line
 
 
 def in_cells(findings: list[Finding], path: str, script: NotebookScript) -> list[Finding]:

@@ -50,6 +50,12 @@ _SYNCING_KEYS = (
     "initialize",
     "setup_module",
     "parallelize_module",
+    # library wrappers that put the model in DDP or broadcast it: fastai's
+    # `learn.to_distributed(rank)` and `with learn.distrib_ctx():`, Horovod's
+    # `hvd.broadcast_parameters(model.state_dict(), root_rank=0)`
+    "to_distributed",
+    "distrib_ctx",
+    "broadcast_parameters",
 )
 
 

@@ -18,6 +18,7 @@ from ddp_doctor.script.evidence import shares_a_program
 from ddp_doctor.script.facts import CallSite, ClassInfo, Context, Loop, ScriptFacts
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.origins import CALL, Origin
+from ddp_doctor.script.retryloops import in_repeating_loop
 from ddp_doctor.script.values import Values
 
 _EVAL_WORDS = frozenset(
@@ -227,15 +228,17 @@ class SamplerFlow:
         return [(facts, loop) for facts, loop, held in _loops(self.facts) if held & wanted]
 
     def runs_epochs(self, use: SamplerUse) -> bool | None:
-        """Whether the loader is iterated once per epoch of an outer loop; None when no loop
-        over it is in view. False when nothing can iterate it: the sampler and its loaders
+        """Whether the loader is iterated once per epoch of an outer loop (not a retry loop of
+        one pass: retryloops.py); None when no loop over it is in view. False when nothing can iterate it: the sampler and its loaders
         are held in local names that nothing reads but the loader's construction (a training
         loader an evaluation script builds beside the one it runs)."""
         iterations = self.iterations(use)
         if not iterations:
             return False if self._never_used(use) else None
         graph = self.flow.graph
-        return any(loop.ctx is not None and graph.in_loop(loop.ctx) for _, loop in iterations)
+        return any(
+            loop.ctx is not None and in_repeating_loop(graph, loop.ctx) for _, loop in iterations
+        )
 
     def for_eval(self, use: SamplerUse) -> bool:
         """Named for evaluation (sampler, dataset or loader), or iterated only as an evaluation

@@ -13,6 +13,7 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts, text_of
 from ddp_doctor.script.flow import candidates, flow_of
 from ddp_doctor.script.hits import hit
 from ddp_doctor.script.loaderreads import read_in_one_pass, reads_one_batch
+from ddp_doctor.script.oneworld import one_process_world
 from ddp_doctor.script.samplerchecks import never_shuffled, truncates_to_dataset
 from ddp_doctor.script.samplers import SamplerFlow, SamplerUse, looks_like_eval
 
@@ -146,6 +147,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         a function or module of the tree the epoch loop calls. Also set_epoch with a constant
         argument where the loader is iterated per epoch or the call repeats (not `set_epoch(0)`
         once before one pass: peft's EVA init), and set_epoch called once before the epoch loop.
+        A constant set_epoch after a `set_epoch(epoch)` of the same sampler in the same loop
+        only fixes the order of an extra pass (`set_epoch(0)` before an evaluation over the
+        training loader).
         A single pass over the data needs no set_epoch (one `batches = iter(loader)` made in
         no loop, then `next(batches)` at every step; not an iterator made again when the data
         runs out, `except StopIteration: batches = iter(loader)`): nor does a loader that nothing iterates
@@ -156,7 +160,9 @@ def set_epoch_missing(facts: ScriptFacts) -> Iterator[Hit]:
         SamplerType.DISTRIBUTED: return DistributedSampler(ds, shuffle=shuffle)`, chosen only
         by evaluation loaders that pass shuffle=False), or a sampler built inside the epoch
         loop with a seed from the loop variable (`DistributedSampler(ds, seed=seed + epoch)`:
-        a new order each epoch). A loader handed to a library call that
+        a new order each epoch). A retry loop of one pass is no epoch loop: its body, or
+        the `try` in it, ends with an unconditional break (`while bs > 0: try: evaluate(bs);
+        break; except RuntimeError: bs //= 2`). A loader handed to a library call that
         replaces it (`model, opt, crit, loader = privacy_engine.make_private(...,
         data_loader=loader)`) is that library's: its sampler is not the one iterated. A
         helper's loader factory checked alone, with no importer in view, is not judged: the
@@ -230,6 +236,8 @@ def _missing(facts: ScriptFacts, use: SamplerUse) -> Hit:
 def _misplaced(facts: ScriptFacts, call: CallSite, per_epoch: bool) -> str | None:
     argument = call.node.args[0] if call.node.args else call.keyword("epoch")
     if isinstance(argument, ast.Constant):
+        if _set_per_epoch_in_the_same_loop(facts, call):
+            return None  # set_epoch(epoch) first, then set_epoch(0) for a fixed-order pass
         repeated = bool(call.ctx.loops) or flow_of(facts).called_in_loop(call.ctx.function)
         if not (per_epoch or repeated):  # per_epoch: its loader is iterated once per epoch
             return None  # set_epoch(0) once before one pass (peft's EVA initialisation)
@@ -255,6 +263,24 @@ def _misplaced(facts: ScriptFacts, call: CallSite, per_epoch: bool) -> str | Non
             f"{later_loops[0].node.lineno}: move it into the loop"
         )
     return None
+
+
+def _set_per_epoch_in_the_same_loop(facts: ScriptFacts, call: CallSite) -> bool:
+    """Another set_epoch of the same sampler, with a varying argument, runs in a loop around
+    this constant one (`sampler.set_epoch(epoch)` at the top of the epoch, `set_epoch(0)`
+    before an evaluation pass over the training loader: flow_matching's image train.py)."""
+    if call.receiver is None or not call.ctx.loops:
+        return False
+    receiver, loops = text_of(call.receiver), {id(loop.node) for loop in call.ctx.loops}
+    for other in facts.calls_by_key.get("set_epoch", ()):
+        argument = other.node.args[0] if other.node.args else other.keyword("epoch")
+        if other is call or argument is None or isinstance(argument, ast.Constant):
+            continue
+        earlier = other.node.lineno < call.node.lineno
+        same = earlier and other.receiver is not None and text_of(other.receiver) == receiver
+        if same and loops & {id(loop.node) for loop in other.ctx.loops}:
+            return True
+    return False
 
 
 def _same_scope(loop: ast.AST, call: CallSite, facts: ScriptFacts) -> bool:
@@ -302,6 +328,9 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         wrap(self.dls.train)`, the same for `.valid`; `for batch in self.dl`), is judged
         only where a loop of the program iterates under an evaluation name (a factory
         given the datasets, `self.test_loader = prepare(test_set)`, is judged as above).
+        A program whose every process group that can start has one process
+        (`init_process_group(..., world_size=1, rank=0)`, a multi-GPU arm that exits before
+        its own init) is not judged: a sampler of one replica pads nothing.
     Why it matters:
         DistributedSampler pads the dataset with repeated samples so that it divides evenly
         by world_size. Averaged metrics then count some samples twice, silently.
@@ -311,6 +340,8 @@ def distributed_sampler_for_eval(facts: ScriptFacts) -> Iterator[Hit]:
         Evaluate on rank 0 with a plain DataLoader, or all_reduce correct and total counts and
         truncate to len(val_set).
     """
+    if one_process_world(facts):
+        return  # one replica: the sampler pads nothing
     samplers = _samplers(facts)
     for use in samplers.padding_uses:
         if samplers.for_eval(use) and not use.drops_last and not truncates_to_dataset(facts, use):

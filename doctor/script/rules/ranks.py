@@ -26,6 +26,7 @@ from ddp_doctor.script.logsites import (
     print_setup_files,
     turns_itself_off,
 )
+from ddp_doctor.script.oneworld import one_process_world
 from ddp_doctor.script.printfamily import references_family_silences_print
 from ddp_doctor.script.purpose import (
     is_saved,
@@ -216,7 +217,10 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         download's progress bar), for print(..., file=f) into a file, and for logging where
         the file does not set logging up itself (it is configured elsewhere, often per rank)
         or its program sets it up per rank (an entry point's setLevel under a rank guard, a
-        basicConfig in a function only rank 0 calls).
+        basicConfig in a function only rank 0 calls). Nor in a program whose every process
+        group that can start has one process (`init_process_group(..., world_size=1,
+        rank=0)`, a multi-GPU arm that exits before its own init: VMamba's analyze/eval.py):
+        it has one rank.
     Why it matters:
         Every line appears world_size times, progress bars fight over the terminal, wandb
         starts one run per GPU and tensorboard writes one event file per rank.
@@ -228,8 +232,8 @@ def log_on_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
             print(f"step {step} loss {loss.item()}")
     """
     flow = flow_of(facts)
-    if not flow.is_multiprocess:
-        return
+    if not flow.is_multiprocess or one_process_world(facts):
+        return  # one rank: every line is printed once
     setup_files = [f for f in print_setup_files(facts) if f.is_python]
     quiet_print = (
         launcher_redirects_stdout(facts)

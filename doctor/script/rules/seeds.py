@@ -74,8 +74,9 @@ def same_seed_every_rank(facts: ScriptFacts) -> Iterator[Hit]:
         alone: there the shared seed is what gives every rank the same initial weights (a
         model built out of view that the program unwraps, `hasattr(model, "module")` or
         `model.module.state_dict()`, is wrapped; the unwrap of a name the same file wraps
-        in nn.DataParallel is DataParallel's, as in CodeT5's one-process arm).
-        Programs that train nothing (no backward, zero_grad, fit or train call:
+        in nn.DataParallel is DataParallel's, as in CodeT5's one-process arm; a library's
+        wrap counts: fastai's `learn.to_distributed(rank)` or `distrib_ctx()`, Horovod's
+        `broadcast_parameters`). Programs that train nothing (no backward, zero_grad, fit or train call:
         evaluation, sampling) are left alone too, and so are programs that set the same
         constant seed again in another function (two runs made to draw the same numbers,
         to compare them). A seeding helper of the program (`def set_seed(seed):`, mostly
