@@ -5,7 +5,7 @@ one-process scatter and gather.
 
 A call counts when the class is defined in the checked tree with a DataParallel base, or,
 when its module is the project's own and not in view, when its name ends in "DataParallel"
-and does not say Distributed (`MyDataParallel`, `BalancedDataParallel`). Library classes
+and says neither Distributed nor Shard (`MyDataParallel`, `BalancedDataParallel`; not FullyShardedDataParallel). Library classes
 (mmcv's MMDataParallel, torch_geometric's DataParallel) are their own business and stay
 silent.
 """
@@ -18,6 +18,7 @@ from ddp_doctor.script.facts import CallSite, ScriptFacts
 from ddp_doctor.script.unseeninits import LIBRARIES, defined_in_tree
 
 _NAME = re.compile(r"DataParallel$")
+_SHARDED = re.compile(r"Distributed|Shard")  # DDP, FSDP, fairscale's ShardedDataParallel
 
 
 def data_parallel_subclass_calls(facts: ScriptFacts) -> list[CallSite]:
@@ -26,7 +27,7 @@ def data_parallel_subclass_calls(facts: ScriptFacts) -> list[CallSite]:
 
 def _is_subclass_call(facts: ScriptFacts, site: CallSite) -> bool:
     key = site.key or ""
-    if not _NAME.search(key) or "Distributed" in key or key == "DataParallel":
+    if not _NAME.search(key) or _SHARDED.search(key) or key == "DataParallel":
         return False
     qualified = facts.resolve(site) or key
     if qualified.startswith(LIBRARIES):

@@ -36,7 +36,7 @@ def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
         Calls of torch.nn.DataParallel (under any import alias), and of the project's own
         subclass of it: a class of the checked tree with a DataParallel base, or, from the
         project's own module out of view, a class whose name ends in DataParallel without
-        saying Distributed (ABINet's `MyDataParallel` from its utils.py). Library
+        saying Distributed or Shard (ABINet's `MyDataParallel` from its utils.py). Library
         subclasses (mmcv's MMDataParallel) are left alone.
     Why it matters:
         DataParallel runs one Python process that scatters each batch, replicates the model
