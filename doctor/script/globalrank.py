@@ -15,7 +15,9 @@ descendants (D-FINE's src/misc/dist_utils.py among them):
 
 A getter returning the LOCAL_RANK variable, the rank in a group (detectron2's comm.get_local_rank:
 `dist.get_rank(group=_LOCAL_PROCESS_GROUP)`) or the rank taken modulo the GPU count is a local
-index and stays silent.
+index and stays silent, and so does `dist.get_rank()` in a file whose every init passes
+`rank=` the LOCAL_RANK variable (MeloTTS's train.py): the group's rank is what the init was
+given.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ def is_global_rank(facts: ScriptFacts, value: ast.expr, depth: int = _DEPTH) -> 
         value = value.args[0]
     if isinstance(value, ast.Call):
         if facts.qualname(value.func) == "torch.distributed.get_rank":
-            return not value.args and not value.keywords  # a group's rank is not the global
+            # a group's rank is not the global; nor is the rank of a group started with
+            # rank=LOCAL_RANK (MeloTTS): get_rank() returns what the init was given
+            return not value.args and not value.keywords and not _started_with_local_rank(facts)
         if depth > 0 and _returns_global_rank(facts, value, depth):
             return True
         value = (
@@ -52,6 +56,28 @@ def is_global_rank(facts: ScriptFacts, value: ast.expr, depth: int = _DEPTH) -> 
         )
     key = value.slice if isinstance(value, ast.Subscript) else value
     return isinstance(key, ast.Constant) and key.value == "RANK"
+
+
+def _started_with_local_rank(facts: ScriptFacts) -> bool:
+    """Every init_process_group of the file passes rank= the LOCAL_RANK variable, directly or
+    through a name that only ever holds it (`local_rank = int(os.environ["LOCAL_RANK"])`)."""
+    inits = facts.calls_to(names.INIT_PROCESS_GROUP)
+    return bool(inits) and all(_local_rank_value(facts, init.keyword("rank")) for init in inits)
+
+
+def _local_rank_value(facts: ScriptFacts, value: ast.expr | None) -> bool:
+    if value is None:
+        return False
+    text = names.dotted(value)
+    held = facts.assignments_by_target.get(text, []) if text is not None else []
+    values = [a.value for a in held] if held else [value]
+    return all(_reads_local_rank(v) for v in values)
+
+
+def _reads_local_rank(value: ast.expr) -> bool:
+    return any(
+        isinstance(node, ast.Constant) and node.value == "LOCAL_RANK" for node in ast.walk(value)
+    )
 
 
 def _returns_global_rank(facts: ScriptFacts, call: ast.Call, depth: int) -> bool:

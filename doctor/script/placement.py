@@ -53,6 +53,7 @@ def device_state_before(facts: ScriptFacts, module: ast.expr, wrap: CallSite) ->
             same_place = call.ctx.function is wrap.ctx.function
             if same_place and position(call) < position(wrap) and _moves(call, text):
                 events.append((position(call), MOVED))
+    events.extend((position(call), MOVED) for call in _own_methods_moving(facts, text, wrap))
     state = UNKNOWN
     for _, event in sorted(events):
         if event != "keep":
@@ -127,6 +128,37 @@ def _placed(facts: ScriptFacts, value: ast.expr, function: Function) -> bool:
 def _ends_before(node: ast.AST, later: ast.AST) -> bool:
     end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
     return end <= (later.lineno, later.col_offset)  # type: ignore[attr-defined,operator]
+
+
+def _own_methods_moving(facts: ScriptFacts, text: str, wrap: CallSite) -> list[CallSite]:
+    """`self.device()` called before the wrap, where the class's own `device` method runs
+    `self.flownet.to(device)` (RIFE's Model.__init__): the module is moved through a method
+    of the same object. One level deep; the calls returned are those of the wrap's function."""
+    function = wrap.ctx.function
+    if function is None or function.class_name is None or not text.startswith("self."):
+        return []
+    info = facts.classes.get(function.class_name)
+    if info is None:
+        return []
+    found = []
+    for call in facts.calls:
+        func = call.node.func
+        if call.ctx.function is not function or position(call) >= position(wrap):
+            continue
+        if not (isinstance(func, ast.Attribute) and names.dotted(func.value) == "self"):
+            continue
+        method = info.methods.get(func.attr)
+        if method is not None and method is not function and _method_moves(facts, method, text):
+            found.append(call)
+    return found
+
+
+def _method_moves(facts: ScriptFacts, method: Function, text: str) -> bool:
+    return any(
+        call.ctx.function is method and _moves(call, text)
+        for name in _MOVES
+        for call in facts.methods_called(name)
+    )
 
 
 def _moves(call: CallSite, text: str) -> bool:

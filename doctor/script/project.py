@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ddp_doctor.script.facts import ClassInfo, Context, Function, ScriptFacts
 from ddp_doctor.script.names import dotted
+from ddp_doctor.script.ownpackage import in_own_package
 
 if TYPE_CHECKING:
     from ddp_doctor.script.callgraph import CallGraph
@@ -165,7 +166,7 @@ class Project:
             found = self._file_at(base, module)
             if found is not None:
                 return found
-        return None
+        return in_own_package(self._search_bases(here), module, self._file_at)
 
     def _search_bases(self, here: str) -> list[str]:
         """The folder and those above it up to its root (once per folder); with their `lib`

@@ -19,7 +19,7 @@ _STARTS_GROUP = re.compile(
 # destroy_process_group, cleanup, cleanup_distributed, teardown, shutdown, finalize_dist
 _ENDS_GROUP = re.compile(r"destroy|clean_?up|tear_?down|shutdown|finali[sz]e", re.IGNORECASE)
 # Libraries whose set-up helpers are their own business (they document how the group ends).
-_LIBRARIES = (
+LIBRARIES = (
     "accelerate.",
     "apex.",
     "colossalai.",
@@ -59,12 +59,12 @@ def _starts_group_out_of_view(facts: ScriptFacts, site: CallSite) -> bool:
         return False
     qualified = facts.resolve(site)
     # imported from a module (`utils.init_distributed_mode`), not a local name nor a library
-    if qualified is None or "." not in qualified or qualified.startswith(_LIBRARIES):
+    if qualified is None or "." not in qualified or qualified.startswith(LIBRARIES):
         return False
-    return not _defined_in_tree(facts, qualified)
+    return not defined_in_tree(facts, qualified)
 
 
-def _defined_in_tree(facts: ScriptFacts, qualified: str) -> bool:
+def defined_in_tree(facts: ScriptFacts, qualified: str) -> bool:
     """The helper is in view under a search path the imports cannot follow: CvT's
     `import _init_paths` (it puts lib/ on sys.path) then `from utils.utils import
     init_distributed`, defined in lib/utils/utils.py of the tree. The tree's own def is

@@ -9,6 +9,7 @@ from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
 from ddp_doctor.script.defaults import with_defaults
+from ddp_doctor.script.deviceuses import judged_at_uses, made_plain_cuda
 from ddp_doctor.script.facts import (
     SINGLE,
     Assignment,
@@ -113,7 +114,9 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
         .cuda(), .to("cuda"), torch.device("cuda") (also as the GPU arm of a conditional,
         `torch.device("cuda" if torch.cuda.is_available() else "cpu")`; or a name or argparse
         option that only
-        ever holds "cuda": `--device` defaulting to it) in code that runs in a process group or
+        ever holds "cuda": `--device` defaulting to it; a module-level `device =
+        torch.device("cuda")` that the file moves things to is judged at its `.to(device)`
+        uses, not where it is made) in code that runs in a process group or
         under DDP, where no set_device ran before it on the way there: not earlier in its
         function outside the other arms of a condition, not in a caller before the call, not
         in a helper, constructor or library set-up called first (a DeviceMesh of a GPU type
@@ -144,7 +147,7 @@ def indexless_cuda_placement(facts: ScriptFacts) -> Iterator[Hit]:
     flow = flow_of(facts)
     if not (flow.init_calls or flow.ddp_wraps) or flow.pins_device_by_environment or flow.is_rpc:
         return
-    defaults = _default_values(facts)
+    defaults = _default_values(facts) | judged_at_uses(facts)
     for site in _placements(facts):
         if not flow.in_distributed_region(site.ctx) or id(site.node) in defaults:
             continue
@@ -315,7 +318,8 @@ def _always_plain_cuda(facts: ScriptFacts, device: ast.expr, site: CallSite) -> 
         return False
     origins = with_defaults(facts.project.values, facts, device, site.ctx, parameters=False)
     return bool(origins) and all(
-        o.kind == CONSTANT and o.node is not None and _is_plain_cuda(o.node) for o in origins
+        (o.kind == CONSTANT and o.node is not None and _is_plain_cuda(o.node)) or made_plain_cuda(o)
+        for o in origins
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ddp_doctor.model import Remediation, Severity
 from ddp_doctor.registry import Hit, rule
 from ddp_doctor.script import names
+from ddp_doctor.script.dpsubclasses import data_parallel_subclass_calls
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts, position, text_of
 from ddp_doctor.script.flow import flow_of
@@ -32,7 +33,11 @@ from ddp_doctor.script.placement import (
 )
 def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
-        Calls of torch.nn.DataParallel (under any import alias).
+        Calls of torch.nn.DataParallel (under any import alias), and of the project's own
+        subclass of it: a class of the checked tree with a DataParallel base, or, from the
+        project's own module out of view, a class whose name ends in DataParallel without
+        saying Distributed or Shard (ABINet's `MyDataParallel` from its utils.py). Library
+        subclasses (mmcv's MMDataParallel) are left alone.
     Why it matters:
         DataParallel runs one Python process that scatters each batch, replicates the model
         every step and gathers outputs and the loss on device_ids[0]. GPU 0 runs out of memory
@@ -45,7 +50,7 @@ def data_parallel_used(facts: ScriptFacts) -> Iterator[Hit]:
         by `torchrun --nproc-per-node=N`, one process per GPU.
     """
     also_ddp = bool(flow_of(facts).ddp_wraps)
-    for site in facts.calls_to(names.DATA_PARALLEL):
+    for site in facts.calls_to(names.DATA_PARALLEL) + data_parallel_subclass_calls(facts):
         target = flow_of(facts).target_of(site.node) or "the model"
         yield hit(
             facts,
@@ -65,7 +70,8 @@ def ddp_device_ids_wrong(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel with device_ids holding a literal index ([0]), more than one
         id (a list of several, or list(range(...)), directly or through a name), or the
-        global rank (dist.get_rank() of no group, the RANK variable, a name holding one of them, or a
+        global rank (dist.get_rank() of no group, unless every init of the file passes rank= the
+    LOCAL_RANK variable, as MeloTTS does; the RANK variable, a name holding one of them, or a
         function of the tree that returns one of them after constant fallbacks: DETR's
         `get_rank()`, `return 0` before the group exists); DDP whose output_device is not device_ids[0] (a conditional id, `[device
         if device else local_rank]`, agrees when one of its arms is the output device). DataParallel's device_ids
@@ -165,7 +171,8 @@ def model_not_on_device(facts: ScriptFacts) -> Iterator[Hit]:
     """What it finds:
         DistributedDataParallel(model) in a CUDA script where `model` was built in the same
         function and not moved with .to(device) or .cuda() before the wrap (also when it is
-        moved only afterwards). nn.DataParallel(model) where `model` was built on the CPU and
+        moved only afterwards; a method of the same object called first that moves it,
+        RIFE's `self.device()` running `self.flownet.to(device)`, counts as a move). nn.DataParallel(model) where `model` was built on the CPU and
         neither it nor the wrapper is ever moved (`nn.DataParallel(model).cuda()` is right). A
         model whose own layers are placed on devices (model parallel) is left alone, and so is
         a program that builds its modules with a CUDA default (torch.set_default_device,
