@@ -35,7 +35,9 @@ def _one_process_world(facts: ScriptFacts) -> bool:
     if facts.tree is None or LAUNCHER_VARIABLES & facts.env_names(writes=False):
         return False
     inits = facts.calls_to(names.INIT_PROCESS_GROUP)
-    if not inits or facts.calls_to(*names.SPAWN) or is_launched(facts):
+    if not inits or not any(single_process(site) for site in inits):
+        return False  # no world of one asked for: the common case, decided without a walk
+    if facts.calls_to(*names.SPAWN) or is_launched(facts):
         return False
     dead = dead_lines(facts.tree)
     live = [site for site in inits if site.node.lineno not in dead]
