@@ -154,17 +154,7 @@ def _of_configuration_keys(value: ast.expr) -> bool:
 
 def _root_name(value: ast.expr) -> str | None:
     """The first name of `opt["path"]`, `self.cfg.train`: opt, cfg (`self` skipped)."""
-    chain: list[str] = []
-    while isinstance(value, ast.Attribute | ast.Subscript):
-        if isinstance(value, ast.Attribute):
-            chain.append(value.attr)
-        value = value.value
-    if not isinstance(value, ast.Name):
-        return None
-    chain.append(value.id)
-    chain.reverse()
-    if chain[0] == "self":
-        chain = chain[1:]
+    chain = names.member_chain(value)
     return chain[0] if chain else None
 
 

@@ -148,6 +148,22 @@ def access_path(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def member_chain(value: ast.expr) -> list[str]:
+    """The names of an attribute chain, root first, items skipped and a leading `self`
+    dropped: ["cfg", "train"] for `self.cfg["x"].train`, ["opt"] for `opt["path"]`; empty when
+    the root is no name (a call)."""
+    chain: list[str] = []
+    while isinstance(value, ast.Attribute | ast.Subscript):
+        if isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return []
+    chain.append(value.id)
+    chain.reverse()
+    return chain[1:] if chain[0] == "self" else chain
+
+
 def last_identifier(node: ast.AST) -> str | None:
     """The rightmost name of a dotted expression or call: `is_main_process` in `u.is_main_process()`."""
     if isinstance(node, _CALL):  # the node types as module names: asked ~60,000 times

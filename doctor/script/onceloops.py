@@ -40,18 +40,9 @@ def splits_a_setting(loop: ast.For | ast.AsyncFor, configuration: re.Pattern[str
 
 
 def _setting_root(value: ast.expr) -> str | None:
-    """`args` of `args.checkpoint_key`, `cfg` of `self.cfg["names"]`; None for a call."""
-    chain: list[str] = []
-    while isinstance(value, ast.Attribute | ast.Subscript):
-        if isinstance(value, ast.Attribute):
-            chain.append(value.attr)
-        value = value.value
-    if not isinstance(value, ast.Name) or not chain:
-        return None
-    chain.append(value.id)
-    chain.reverse()
-    if chain[0] == "self":
-        chain = chain[1:]
+    """`args` of `args.checkpoint_key`, `cfg` of `self.cfg.names`; None for a call, a bare name
+    or `self.cfg` alone (a setting is an attribute of its root)."""
+    chain = names.member_chain(value)
     return chain[0] if len(chain) > 1 else None
 
 

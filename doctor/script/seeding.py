@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
+from ddp_doctor.script.callsources import comes_from_call
 from ddp_doctor.script.evidence import program_files
 from ddp_doctor.script.facts import CallSite, Function, ScriptFacts, position
 from ddp_doctor.script.origins import PARAM, SPAWN_INDEX
@@ -79,22 +80,9 @@ def reseeds_from_own_seed(facts: ScriptFacts, site: CallSite) -> bool:
     the one this process (or loader worker) already holds, so no shared constant comes in;
     whether it differs per rank is decided where that seed was set, judged there."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    return bool(values) and all(_from_own_seed(facts, value, _SEED_HOPS) for value in values)
-
-
-def _from_own_seed(facts: ScriptFacts, node: ast.AST, hops: int) -> bool:
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Call) and _is_own_seed_call(facts, inner):
-            return True
-    if hops <= 0:
-        return False
-    for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
-        assignments = facts.assignments_by_target.get(name, ())
-        if assignments and all(
-            a.value is not None and _from_own_seed(facts, a.value, hops - 1) for a in assignments
-        ):
-            return True
-    return False
+    return bool(values) and all(
+        comes_from_call(facts, value, _SEED_HOPS, _is_own_seed_call) for value in values
+    )
 
 
 def _is_own_seed_call(facts: ScriptFacts, call: ast.Call) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from ddp_doctor.script import names
+from ddp_doctor.script.callsources import comes_from_call
 from ddp_doctor.script.closure import imported_closure
 from ddp_doctor.script.evidence import is_entry_point, program_files
 from ddp_doctor.script.facts import CallSite, ScriptFacts
@@ -39,22 +40,7 @@ def draws_a_fresh_seed(facts: ScriptFacts, site: CallSite) -> bool:
     os.urandom(4), "little"); torch.manual_seed(seed)`: the seed is drawn anew in each
     process, so the ranks differ without a rank term (also through a name, two hops)."""
     values = [*site.node.args, *(kw.value for kw in site.node.keywords)]
-    return any(_fresh(facts, value, _NAME_HOPS) for value in values)
-
-
-def _fresh(facts: ScriptFacts, node: ast.AST, hops: int) -> bool:
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Call) and _is_fresh_source(facts, inner):
-            return True
-    if hops <= 0:
-        return False
-    for name in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
-        assignments = facts.assignments_by_target.get(name, ())
-        if assignments and all(
-            a.value is not None and _fresh(facts, a.value, hops - 1) for a in assignments
-        ):
-            return True
-    return False
+    return any(comes_from_call(facts, value, _NAME_HOPS, _is_fresh_source) for value in values)
 
 
 def _is_fresh_source(facts: ScriptFacts, call: ast.Call) -> bool:
